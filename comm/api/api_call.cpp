@@ -1,0 +1,27 @@
+#include "comm/api/api_call.hpp"
+
+#include "comm/base/log.hpp"
+
+namespace loom::api {
+namespace {
+thread_local std::string tlsLastError;
+thread_local std::string tlsReturned;  // keeps the string loomGetLastError hands out alive
+}  // namespace
+
+void recordError(loomComm_t comm, loomResult_t code, const std::string& message, const char* function) {
+  std::string text = std::string(function) + ": " + message;
+  if (code != loomInProgress) LOOM_WARN(Init, "%s (%s)", text.c_str(), resultName(code));
+  tlsLastError = text;
+  if (comm != nullptr) comm->setLastError(text);
+}
+
+const char* lastErrorFor(loomComm_t comm) {
+  tlsReturned = comm != nullptr ? comm->lastError() : tlsLastError;
+  return tlsReturned.c_str();
+}
+
+void requireNonNull(const void* p, const char* name) {
+  if (p == nullptr) throw Error(loomInvalidArgument, std::string(name) + " is NULL");
+}
+
+}  // namespace loom::api

@@ -1,0 +1,71 @@
+#include "comm/base/env.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "comm/base/error.hpp"
+
+namespace loom::env {
+namespace {
+
+// Keep alphabetical. The README section is generated from this table.
+constexpr Variable kVariables[] = {
+    {"LOOM_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
+    {"LOOM_DEBUG_FILE", "", "Write the log to this file instead of stderr; %h is replaced by the host name, %p by the pid."},
+    {"LOOM_DEBUG_SUBSYS", "ALL", "Comma-separated subsystems to log: INIT, BOOTSTRAP, NET, COMM, LAUNCH, ALL; a leading ^ excludes the listed ones."},
+    {"LOOM_HOSTID", "", "Overrides the host id (default: a hash of the host name and the kernel boot id); ranks with equal ids count as one node."},
+    {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
+    {"LOOM_RANK", "", "Rank of this process, for loomCommInitFromEnv (set by loomrun)."},
+    {"LOOM_SOCKET_IFNAME", "", "Network interfaces to use: comma-separated name prefixes, =name for an exact match, ^ to exclude. Default: any interface but lo and docker*, else lo."},
+    {"LOOM_STORE_ADDR", "", "Rendezvous store for loomCommInitFromEnv: host:port (rank 0 serves a TCP store there) or file:///dir (a directory all ranks share)."},
+    {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds (bootstrap, connection set-up, barriers)."},
+    {"LOOM_WORLD_SIZE", "", "Number of ranks, for loomCommInitFromEnv (set by loomrun)."},
+};
+
+const Variable& lookup(std::string_view name) {
+  for (const auto& v : kVariables) {
+    if (v.name == name) return v;
+  }
+  throw Error(loomInternalError, "environment variable " + std::string(name) + " is not declared in comm/base/env.cpp");
+}
+
+}  // namespace
+
+std::span<const Variable> table() { return kVariables; }
+
+std::optional<std::string> getIfSet(std::string_view name) {
+  const auto& v = lookup(name);
+  const char* value = std::getenv(std::string(v.name).c_str());
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::string get(std::string_view name) {
+  auto value = getIfSet(name);
+  return value ? *value : std::string(lookup(name).defaultValue);
+}
+
+long long getInt(std::string_view name, long long min, long long max) {
+  std::string text = get(name);
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0' || value < min || value > max) {
+    throw Error(loomInvalidArgument, std::string(name) + "='" + text + "' is not an integer in [" +
+                                         std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return value;
+}
+
+std::string markdownTable() {
+  std::string out = "| variable | default | meaning |\n|---|---|---|\n";
+  for (const auto& v : kVariables) {
+    out += "| `" + std::string(v.name) + "` | " +
+           (v.defaultValue.empty() ? std::string("(unset)") : "`" + std::string(v.defaultValue) + "`") +
+           " | " + std::string(v.doc) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace loom::env

@@ -1,0 +1,24 @@
+// The rendezvous root behind a loomUniqueId. It runs on a thread of the
+// process that called loomGetUniqueId, accepts one Hello per rank, checks
+// the secret and the claims in each (rank in range, no duplicates, the same
+// nranks), and answers every rank with every rank's PeerInfo. When the
+// deadline passes first, it answers those that came with loomTimeout naming
+// the ranks that never arrived. Connections without the secret, or with a
+// malformed message, are logged and dropped; they never disturb the job.
+#pragma once
+
+#include <chrono>
+
+#include "comm/bootstrap/secret.hpp"
+#include "transport/socket/socket.hpp"
+
+namespace loom {
+
+// Starts a root on `listener` that lives until it has answered every rank or
+// its timeout passes. The process owns it; it is stopped at exit.
+void startRendezvousRoot(net::Socket listener, const Secret& secret, std::chrono::milliseconds timeout);
+
+// Roots still running in this process (for tests of resource hygiene).
+size_t runningRendezvousRoots();
+
+}  // namespace loom

@@ -1,0 +1,21 @@
+// What a loomUniqueId holds: the rendezvous root's address and the job's
+// secret, sealed with a magic number and a checksum so that garbage or a
+// truncated copy is refused with loomInvalidArgument instead of used.
+#pragma once
+
+#include <loom/loom.h>
+
+#include "comm/bootstrap/secret.hpp"
+#include "transport/socket/address.hpp"
+
+namespace loom {
+
+struct UniqueIdData {
+  net::SocketAddress root;
+  Secret secret;
+};
+
+loomUniqueId encodeUniqueId(const UniqueIdData& data);
+UniqueIdData decodeUniqueId(const loomUniqueId& id);
+
+}  // namespace loom

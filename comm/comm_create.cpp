@@ -1,0 +1,125 @@
+#include "comm/comm_create.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+#include "comm/bootstrap/rendezvous.hpp"
+#include "comm/bootstrap/root.hpp"
+#include "comm/launch_env.hpp"
+#include "comm/store/store.hpp"
+
+namespace loom {
+
+loomUniqueId createUniqueId(std::chrono::milliseconds timeout) {
+  auto listener = listenOnBootstrapInterface("rendezvous root");
+  UniqueIdData data{listener.localAddress(), Secret::random()};
+  loomUniqueId id = encodeUniqueId(data);
+  startRendezvousRoot(std::move(listener), data.secret, timeout);
+  return id;
+}
+
+std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int rank, const Config& config) {
+  if (nranks < 1 || nranks > kMaxRanks) {
+    throw Error(loomInvalidArgument, "nranks=" + std::to_string(nranks) + " must be in [1, " + std::to_string(kMaxRanks) + "]");
+  }
+  if (rank < 0 || rank >= nranks) {
+    throw Error(loomInvalidArgument, "rank=" + std::to_string(rank) + " is out of range for nranks=" + std::to_string(nranks));
+  }
+  UniqueIdData data = decodeUniqueId(id);
+  auto comm = std::make_unique<loomComm>(config);
+  if (config.blocking) comm->init(data, rank, nranks);
+  else comm->initAsync(data, rank, nranks);
+  return comm;
+}
+
+std::unique_ptr<loomComm> createCommFromEnv(const Config& config) {
+  LaunchEnv launch = readLaunchEnv();
+  LOOM_INFO(Init, "rank %d of %d from %s's environment, store %s", launch.rank, launch.size, launch.launcher.c_str(),
+            launch.store.c_str());
+  if (launch.size == 1) return createComm(1, createUniqueId(config.timeout), 0, Config{config.timeout, true});
+
+  // Rank 0 creates the unique id and publishes it in the store; the key
+  // counts this process's calls so that a second init gets a fresh id.
+  static std::atomic<int> generation{0};
+  std::string key = "loom/init/" + std::to_string(generation.fetch_add(1)) + "/unique-id";
+  auto deadline = Deadline::after(config.timeout);
+  auto store = openStore(launch.store, launch.rank == 0, deadline, nullptr);
+  loomUniqueId id;
+  if (launch.rank == 0) {
+    id = createUniqueId(config.timeout);
+    store->set(key, std::as_bytes(std::span(id.internal)));
+  } else {
+    auto bytes = store->get(key, deadline, nullptr);
+    if (bytes.size() != sizeof id.internal) throw Error(loomRemoteError, "store holds a malformed unique id under " + key);
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  Config blocking = config;
+  blocking.blocking = true;  // the store must outlive the rendezvous
+  auto comm = createComm(launch.size, id, launch.rank, blocking);
+  if (launch.rank == 0) store->erase(key);  // every rank has read it: the rendezvous is done
+  return comm;
+}
+
+std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, const Config& config) {
+  if (ndev < 1 || ndev > kMaxRanks) throw Error(loomInvalidArgument, "ndev=" + std::to_string(ndev) + " must be at least 1");
+  loomUniqueId id = createUniqueId(config.timeout);
+  Config blocking = config;
+  blocking.blocking = true;
+  std::vector<std::unique_ptr<loomComm>> comms(static_cast<size_t>(ndev));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(ndev));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ndev; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        comms[static_cast<size_t>(r)] = createComm(ndev, id, r, blocking);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return comms;
+}
+
+std::unique_ptr<loomComm> splitComm(Communicator& parent, int color, int key, const Config& config) {
+  if (color < 0 && color != LOOM_SPLIT_NOCOLOR) {
+    throw Error(loomInvalidArgument, "color=" + std::to_string(color) + " must be non-negative or LOOM_SPLIT_NOCOLOR");
+  }
+  Bootstrap& boot = parent.bootstrap();
+  const int n = boot.size();
+
+  // 1. Everyone learns everyone's (color, key).
+  struct Entry {
+    int32_t color, key;
+  };
+  std::vector<Entry> entries(static_cast<size_t>(n));
+  entries[static_cast<size_t>(parent.rank())] = {color, key};
+  boot.allgather(std::as_writable_bytes(std::span(entries)), sizeof(Entry));
+
+  // 2. My group, ordered by (key, parent rank).
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r) {
+    if (entries[static_cast<size_t>(r)].color == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return entries[static_cast<size_t>(a)].key < entries[static_cast<size_t>(b)].key;
+  });
+
+  // 3. Each group's first member hosts the new rendezvous; its id reaches the group.
+  bool leader = color != LOOM_SPLIT_NOCOLOR && members.front() == parent.rank();
+  std::vector<loomUniqueId> ids(static_cast<size_t>(n));
+  if (leader) ids[static_cast<size_t>(parent.rank())] = createUniqueId(config.timeout);
+  boot.allgather(std::as_writable_bytes(std::span(ids)), sizeof(loomUniqueId));
+
+  if (color == LOOM_SPLIT_NOCOLOR) return nullptr;
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
+  return createComm(static_cast<int>(members.size()), ids[static_cast<size_t>(members.front())], newRank, config);
+}
+
+}  // namespace loom

@@ -1,0 +1,29 @@
+// The ways a communicator comes to be: from a unique id, from a launcher's
+// environment, as several in-process ranks, or by splitting a parent.
+#pragma once
+
+#include <loom/loom.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace loom {
+
+// Starts a rendezvous root in this process and returns its id.
+loomUniqueId createUniqueId(std::chrono::milliseconds timeout);
+
+// Validates the arguments (naming the bad one) and initializes; with a
+// non-blocking config the communicator returns while init runs.
+std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int rank, const Config& config);
+
+std::unique_ptr<loomComm> createCommFromEnv(const Config& config);
+
+std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, const Config& config);
+
+// Ranks with equal color form a new communicator, ordered by (key, parent
+// rank). Returns null for color LOOM_SPLIT_NOCOLOR. Collective over parent.
+std::unique_ptr<loomComm> splitComm(Communicator& parent, int color, int key, const Config& config);
+
+}  // namespace loom

@@ -1,0 +1,118 @@
+#include "comm/communicator.hpp"
+
+#include <unistd.h>
+
+#include "comm/base/env.hpp"
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+#include "comm/device/cuda.hpp"
+#include "comm/host_id.hpp"
+#include "transport/socket/interfaces.hpp"
+
+namespace loom {
+
+net::Socket listenOnBootstrapInterface(const std::string& label) {
+  auto interfaces = net::selectInterfaces(env::get("LOOM_SOCKET_IFNAME"), net::listInterfaces());
+  net::SocketAddress address = interfaces.front().address;
+  address.setPort(0);
+  LOOM_INFO(Bootstrap, "%s on interface %s", label.c_str(), interfaces.front().name.c_str());
+  return net::Socket::listen(address, label);
+}
+
+Communicator::Communicator(Config config) : config_(config) {}
+
+Communicator::~Communicator() {
+  if (initThread_.joinable()) {
+    cancel_.cancel();
+    initThread_.join();
+  }
+}
+
+void Communicator::init(const UniqueIdData& id, int rank, int nranks) {
+  try {
+    runInit(id, rank, nranks);
+  } catch (const Error& e) {
+    asyncError_.store(e.code(), std::memory_order_release);
+    throw;
+  }
+}
+
+void Communicator::initAsync(const UniqueIdData& id, int rank, int nranks) {
+  initThread_ = std::thread([this, id, rank, nranks] {
+    LogRankScope scope(rank);
+    try {
+      runInit(id, rank, nranks);
+    } catch (const Error& e) {
+      setLastError(e.what());
+      std::lock_guard lock(errorMutex_);
+      initError_ = e.what();
+      asyncError_.store(e.code(), std::memory_order_release);
+    } catch (const std::exception& e) {
+      setLastError(e.what());
+      asyncError_.store(loomInternalError, std::memory_order_release);
+    }
+  });
+}
+
+void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
+  LogRankScope scope(rank);
+  rank_ = rank;
+  size_ = nranks;
+  auto listener = listenOnBootstrapInterface("bootstrap listener of rank " + std::to_string(rank));
+  PeerInfo self;
+  self.rank = rank;
+  self.pid = static_cast<int>(::getpid());
+  self.hostId = hostId();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  self.hostname = host;
+  self.bootstrapAddress = listener.localAddress().toString();
+  self.cudaDeviceCount = cuda::deviceCount();
+
+  bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, self, std::move(listener), config_.timeout, &cancel_);
+
+  localSize_ = 0;
+  for (const auto& p : bootstrap_->peers()) {
+    if (p.hostId == self.hostId) {
+      if (p.rank == rank) localRank_ = localSize_;
+      ++localSize_;
+    }
+  }
+  LOOM_INFO(Init, "communicator ready: rank %d of %d, local rank %d of %d", rank_, size_, localRank_, localSize_);
+  asyncError_.store(loomSuccess, std::memory_order_release);
+}
+
+const std::vector<PeerInfo>& Communicator::peers() const {
+  requireReady();
+  return bootstrap_->peers();
+}
+
+Bootstrap& Communicator::bootstrap() {
+  requireReady();
+  return *bootstrap_;
+}
+
+void Communicator::requireReady() const {
+  cancel_.throwIfCancelled();
+  switch (asyncError()) {
+    case loomSuccess: return;
+    case loomInProgress:
+      throw Error(loomInProgress, "communicator is still initializing (poll loomCommGetAsyncError)");
+    default: {
+      std::lock_guard lock(errorMutex_);
+      throw Error(loomInvalidUsage, "communicator failed to initialize: " + initError_);
+    }
+  }
+}
+
+void Communicator::setLastError(const std::string& message) {
+  std::lock_guard lock(errorMutex_);
+  lastError_ = message;
+}
+
+std::string Communicator::lastError() const {
+  std::lock_guard lock(errorMutex_);
+  return lastError_;
+}
+
+}  // namespace loom

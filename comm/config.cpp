@@ -1,0 +1,32 @@
+#include "comm/config.hpp"
+
+#include <string>
+
+#include "comm/base/env.hpp"
+#include "comm/base/error.hpp"
+
+namespace loom {
+
+Config Config::resolve(const loomConfig_t* config) {
+  Config c;
+  c.timeout = std::chrono::milliseconds(env::getInt("LOOM_TIMEOUT_MS", 1, 24LL * 3600 * 1000));
+  if (config == nullptr) return c;
+  if (config->magic != LOOM_CONFIG_MAGIC || config->size < sizeof(loomConfig_t)) {
+    throw Error(loomInvalidArgument, "config was not initialized with LOOM_CONFIG_INITIALIZER");
+  }
+  if (config->blocking != LOOM_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1) {
+      throw Error(loomInvalidArgument, "config->blocking must be 0 or 1, not " + std::to_string(config->blocking));
+    }
+    c.blocking = config->blocking == 1;
+  }
+  if (config->timeoutMs != LOOM_CONFIG_UNDEF_INT) {
+    if (config->timeoutMs < 1) {
+      throw Error(loomInvalidArgument, "config->timeoutMs must be at least 1, not " + std::to_string(config->timeoutMs));
+    }
+    c.timeout = std::chrono::milliseconds(config->timeoutMs);
+  }
+  return c;
+}
+
+}  // namespace loom

@@ -1,0 +1,19 @@
+// A communicator's settings: the loomConfig_t fields the user set, else the
+// environment, else the documented defaults (comm/base/env.cpp).
+#pragma once
+
+#include <loom/loom.h>
+
+#include <chrono>
+
+namespace loom {
+
+struct Config {
+  std::chrono::milliseconds timeout{300000};
+  bool blocking = true;
+
+  // Validates `config` (NULL allowed); bad fields are loomInvalidArgument naming the field.
+  static Config resolve(const loomConfig_t* config);
+};
+
+}  // namespace loom

@@ -1,0 +1,201 @@
+#include "comm/store/tcp_store.hpp"
+
+#include <poll.h>
+
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+#include "comm/bootstrap/bytes.hpp"
+
+namespace loom {
+
+StoreRequestHeader parseStoreRequestHeader(std::span<const std::byte, kStoreHeaderBytes> raw) {
+  ByteReader r(raw, "store request");
+  auto op = r.get<uint8_t>();
+  auto keyBytes = r.get<uint32_t>();
+  auto valueBytes = r.get<uint32_t>();
+  if (op < static_cast<uint8_t>(StoreOp::Set) || op > static_cast<uint8_t>(StoreOp::Erase)) {
+    throw Error(loomRemoteError, "store request has unknown op " + std::to_string(op));
+  }
+  if (keyBytes == 0 || keyBytes > kMaxStoreKeyBytes) throw Error(loomRemoteError, "store request key length out of range");
+  if (valueBytes > kMaxStoreValueBytes || (op != static_cast<uint8_t>(StoreOp::Set) && valueBytes != 0)) {
+    throw Error(loomRemoteError, "store request value length out of range");
+  }
+  return {static_cast<StoreOp>(op), keyBytes, valueBytes};
+}
+
+namespace {
+
+std::vector<std::byte> encodeRequest(StoreOp op, const std::string& key, std::span<const std::byte> value) {
+  ByteWriter w;
+  w.put(static_cast<uint8_t>(op));
+  w.put(static_cast<uint32_t>(key.size()));
+  w.put(static_cast<uint32_t>(value.size()));
+  w.putBytes(std::as_bytes(std::span(key.data(), key.size())));
+  w.putBytes(value);
+  return std::move(w.bytes());
+}
+
+std::vector<std::byte> encodeReply(std::span<const std::byte> value) {
+  ByteWriter w;
+  w.put(static_cast<uint32_t>(value.size()));
+  w.putBytes(value);
+  return std::move(w.bytes());
+}
+
+}  // namespace
+
+class TcpStoreServer::Impl {
+ public:
+  explicit Impl(const net::SocketAddress& address)
+      : listener_(net::Socket::listen(address, "store listener")), thread_([this] { run(); }) {}
+  ~Impl() {
+    cancel_.cancel();
+    thread_.join();
+  }
+  net::SocketAddress address() const { return listener_.localAddress(); }
+
+ private:
+  struct Client {
+    explicit Client(net::Socket s) : socket(std::move(s)) {}
+    net::Socket socket;
+    std::vector<std::byte> buffer = std::vector<std::byte>(kStoreHeaderBytes);
+    size_t filled = 0;
+    std::optional<StoreRequestHeader> header;
+    std::string waitingFor;  // a GET whose key is not set yet
+  };
+
+  void run() {
+    while (!cancel_.cancelled()) {
+      std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}, {cancel_.fd(), POLLIN, 0}};
+      for (auto& c : clients_) fds.push_back({c.socket.fd(), POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
+      for (size_t i = fds.size(); i-- > 2;) {
+        if (fds[i].revents != 0) service(i - 2);
+      }
+      if (fds[0].revents != 0) acceptAll();
+    }
+  }
+
+  void acceptAll() {
+    for (;;) {
+      try {
+        clients_.emplace_back(listener_.accept(Deadline::after(std::chrono::milliseconds(0)), nullptr));
+      } catch (const Error&) {
+        return;
+      }
+    }
+  }
+
+  void service(size_t index) {
+    Client& c = clients_[index];
+    try {
+      c.filled += c.socket.recvSome(std::span(c.buffer).subspan(c.filled));
+      if (c.filled < c.buffer.size()) return;
+      if (!c.header) {
+        c.header = parseStoreRequestHeader(std::span<const std::byte, kStoreHeaderBytes>(c.buffer.data(), kStoreHeaderBytes));
+        c.buffer.assign(c.header->keyBytes + c.header->valueBytes, std::byte{0});
+        c.filled = 0;
+        return;
+      }
+      std::string key(reinterpret_cast<const char*>(c.buffer.data()), c.header->keyBytes);
+      auto value = std::span(c.buffer).subspan(c.header->keyBytes);
+      handle(c, c.header->op, key, value);
+      c.header.reset();
+      c.buffer.assign(kStoreHeaderBytes, std::byte{0});
+      c.filled = 0;
+    } catch (const Error& e) {
+      if (e.code() != loomRemoteError || std::string(e.what()).find("closed") == std::string::npos) {
+        LOOM_WARN(Bootstrap, "store server dropped a client: %s", e.what());
+      }
+      clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(index));
+    }
+  }
+
+  void handle(Client& c, StoreOp op, const std::string& key, std::span<const std::byte> value) {
+    switch (op) {
+      case StoreOp::Set:
+        values_[key].assign(value.begin(), value.end());
+        reply(c, {});
+        for (auto& waiter : clients_) {
+          if (waiter.waitingFor == key) {
+            waiter.waitingFor.clear();
+            reply(waiter, values_[key]);
+          }
+        }
+        break;
+      case StoreOp::Get:
+        if (auto it = values_.find(key); it != values_.end()) reply(c, it->second);
+        else c.waitingFor = key;
+        break;
+      case StoreOp::Erase:
+        values_.erase(key);
+        reply(c, {});
+        break;
+    }
+  }
+
+  void reply(Client& c, std::span<const std::byte> value) {
+    c.socket.sendAll(encodeReply(value), Deadline::after(std::chrono::seconds(10)), &cancel_);
+  }
+
+  net::Socket listener_;
+  Cancellation cancel_;
+  std::vector<Client> clients_;
+  std::map<std::string, std::vector<std::byte>> values_;
+  std::thread thread_;  // last: starts after every other member exists
+};
+
+TcpStoreServer::TcpStoreServer(const net::SocketAddress& address) : impl_(std::make_unique<Impl>(address)) {}
+TcpStoreServer::~TcpStoreServer() = default;
+net::SocketAddress TcpStoreServer::address() const { return impl_->address(); }
+
+TcpStore::TcpStore(const net::SocketAddress& address, bool serve, Deadline deadline, const Cancellation* cancel) {
+  if (serve) server_ = std::make_unique<TcpStoreServer>(address);
+  socket_ = net::Socket::connect(address, deadline, cancel, "the store at " + address.toString());
+}
+
+TcpStore::~TcpStore() = default;
+
+void TcpStore::request(StoreOp op, const std::string& key, std::span<const std::byte> value, Deadline deadline,
+                       const Cancellation* cancel) {
+  if (key.empty() || key.size() > kMaxStoreKeyBytes) throw Error(loomInvalidArgument, "store key length out of range");
+  if (value.size() > kMaxStoreValueBytes) throw Error(loomInvalidArgument, "store value too large");
+  socket_.sendAll(encodeRequest(op, key, value), deadline, cancel);
+}
+
+void TcpStore::set(const std::string& key, std::span<const std::byte> value) {
+  auto deadline = Deadline::after(std::chrono::seconds(30));
+  request(StoreOp::Set, key, value, deadline, nullptr);
+  uint32_t length = 0;
+  socket_.recvAll(std::as_writable_bytes(std::span(&length, 1)), deadline, nullptr);
+  if (length != 0) throw Error(loomRemoteError, "store server answered a SET with data");
+}
+
+std::vector<std::byte> TcpStore::get(const std::string& key, Deadline deadline, const Cancellation* cancel) {
+  request(StoreOp::Get, key, {}, deadline, cancel);
+  uint32_t length = 0;
+  try {
+    socket_.recvAll(std::as_writable_bytes(std::span(&length, 1)), deadline, cancel);
+  } catch (const Error& e) {
+    socket_.close();  // the server still holds our GET: this connection is out of step now
+    if (e.code() == loomTimeout) throw Error(loomTimeout, "timed out waiting for store key '" + key + "'");
+    throw;
+  }
+  if (length > kMaxStoreValueBytes) throw Error(loomRemoteError, "store server answered with an oversized value");
+  std::vector<std::byte> value(length);
+  socket_.recvAll(value, deadline, cancel);
+  return value;
+}
+
+void TcpStore::erase(const std::string& key) {
+  auto deadline = Deadline::after(std::chrono::seconds(30));
+  request(StoreOp::Erase, key, {}, deadline, nullptr);
+  uint32_t length = 0;
+  socket_.recvAll(std::as_writable_bytes(std::span(&length, 1)), deadline, nullptr);
+}
+
+}  // namespace loom

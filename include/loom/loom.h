@@ -1,0 +1,135 @@
+/*
+ * Loom: collective communication for CPUs and GPUs. Plain C, usable from C and C++.
+ *
+ * Names mirror NCCL's with "nccl" replaced by "loom", so that code written for
+ * one reads the same in the other. Every call returns a loomResult_t; on
+ * failure loomGetLastError(comm) says which argument or peer was at fault.
+ * Nothing here throws.
+ */
+#ifndef LOOM_LOOM_H
+#define LOOM_LOOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_MAJOR 0
+#define LOOM_MINOR 1
+#define LOOM_PATCH 0
+#define LOOM_VERSION_CODE (LOOM_MAJOR * 10000 + LOOM_MINOR * 100 + LOOM_PATCH)
+
+typedef enum {
+  loomSuccess = 0,
+  loomUnhandledCudaError = 1,
+  loomSystemError = 2,
+  loomInternalError = 3,
+  loomInvalidArgument = 4,
+  loomInvalidUsage = 5,
+  loomRemoteError = 6,
+  loomInProgress = 7,
+  loomTimeout = 8,
+  loomNumResults = 9
+} loomResult_t;
+
+typedef enum {
+  loomInt8 = 0, loomChar = 0,
+  loomUint8 = 1,
+  loomInt32 = 2, loomInt = 2,
+  loomUint32 = 3,
+  loomInt64 = 4,
+  loomUint64 = 5,
+  loomFloat16 = 6, loomHalf = 6,
+  loomFloat32 = 7, loomFloat = 7,
+  loomFloat64 = 8, loomDouble = 8,
+  loomBfloat16 = 9,
+  loomNumTypes = 10
+} loomDataType_t;
+
+typedef enum {
+  loomSum = 0,
+  loomProd = 1,
+  loomMax = 2,
+  loomMin = 3,
+  loomAvg = 4,
+  loomNumOps = 5,
+  loomMaxRedOp = 0x7fffffff
+} loomRedOp_t;
+
+/* Opaque handles. A stream is NULL (blocking), a loom host stream, or a
+ * cudaStream_t cast to loomStream_t. */
+typedef struct loomComm* loomComm_t;
+typedef struct loomStreamImpl* loomStream_t;
+
+#define LOOM_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[LOOM_UNIQUE_ID_BYTES];
+} loomUniqueId;
+
+#define LOOM_SPLIT_NOCOLOR (-1)
+#define LOOM_CONFIG_UNDEF_INT (-2147483647 - 1)
+
+/* Per-communicator settings. Fields left at LOOM_CONFIG_UNDEF_INT take the
+ * environment's value (LOOM_TIMEOUT_MS, ...) or the documented default. */
+typedef struct {
+  size_t size;          /* sizeof(loomConfig_t), set by the initializer */
+  unsigned int magic;   /* set by the initializer */
+  unsigned int version; /* set by the initializer */
+  int blocking;         /* 1 (default): init returns when done; 0: returns loomInProgress */
+  int timeoutMs;        /* deadline of every wait; overrides LOOM_TIMEOUT_MS */
+} loomConfig_t;
+
+#define LOOM_CONFIG_MAGIC 0x4c4f4f4du /* "LOOM" */
+#define LOOM_CONFIG_INITIALIZER                                                   \
+  {                                                                               \
+    sizeof(loomConfig_t), LOOM_CONFIG_MAGIC, LOOM_VERSION_CODE,                   \
+        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT                              \
+  }
+
+/* Versions and errors. */
+loomResult_t loomGetVersion(int* version);
+const char* loomGetErrorString(loomResult_t result);
+/* The message of the last failed call on comm, or of this thread's last failed
+ * call when comm is NULL (init failures have no communicator yet). */
+const char* loomGetLastError(loomComm_t comm);
+
+/* Communicator creation. loomGetUniqueId starts the rendezvous root in the
+ * calling process; the id carries its address and a random secret. */
+loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);
+loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank);
+loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId, int rank,
+                                    loomConfig_t* config);
+/* ndev communicators in this process (ranks as threads); devlist is ignored
+ * for host communicators and may be NULL. */
+loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
+/* Rank, size and rendezvous from the launcher's environment (loomrun,
+ * torchrun, Slurm, Open MPI, PMI); see the README for the order. */
+loomResult_t loomCommInitFromEnv(loomComm_t* comm, loomConfig_t* config);
+loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm,
+                           loomConfig_t* config);
+
+/* Teardown. Finalize completes outstanding work; Destroy frees; Abort may be
+ * called from any thread and unblocks every wait on comm at once, then frees. */
+loomResult_t loomCommFinalize(loomComm_t comm);
+loomResult_t loomCommDestroy(loomComm_t comm);
+loomResult_t loomCommAbort(loomComm_t comm);
+loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError);
+
+/* Queries. */
+loomResult_t loomCommCount(const loomComm_t comm, int* count);
+loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
+/* Loom extensions: ranks on the same host (same host id). */
+loomResult_t loomCommLocalRank(const loomComm_t comm, int* localRank);
+loomResult_t loomCommLocalCount(const loomComm_t comm, int* localCount);
+
+/* Loom extension: an out-of-band barrier over the bootstrap network (no data
+ * path involved), for tests, tools and start-up synchronization. */
+loomResult_t loomCommBarrier(loomComm_t comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOM_LOOM_H */

@@ -1,0 +1,27 @@
+// Runs N ranks of a program as processes on this machine: the rank
+// environment set (LOOM_RANK, LOOM_WORLD_SIZE, LOOM_LOCAL_RANK and a fresh
+// file store in LOOM_STORE_ADDR), each output line prefixed with its rank,
+// and the whole job ended as soon as one rank fails. loomrun and loom-perf's
+// embedded launcher are both this.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace loom::launch {
+
+struct JobOptions {
+  int nranks = 1;
+  std::vector<std::string> argv;  // program and arguments
+  bool prefixOutput = true;
+};
+
+struct JobResult {
+  int exitCode = 0;     // the first failure's status (128 + signal when killed), else 0
+  int failedRank = -1;
+  std::string failure;  // e.g. "rank 2 (pid 123) was killed by signal 9 (Killed)"
+};
+
+JobResult runLocalJob(const JobOptions& options);
+
+}  // namespace loom::launch

@@ -1,0 +1,40 @@
+// Which network interface Loom listens on. LOOM_SOCKET_IFNAME follows NCCL's
+// NCCL_SOCKET_IFNAME grammar: comma-separated name prefixes, "=" in front for
+// exact names, "^" in front to exclude the listed ones.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transport/socket/address.hpp"
+
+namespace loom::net {
+
+struct Interface {
+  std::string name;
+  SocketAddress address;  // port 0
+  bool loopback = false;
+};
+
+// Every up interface with an IPv4 or IPv6 address (IPv6 link-local skipped).
+std::vector<Interface> listInterfaces();
+
+class InterfaceFilter {
+ public:
+  explicit InterfaceFilter(std::string_view spec);
+  bool matches(std::string_view name) const;
+  bool empty() const { return names_.empty(); }
+
+ private:
+  std::vector<std::string> names_;
+  bool exclude_ = false;
+  bool exact_ = false;
+};
+
+// The interfaces to use, best first. With an empty spec: everything but lo
+// and docker*, else lo. With a spec that matches nothing: loomInvalidArgument
+// naming the spec and the interfaces there are.
+std::vector<Interface> selectInterfaces(std::string_view spec, const std::vector<Interface>& available);
+
+}  // namespace loom::net
