@@ -55,9 +55,13 @@ std::vector<PeerInfo> rendezvous(const UniqueIdData& id, int rank, int nranks, c
   auto deadline = Deadline::after(timeout);
   auto root = net::Socket::connect(id.root, deadline, cancel, "the rendezvous root");
   sendFrame(root, FrameType::Hello, id.secret, Hello{rank, nranks, self}.encode(), deadline, cancel);
+  // The root's clock started first; give its verdict (which names the missing
+  // ranks) a moment to arrive after ours runs out.
+  auto verdictDeadline = Deadline::after(timeout + kVerdictGrace);
   RootReply reply;
   try {
-    reply = RootReply::decode(recvFrame(root, FrameType::RootReply, id.secret, kMaxRootReplyBytes, deadline, cancel));
+    reply = RootReply::decode(
+        recvFrame(root, FrameType::RootReply, id.secret, kMaxRootReplyBytes, verdictDeadline, cancel));
   } catch (const Error& e) {
     if (e.code() == loomTimeout) {
       throw Error(loomTimeout, "rank " + std::to_string(rank) + " timed out after " + std::to_string(timeout.count()) +

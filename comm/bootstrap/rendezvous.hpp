@@ -18,6 +18,8 @@ namespace loom {
 inline constexpr uint32_t kMaxHelloBytes = 4096;
 inline constexpr uint32_t kMaxRootReplyBytes = 64u << 20;
 inline constexpr int kMaxRanks = 1 << 20;
+// How long past its own timeout a rank listens for the root's verdict.
+inline constexpr std::chrono::milliseconds kVerdictGrace{1000};
 
 struct Hello {
   int rank = -1;

@@ -7,9 +7,7 @@
 #include <cerrno>
 #include <cctype>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include "comm/base/error.hpp"
 
@@ -53,9 +51,11 @@ std::vector<std::byte> FileStore::get(const std::string& key, Deadline deadline,
   for (;;) {
     std::ifstream in(path, std::ios::binary);
     if (in) {
-      std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      std::vector<std::byte> value(raw.size());
-      std::memcpy(value.data(), raw.data(), raw.size());
+      in.seekg(0, std::ios::end);
+      std::vector<std::byte> value(static_cast<size_t>(in.tellg()));
+      in.seekg(0);
+      in.read(reinterpret_cast<char*>(value.data()), static_cast<std::streamsize>(value.size()));
+      if (!in) throwSystemError("file store read " + path, errno);
       return value;
     }
     if (cancel) cancel->throwIfCancelled();

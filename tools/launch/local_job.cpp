@@ -21,6 +21,7 @@ namespace loom::launch {
 namespace {
 
 constexpr auto kTermGrace = std::chrono::seconds(3);
+constexpr auto kDrainGrace = std::chrono::seconds(1);
 
 std::atomic<int> gForwardSignal{0};
 void onSignal(int sig) { gForwardSignal.store(sig); }
@@ -96,8 +97,10 @@ pid_t spawn(const JobOptions& options, int rank, const std::string& store, int o
   std::string rankText = std::to_string(rank), sizeText = std::to_string(options.nranks);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
+  if (pid > 0) ::setpgid(pid, pid);  // also here, so no signal can race the child's own call
   if (pid != 0) return pid;
   // Child: only async-signal-safe calls and exec from here on.
+  ::setpgid(0, 0);                     // its own group: ending a rank ends what it started
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
   if (::getppid() != parent) ::_exit(127);
   ::dup2(outFd, STDOUT_FILENO);
@@ -139,14 +142,18 @@ JobResult runLocalJob(const JobOptions& options) {
 
   JobResult result;
   int running = options.nranks;
-  std::optional<std::chrono::steady_clock::time_point> killAt;
+  auto killAt = std::chrono::steady_clock::time_point::max();  // when SIGKILL follows SIGTERM
   auto terminateAll = [&](int sig) {
-    for (auto& r : ranks) {
-      if (!r.exited) ::kill(r.pid, sig);
-    }
+    for (auto& r : ranks) ::kill(-r.pid, sig);  // the rank's whole process group
+  };
+  // After the last rank exits, output still in the pipes is drained for a
+  // moment; a grandchild that keeps a pipe open must not hold the job.
+  std::optional<std::chrono::steady_clock::time_point> drainUntil;
+  auto pipesOpen = [&] {
+    return std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.out >= 0 || r.err >= 0; });
   };
 
-  while (running > 0 || std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.out >= 0 || r.err >= 0; })) {
+  while (running > 0 || (pipesOpen() && std::chrono::steady_clock::now() < *drainUntil)) {
     std::vector<pollfd> fds;
     std::vector<std::pair<size_t, bool>> owners;  // rank index, is stderr
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -170,7 +177,7 @@ JobResult runLocalJob(const JobOptions& options) {
       int status = 0;
       if (r.exited || ::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
       r.exited = true;
-      --running;
+      if (--running == 0) drainUntil = std::chrono::steady_clock::now() + kDrainGrace;
       bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
       if (failed && result.failedRank < 0) {
         result.failedRank = static_cast<int>(i);
@@ -183,13 +190,18 @@ JobResult runLocalJob(const JobOptions& options) {
     }
     if (int sig = gForwardSignal.exchange(0); sig != 0) {
       terminateAll(sig);
-      if (!killAt) killAt = std::chrono::steady_clock::now() + kTermGrace;
+      killAt = std::min(killAt, std::chrono::steady_clock::now() + kTermGrace);
     }
-    if (killAt && running > 0 && std::chrono::steady_clock::now() >= *killAt) {
+    if (running > 0 && std::chrono::steady_clock::now() >= killAt) {
       terminateAll(SIGKILL);
-      killAt.reset();
+      killAt = std::chrono::steady_clock::time_point::max();
     }
   }
+  for (auto& r : ranks) {
+    if (r.out >= 0) ::close(r.out);
+    if (r.err >= 0) ::close(r.err);
+  }
+  terminateAll(SIGKILL);  // whatever the ranks left behind in their groups
   ::sigaction(SIGINT, &oldInt, nullptr);
   ::sigaction(SIGTERM, &oldTerm, nullptr);
   return result;

@@ -1,0 +1,118 @@
+// comm/base: error strings, the env table (and the README's copy of it), logging.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "comm/base/env.hpp"
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+#include "tests/support/ranks.hpp"
+
+using loom::test::ScopedEnv;
+
+TEST(Errors, EveryResultHasItsOwnString) {
+  std::set<std::string> seen;
+  for (int r = loomSuccess; r < loomNumResults; ++r) {
+    std::string s = loomGetErrorString(static_cast<loomResult_t>(r));
+    EXPECT_FALSE(s.empty());
+    EXPECT_NE(s, "unknown result code");
+    seen.insert(s);
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(loomNumResults));
+  EXPECT_STREQ(loomGetErrorString(static_cast<loomResult_t>(99)), "unknown result code");
+}
+
+TEST(Env, DefaultsComeFromTheTable) {
+  ::unsetenv("LOOM_TIMEOUT_MS");
+  EXPECT_EQ(loom::env::get("LOOM_TIMEOUT_MS"), "300000");
+  ScopedEnv e("LOOM_TIMEOUT_MS", "1234");
+  EXPECT_EQ(loom::env::getInt("LOOM_TIMEOUT_MS", 1, 1000000), 1234);
+}
+
+TEST(Env, BadIntegerNamesTheVariable) {
+  ScopedEnv e("LOOM_TIMEOUT_MS", "12ms");
+  try {
+    loom::env::getInt("LOOM_TIMEOUT_MS", 1, 1000000);
+    FAIL() << "no error";
+  } catch (const loom::Error& err) {
+    EXPECT_EQ(err.code(), loomInvalidArgument);
+    EXPECT_NE(std::string(err.what()).find("LOOM_TIMEOUT_MS"), std::string::npos);
+  }
+}
+
+TEST(Env, UndeclaredVariableIsRefused) {
+  EXPECT_THROW(loom::env::get("LOOM_NOT_DECLARED"), loom::Error);
+}
+
+TEST(Env, ReadmeConfigurationSectionMatchesTheTable) {
+  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "README.md not found";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string readme = ss.str();
+  const std::string begin = "<!-- env-table:begin -->\n", end = "<!-- env-table:end -->";
+  auto b = readme.find(begin), e = readme.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), loom::env::markdownTable())
+      << "regenerate it: scripts/update-readme-env";
+}
+
+TEST(Env, TableIsSortedAndUnique) {
+  auto t = loom::env::table();
+  for (size_t i = 1; i < t.size(); ++i) EXPECT_LT(t[i - 1].name, t[i].name);
+  for (const auto& v : t) {
+    EXPECT_TRUE(v.name.starts_with("LOOM_")) << v.name;
+    EXPECT_FALSE(v.doc.empty()) << v.name;
+  }
+}
+
+TEST(Logging, BadLevelAndSubsystemAreNamed) {
+  {
+    ScopedEnv e("LOOM_DEBUG", "LOUD");
+    EXPECT_THROW(loom::logConfigFromEnv(), loom::Error);
+  }
+  ScopedEnv e("LOOM_DEBUG_SUBSYS", "INIT,NOPE");
+  try {
+    loom::logConfigFromEnv();
+    FAIL();
+  } catch (const loom::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("NOPE"), std::string::npos);
+  }
+}
+
+TEST(Logging, SubsystemExclusion) {
+  ScopedEnv e("LOOM_DEBUG_SUBSYS", "^NET,LAUNCH");
+  auto c = loom::logConfigFromEnv();
+  EXPECT_EQ(c.subsystems & static_cast<uint32_t>(loom::Subsys::Net), 0u);
+  EXPECT_EQ(c.subsystems & static_cast<uint32_t>(loom::Subsys::Launch), 0u);
+  EXPECT_NE(c.subsystems & static_cast<uint32_t>(loom::Subsys::Init), 0u);
+}
+
+TEST(Logging, FileGetsHostPidAndRankPrefix) {
+  std::string pattern = ::testing::TempDir() + "loomlog.%h.%p";
+  loom::LogConfig c;
+  c.level = loom::LogLevel::Info;
+  c.file = pattern;
+  loom::configureLogging(c);
+  {
+    loom::LogRankScope scope(7);
+    LOOM_INFO(Init, "hello %d", 42);
+    LOOM_TRACE(Init, "not at INFO");
+  }
+  loom::configureLogging(loom::LogConfig{});
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string path = ::testing::TempDir() + "loomlog." + host + "." + std::to_string(::getpid());
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, std::string(host) + ":" + std::to_string(::getpid()) + ":7 loom INFO INIT hello 42");
+  EXPECT_FALSE(std::getline(in, line)) << "TRACE leaked at INFO: " << line;
+  ::unlink(path.c_str());
+}

@@ -1,0 +1,55 @@
+// loomrun: rank environment, output prefixes, and ending a failed job.
+#include <gtest/gtest.h>
+
+#include "tests/support/processes.hpp"
+
+using loom::test::runProcess;
+using namespace std::chrono_literals;
+
+TEST(Loomrun, SetsTheRankEnvironmentAndPrefixesLines) {
+  auto r = runProcess({LOOMRUN_BIN, "-n", "3", "--", "sh", "-c",
+                       "echo rank=$LOOM_RANK size=$LOOM_WORLD_SIZE local=$LOOM_LOCAL_RANK store=${LOOM_STORE_ADDR%%/tmp*}; "
+                       "echo err >&2"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  for (int i = 0; i < 3; ++i) {
+    std::string s = std::to_string(i);
+    EXPECT_NE(r.output.find("[" + s + "] rank=" + s + " size=3 local=" + s + " store=file://"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("[" + s + "] err"), std::string::npos) << r.output;
+  }
+}
+
+TEST(Loomrun, AFailedRankEndsTheJobWithItsStatus) {
+  // Rank 1 exits with 3; the others would sleep for ten minutes and must be ended.
+  auto r = runProcess({LOOMRUN_BIN, "-n", "4", "--", "sh", "-c", "if [ $LOOM_RANK = 1 ]; then exit 3; fi; sleep 600"},
+                      {}, 60s);
+  EXPECT_EQ(r.exitCode, 3) << r.output;
+  EXPECT_NE(r.output.find("loomrun: rank 1 (pid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exited with status 3"), std::string::npos) << r.output;
+  EXPECT_LT(r.elapsed, 15s);
+}
+
+TEST(Loomrun, AKilledRankIsNamedWithItsSignal) {
+  auto r = runProcess({LOOMRUN_BIN, "-n", "2", "--", "sh", "-c", "if [ $LOOM_RANK = 1 ]; then kill -9 $$; fi; sleep 600"},
+                      {}, 60s);
+  EXPECT_EQ(r.exitCode, 128 + 9) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos);
+  EXPECT_NE(r.output.find("killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_LT(r.elapsed, 15s);
+}
+
+TEST(Loomrun, BadArguments) {
+  EXPECT_EQ(runProcess({LOOMRUN_BIN, "-n", "0", "true"}).exitCode, 2);
+  EXPECT_EQ(runProcess({LOOMRUN_BIN, "true"}).exitCode, 2);
+  auto r = runProcess({LOOMRUN_BIN, "-n", "1", "/nonexistent/program"});
+  EXPECT_EQ(r.exitCode, 127);
+  EXPECT_NE(r.output.find("cannot execute"), std::string::npos) << r.output;
+}
+
+TEST(Loomrun, ADeadRankFailsTheOthersInsteadOfHangingThem) {
+  // Rank 1 exits right after init; the others are in barriers with it and
+  // must fail (naming rank 1) rather than wait out the default timeout.
+  auto r = runProcess({LOOMRUN_BIN, "-n", "4", LOOM_TEST_RANK_BIN, "4", "1:exit:3"}, {}, 60s);
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_LT(r.elapsed, 15s);
+}

@@ -1,0 +1,58 @@
+// Bootstrap and barrier with ranks as real processes started by loomrun.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include "tests/support/processes.hpp"
+
+using loom::test::runProcess;
+
+class LoomrunRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(LoomrunRanks, EveryRankInitializesAndPassesBarriers) {
+  const int n = GetParam();
+  auto r = runProcess({LOOMRUN_BIN, "-n", std::to_string(n), LOOM_TEST_RANK_BIN, std::to_string(n)});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  for (int rank = 0; rank < n; ++rank) {
+    std::string line = "[" + std::to_string(rank) + "] rank " + std::to_string(rank) + " of " + std::to_string(n) +
+                       " ok (local " + std::to_string(rank) + " of " + std::to_string(n) + ")";
+    EXPECT_NE(r.output.find(line), std::string::npos) << "missing: " << line << "\n" << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LoomrunRanks, ::testing::Values(1, 2, 3, 4, 8, 16));
+
+TEST(LoomPerf, BarrierSmokeRunReportsEveryRankAndATiming) {
+  auto r = runProcess({LOOM_PERF_BIN, "barrier", "-N", "3", "-n", "20", "-w", "2"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(r.output.find("#  rank  " + std::to_string(rank) + "  host"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(r.output.find("     barrier        3"), std::string::npos) << r.output;
+}
+
+TEST(LoomPerf, UnknownCollectiveIsRefused) {
+  auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.output.find("not implemented yet"), std::string::npos) << r.output;
+}
+
+TEST(Processes, HostIdOverrideMakesTwoNodes) {
+  // Ranks 0-1 claim node "a", ranks 2-3 node "b": local rank and size follow.
+  std::string store = "file://" + ::testing::TempDir() + "loom-hostid-store-" + std::to_string(::getpid());
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int r = 0; r < 4; ++r) {
+    argvs.push_back({LOOM_TEST_RANK_BIN, "4"});
+    envs.push_back({{"LOOM_RANK", std::to_string(r)}, {"LOOM_WORLD_SIZE", "4"}, {"LOOM_STORE_ADDR", store},
+                    {"LOOM_HOSTID", r < 2 ? "a" : "b"}});
+  }
+  auto results = loom::test::runProcesses(argvs, envs);
+  for (int r = 0; r < 4; ++r) {
+    const auto& res = results[static_cast<size_t>(r)];
+    EXPECT_EQ(res.exitCode, 0) << res.output;
+    EXPECT_NE(res.output.find("rank " + std::to_string(r) + " of 4 ok (local " + std::to_string(r % 2) + " of 2)"),
+              std::string::npos)
+        << res.output;
+  }
+}

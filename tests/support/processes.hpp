@@ -1,0 +1,29 @@
+// Runs real processes for the tests: a command with extra environment,
+// its output captured, with a deadline after which it is killed.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loom::test {
+
+struct ProcessResult {
+  int exitCode = -1;   // 128 + signal when killed, -1 when it timed out
+  std::string output;  // stdout and stderr together
+  std::chrono::milliseconds elapsed{0};
+};
+
+ProcessResult runProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+                         std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// Starts several processes at once and waits for all of them.
+std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::string>>& argvs,
+                                        const std::vector<std::map<std::string, std::string>>& envs,
+                                        std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// A TCP port that was free a moment ago.
+int freePort();
+
+}  // namespace loom::test
