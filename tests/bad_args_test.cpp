@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
+#include "comm/communicator.hpp"
 #include "tests/support/ranks.hpp"
 
 namespace {
@@ -67,4 +68,19 @@ TEST(BadArgs, VersionIsReported) {
   int v = 0;
   EXPECT_EQ(loomGetVersion(&v), loomSuccess);
   EXPECT_EQ(v, LOOM_VERSION_CODE);
+}
+
+TEST(BadArgs, SocketIfnameThatMatchesNothingIsNamed) {
+  loom::test::ScopedEnv e("LOOM_SOCKET_IFNAME", "=nosuchif0");
+  loomUniqueId id;
+  expectInvalid(loomGetUniqueId(&id), nullptr, "LOOM_SOCKET_IFNAME='=nosuchif0' matches no usable interface");
+}
+
+TEST(BadArgs, SocketIfnameLoopbackIsHonoured) {
+  loom::test::ScopedEnv e("LOOM_SOCKET_IFNAME", "lo");
+  auto comms = loom::test::initThreadComms(2);
+  for (auto c : comms) {
+    for (const auto& p : c->peers()) EXPECT_TRUE(p.bootstrapAddress.starts_with("127.0.0.1:")) << p.bootstrapAddress;
+  }
+  loom::test::destroyAll(comms);
 }

@@ -22,22 +22,21 @@ std::vector<std::byte> bytes(const std::string& s) {
 
 class Stores : public ::testing::TestWithParam<std::string> {
  protected:
-  std::string spec() {
-    if (GetParam() == "file") return "file://" + ::testing::TempDir() + "loom-store-" + std::to_string(::getpid());
-    if (GetParam() == "memory") return "memory://test";
-    return "127.0.0.1:0";
+  // A store of the parameter's kind (for "tcp", with a server in this test).
+  std::unique_ptr<Store> open() {
+    if (GetParam() == "file") return openStore("file://" + ::testing::TempDir() + "loom-store-" + std::to_string(::getpid()), false, Deadline::after(5s), nullptr);
+    if (GetParam() == "memory") return openStore("memory://test", false, Deadline::after(5s), nullptr);
+    if (!server_) server_ = std::make_unique<TcpStoreServer>(net::SocketAddress::parse("127.0.0.1:0"));
+    return openStore(server_->address().toString(), false, Deadline::after(5s), nullptr);
   }
+
+ private:
+  std::unique_ptr<TcpStoreServer> server_;
 };
 
 TEST_P(Stores, SetGetEraseAndWaitingGet) {
-  std::string s = spec();
-  std::unique_ptr<TcpStoreServer> server;
-  if (GetParam() == "tcp") {
-    server = std::make_unique<TcpStoreServer>(net::SocketAddress::parse(s));
-    s = server->address().toString();
-  }
-  auto a = openStore(s, false, Deadline::after(5s), nullptr);
-  auto b = openStore(s, false, Deadline::after(5s), nullptr);
+  auto a = open();
+  auto b = open();
   a->set("k/1", bytes("hello"));
   EXPECT_EQ(b->get("k/1", Deadline::after(5s), nullptr), bytes("hello"));
   a->set("k/1", bytes(""));  // overwrite with an empty value
@@ -63,13 +62,7 @@ TEST_P(Stores, SetGetEraseAndWaitingGet) {
 }
 
 TEST_P(Stores, CancellationUnblocksGet) {
-  std::string s = spec();
-  std::unique_ptr<TcpStoreServer> server;
-  if (GetParam() == "tcp") {
-    server = std::make_unique<TcpStoreServer>(net::SocketAddress::parse(s));
-    s = server->address().toString();
-  }
-  auto store = openStore(s, false, Deadline::after(5s), nullptr);
+  auto store = open();
   Cancellation cancel;
   std::thread t([&] {
     std::this_thread::sleep_for(100ms);

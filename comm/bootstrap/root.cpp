@@ -13,6 +13,7 @@
 #include "comm/bootstrap/frame.hpp"
 #include "comm/bootstrap/peer_info.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
+#include "transport/socket/partial_read.hpp"
 
 namespace loom {
 namespace {
@@ -36,8 +37,7 @@ class RootServer {
   struct Connection {
     explicit Connection(net::Socket s) : socket(std::move(s)) {}
     net::Socket socket;
-    std::vector<std::byte> buffer = std::vector<std::byte>(kFrameHeaderBytes);
-    size_t filled = 0;
+    net::PartialRead read{kFrameHeaderBytes};
     bool headerDone = false;
   };
   struct Arrival {
@@ -96,19 +96,15 @@ class RootServer {
   void service(size_t index) {
     Connection& c = pending_[index];
     try {
-      size_t n = c.socket.recvSome(std::span(c.buffer).subspan(c.filled));
-      c.filled += n;
-      if (c.filled < c.buffer.size()) return;
+      if (!c.read.advance(c.socket)) return;
       if (!c.headerDone) {
-        auto header = parseFrameHeader(std::span<const std::byte, kFrameHeaderBytes>(c.buffer.data(), kFrameHeaderBytes),
-                                       secret_, kMaxHelloBytes);
+        auto header = parseFrameHeader(c.read.bytes().first<kFrameHeaderBytes>(), secret_, kMaxHelloBytes);
         if (header.type != FrameType::Hello) throw Error(loomRemoteError, "expected a Hello frame");
         c.headerDone = true;
-        c.buffer.assign(header.length, std::byte{0});
-        c.filled = 0;
+        c.read.expect(header.length);
         if (header.length > 0) return;
       }
-      Hello hello = Hello::decode(c.buffer);
+      Hello hello = Hello::decode(c.read.bytes());
       net::Socket socket = std::move(c.socket);
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
       admit(std::move(socket), std::move(hello));

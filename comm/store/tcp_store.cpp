@@ -9,6 +9,7 @@
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
 #include "comm/bootstrap/bytes.hpp"
+#include "transport/socket/partial_read.hpp"
 
 namespace loom {
 
@@ -62,8 +63,7 @@ class TcpStoreServer::Impl {
   struct Client {
     explicit Client(net::Socket s) : socket(std::move(s)) {}
     net::Socket socket;
-    std::vector<std::byte> buffer = std::vector<std::byte>(kStoreHeaderBytes);
-    size_t filled = 0;
+    net::PartialRead read{kStoreHeaderBytes};
     std::optional<StoreRequestHeader> header;
     std::string waitingFor;  // a GET whose key is not set yet
   };
@@ -93,20 +93,17 @@ class TcpStoreServer::Impl {
   void service(size_t index) {
     Client& c = clients_[index];
     try {
-      c.filled += c.socket.recvSome(std::span(c.buffer).subspan(c.filled));
-      if (c.filled < c.buffer.size()) return;
+      if (!c.read.advance(c.socket)) return;
       if (!c.header) {
-        c.header = parseStoreRequestHeader(std::span<const std::byte, kStoreHeaderBytes>(c.buffer.data(), kStoreHeaderBytes));
-        c.buffer.assign(c.header->keyBytes + c.header->valueBytes, std::byte{0});
-        c.filled = 0;
+        c.header = parseStoreRequestHeader(c.read.bytes().first<kStoreHeaderBytes>());
+        c.read.expect(c.header->keyBytes + c.header->valueBytes);  // never empty: keys are not
         return;
       }
-      std::string key(reinterpret_cast<const char*>(c.buffer.data()), c.header->keyBytes);
-      auto value = std::span(c.buffer).subspan(c.header->keyBytes);
-      handle(c, c.header->op, key, value);
+      auto body = c.read.bytes();
+      std::string key(reinterpret_cast<const char*>(body.data()), c.header->keyBytes);
+      handle(c, c.header->op, key, body.subspan(c.header->keyBytes));
       c.header.reset();
-      c.buffer.assign(kStoreHeaderBytes, std::byte{0});
-      c.filled = 0;
+      c.read.expect(kStoreHeaderBytes);
     } catch (const Error& e) {
       if (e.code() != loomRemoteError || std::string(e.what()).find("closed") == std::string::npos) {
         LOOM_WARN(Bootstrap, "store server dropped a client: %s", e.what());

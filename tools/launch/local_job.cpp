@@ -96,11 +96,25 @@ pid_t spawn(const JobOptions& options, int rank, const std::string& store, int o
   argv.push_back(nullptr);
   std::string rankText = std::to_string(rank), sizeText = std::to_string(options.nranks);
   pid_t parent = ::getpid();
+  // Block the signals we forward until the child has dropped our handlers:
+  // a SIGTERM that arrived in between would otherwise run our handler in the
+  // child and be lost, leaving the rank to run until SIGKILL.
+  sigset_t forwarded, previous;
+  sigemptyset(&forwarded);
+  sigaddset(&forwarded, SIGINT);
+  sigaddset(&forwarded, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
   pid_t pid = ::fork();
-  if (pid > 0) ::setpgid(pid, pid);  // also here, so no signal can race the child's own call
-  if (pid != 0) return pid;
+  if (pid != 0) {
+    if (pid > 0) ::setpgid(pid, pid);  // also here, so no signal can race the child's own call
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    return pid;
+  }
   // Child: only async-signal-safe calls and exec from here on.
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   ::setpgid(0, 0);                     // its own group: ending a rank ends what it started
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);  // a pending SIGTERM now ends the child
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
   if (::getppid() != parent) ::_exit(127);
   ::dup2(outFd, STDOUT_FILENO);
