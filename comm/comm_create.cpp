@@ -37,8 +37,8 @@ std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int ran
 
 std::unique_ptr<loomComm> createCommFromEnv(const Config& config) {
   LaunchEnv launch = readLaunchEnv();
-  LOOM_INFO(Init, "rank %d of %d from %s's environment, store %s", launch.rank, launch.size, launch.launcher.c_str(),
-            launch.store.c_str());
+  LOOM_INFO(Init, "rank %d of %d (launcher's local rank %d) from %s's environment, store %s", launch.rank, launch.size,
+            launch.localRank, launch.launcher.c_str(), launch.store.c_str());
   if (launch.size == 1) return createComm(1, createUniqueId(config.timeout), 0, Config{config.timeout, true});
 
   // Rank 0 creates the unique id and publishes it in the store; the key

@@ -45,7 +45,6 @@ class Communicator {
 
   // Unblocks every wait at once; the object stays valid until deleted.
   void abort() noexcept { cancel_.cancel(); }
-  const Cancellation& cancellation() const { return cancel_; }
 
   void setLastError(const std::string& message);
   std::string lastError() const;

@@ -6,7 +6,6 @@
 namespace loom {
 
 int Deadline::pollTimeoutMs() const {
-  if (at_ == Clock::time_point::max()) return -1;
   auto left = std::chrono::ceil<std::chrono::milliseconds>(at_ - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
 }

@@ -11,7 +11,6 @@ class Deadline {
   using Clock = std::chrono::steady_clock;
 
   static Deadline after(std::chrono::milliseconds timeout) { return Deadline(Clock::now() + timeout); }
-  static Deadline never() { return Deadline(Clock::time_point::max()); }
 
   bool expired() const { return Clock::now() >= at_; }
   // Milliseconds left, rounded up and clamped for poll(): never negative.

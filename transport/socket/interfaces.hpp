@@ -24,7 +24,6 @@ class InterfaceFilter {
  public:
   explicit InterfaceFilter(std::string_view spec);
   bool matches(std::string_view name) const;
-  bool empty() const { return names_.empty(); }
 
  private:
   std::vector<std::string> names_;
