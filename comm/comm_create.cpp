@@ -39,7 +39,9 @@ std::unique_ptr<loomComm> createCommFromEnv(const Config& config) {
   LaunchEnv launch = readLaunchEnv();
   LOOM_INFO(Init, "rank %d of %d (launcher's local rank %d) from %s's environment, store %s", launch.rank, launch.size,
             launch.localRank, launch.launcher.c_str(), launch.store.c_str());
-  if (launch.size == 1) return createComm(1, createUniqueId(config.timeout), 0, Config{config.timeout, true});
+  Config blocking = config;
+  blocking.blocking = true;  // the store must outlive the rendezvous
+  if (launch.size == 1) return createComm(1, createUniqueId(config.timeout), 0, blocking);
 
   // Rank 0 creates the unique id and publishes it in the store; the key
   // counts this process's calls so that a second init gets a fresh id.
@@ -56,8 +58,6 @@ std::unique_ptr<loomComm> createCommFromEnv(const Config& config) {
     if (bytes.size() != sizeof id.internal) throw Error(loomRemoteError, "store holds a malformed unique id under " + key);
     std::memcpy(id.internal, bytes.data(), bytes.size());
   }
-  Config blocking = config;
-  blocking.blocking = true;  // the store must outlive the rendezvous
   auto comm = createComm(launch.size, id, launch.rank, blocking);
   if (launch.rank == 0) store->erase(key);  // every rank has read it: the rendezvous is done
   return comm;

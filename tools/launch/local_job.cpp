@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -162,12 +161,12 @@ JobResult runLocalJob(const JobOptions& options) {
   };
   // After the last rank exits, output still in the pipes is drained for a
   // moment; a grandchild that keeps a pipe open must not hold the job.
-  std::optional<std::chrono::steady_clock::time_point> drainUntil;
+  auto drainUntil = std::chrono::steady_clock::time_point::max();
   auto pipesOpen = [&] {
     return std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.out >= 0 || r.err >= 0; });
   };
 
-  while (running > 0 || (pipesOpen() && std::chrono::steady_clock::now() < *drainUntil)) {
+  while (running > 0 || (pipesOpen() && std::chrono::steady_clock::now() < drainUntil)) {
     std::vector<pollfd> fds;
     std::vector<std::pair<size_t, bool>> owners;  // rank index, is stderr
     for (size_t i = 0; i < ranks.size(); ++i) {
