@@ -71,6 +71,8 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, self, std::move(listener), config_.timeout, &cancel_);
 
+  startEngine(id, self);
+
   localSize_ = 0;
   for (const auto& p : bootstrap_->peers()) {
     if (p.hostId == self.hostId) {
@@ -82,6 +84,19 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   asyncError_.store(loomSuccess, std::memory_order_release);
 }
 
+void Communicator::startEngine(const UniqueIdData& id, const PeerInfo& self) {
+  auto listener = listenOnBootstrapInterface("data listener of rank " + std::to_string(rank_));
+  transport::Context context;
+  context.self = {.rank = rank_, .hostId = self.hostId, .pid = self.pid, .listener = listener.localAddress()};
+  context.secret = id.secret;
+  context.timeout = config_.timeout;
+  context.cancel = &cancel_;
+  context.fifo = transport::FifoShape::fromEnv();
+  context.socketsPerPeer = static_cast<int>(env::getInt("LOOM_SOCKET_NSOCKS", 1, 16));
+  auto endpoints = transport::exchangeEndpoints(*bootstrap_, context.self, size_);
+  engine_ = std::make_unique<Engine>(std::move(context), std::move(endpoints), std::move(listener));
+}
+
 const std::vector<PeerInfo>& Communicator::peers() const {
   requireReady();
   return bootstrap_->peers();
@@ -90,6 +105,11 @@ const std::vector<PeerInfo>& Communicator::peers() const {
 Bootstrap& Communicator::bootstrap() {
   requireReady();
   return *bootstrap_;
+}
+
+Engine& Communicator::engine() {
+  requireReady();
+  return *engine_;
 }
 
 void Communicator::requireReady() const {

@@ -1,6 +1,7 @@
 // The communicator: a rank's view of its group (rank, size, which ranks share
 // its node), its bootstrap network, and its state for the C API (async
-// error, last error message, the cancellation that loomCommAbort fires).
+// error, last error message, the cancellation that loomCommAbort fires), and
+// its progress engine.
 #pragma once
 
 #include <loom/loom.h>
@@ -15,6 +16,7 @@
 #include "comm/base/cancellation.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/config.hpp"
+#include "comm/engine/engine.hpp"
 
 namespace loom {
 
@@ -36,6 +38,8 @@ class Communicator {
   int localSize() const { return localSize_; }
   const std::vector<PeerInfo>& peers() const;
   Bootstrap& bootstrap();
+  // The data path: connections to peers and the ops posted on them.
+  Engine& engine();
   const Config& config() const { return config_; }
 
   // Throws unless init finished successfully (loomInProgress while it runs,
@@ -51,9 +55,14 @@ class Communicator {
 
   // API calls in flight on this communicator; loomCommAbort waits for zero.
   std::atomic<int> activeCalls{0};
+  // Host-stream tasks that use this communicator, queued or running;
+  // finalize, destroy and abort wait for zero.
+  std::atomic<int> streamTasks{0};
 
  private:
   void runInit(const UniqueIdData& id, int rank, int nranks);
+  // Opens the data listener, exchanges endpoints, creates the engine.
+  void startEngine(const UniqueIdData& id, const PeerInfo& self);
 
   Config config_;
   Cancellation cancel_;
@@ -62,6 +71,7 @@ class Communicator {
   int localRank_ = -1;
   int localSize_ = 0;
   std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<Engine> engine_;  // after bootstrap_: destroyed first
   std::atomic<loomResult_t> asyncError_{loomInProgress};
   mutable std::mutex errorMutex_;
   std::string lastError_;

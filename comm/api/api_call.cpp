@@ -24,4 +24,10 @@ void requireNonNull(const void* p, const char* name) {
   if (p == nullptr) throw Error(loomInvalidArgument, std::string(name) + " is NULL");
 }
 
+loomComm& ready(loomComm_t comm) {
+  requireNonNull(comm, "comm");
+  comm->requireReady();
+  return *comm;
+}
+
 }  // namespace loom::api

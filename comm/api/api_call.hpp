@@ -19,6 +19,9 @@ const char* lastErrorFor(loomComm_t comm);
 // Throws loomInvalidArgument "<function>: <name> is NULL" when p is null.
 void requireNonNull(const void* p, const char* name);
 
+// Throws unless `comm` is a usable communicator.
+loomComm& ready(loomComm_t comm);
+
 template <class Body>
 loomResult_t call(const char* function, loomComm_t comm, Body&& body) noexcept {
   if (comm != nullptr) comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);

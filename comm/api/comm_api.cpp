@@ -5,19 +5,26 @@
 #include <thread>
 
 #include "comm/api/api_call.hpp"
+#include "comm/base/deadline.hpp"
 #include "comm/base/log.hpp"
 #include "comm/comm_create.hpp"
 
 using loom::api::call;
+using loom::api::ready;
 using loom::api::requireNonNull;
 
 namespace {
 
-// Throws unless `comm` is a usable communicator; scopes log lines to its rank.
-loomComm& ready(loomComm_t comm) {
-  requireNonNull(comm, "comm");
-  comm->requireReady();
-  return *comm;
+// Host-stream tasks still queued on `comm` hold it; they end within its timeout.
+void waitForStreamWork(loomComm& comm, const char* what) {
+  auto deadline = loom::Deadline::after(comm.config().timeout + std::chrono::seconds(1));
+  while (comm.streamTasks.load(std::memory_order_acquire) != 0) {
+    if (deadline.expired()) {
+      throw loom::Error(loomInvalidUsage, std::string(what) + ": operations on a host stream still use this "
+                                                              "communicator; synchronize the stream first");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 }  // namespace
@@ -88,13 +95,16 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
 }
 
 loomResult_t loomCommFinalize(loomComm_t comm) {
-  // No asynchronous work outlives its call yet, so there is nothing to flush.
-  return call(__func__, comm, [&] { ready(comm); });
+  return call(__func__, comm, [&] {
+    loomComm& c = ready(comm);
+    waitForStreamWork(c, "loomCommFinalize");
+  });
 }
 
 loomResult_t loomCommDestroy(loomComm_t comm) {
   return call(__func__, nullptr, [&] {
     requireNonNull(comm, "comm");
+    if (comm->asyncError() == loomSuccess) waitForStreamWork(*comm, "loomCommDestroy");
     delete comm;
   });
 }
@@ -104,7 +114,8 @@ loomResult_t loomCommAbort(loomComm_t comm) {
     requireNonNull(comm, "comm");
     comm->abort();
     // Every wait watches the cancellation, so calls in flight leave promptly.
-    while (comm->activeCalls.load(std::memory_order_acquire) != 0) {
+    while (comm->activeCalls.load(std::memory_order_acquire) != 0 ||
+           comm->streamTasks.load(std::memory_order_acquire) != 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     delete comm;

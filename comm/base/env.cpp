@@ -11,6 +11,7 @@ namespace {
 
 // Keep alphabetical. The README section is generated from this table.
 constexpr Variable kVariables[] = {
+    {"LOOM_BUFFSIZE", "4194304", "Bytes of each connection's FIFO, split into 8 slots (the pipelining chunk); 64 KiB to 1 GiB."},
     {"LOOM_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
     {"LOOM_DEBUG_FILE", "", "Write the log to this file instead of stderr; %h is replaced by the host name, %p by the pid."},
     {"LOOM_DEBUG_SUBSYS", "ALL", "Comma-separated subsystems to log: INIT, BOOTSTRAP, NET, COMM, LAUNCH, ALL; a leading ^ excludes the listed ones."},
@@ -18,8 +19,10 @@ constexpr Variable kVariables[] = {
     {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
     {"LOOM_RANK", "", "Rank of this process, for loomCommInitFromEnv (set by loomrun)."},
     {"LOOM_SOCKET_IFNAME", "", "Network interfaces to use: comma-separated name prefixes, =name for an exact match, ^ to exclude. Default: any interface but lo and docker*, else lo."},
+    {"LOOM_SOCKET_NSOCKS", "2", "TCP sockets per socket-transport connection (1 to 16); consecutive slots travel on different sockets."},
     {"LOOM_STORE_ADDR", "", "Rendezvous store for loomCommInitFromEnv: host:port (rank 0 serves a TCP store there) or file:///dir (a directory all ranks share)."},
     {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds (bootstrap, connection set-up, barriers)."},
+    {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only) or socket. Default: the fastest that reaches each peer (shm within a host, else socket)."},
     {"LOOM_WORLD_SIZE", "", "Number of ranks, for loomCommInitFromEnv (set by loomrun)."},
 };
 

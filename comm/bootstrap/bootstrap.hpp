@@ -12,10 +12,11 @@
 #include "comm/bootstrap/peer_info.hpp"
 #include "comm/bootstrap/unique_id.hpp"
 #include "transport/socket/socket.hpp"
+#include "transport/transport.hpp"
 
 namespace loom {
 
-class Bootstrap {
+class Bootstrap final : public transport::OutOfBand {
  public:
   // `listener` is this rank's bootstrap listener; self.bootstrapAddress names it.
   Bootstrap(const UniqueIdData& id, int rank, int nranks, PeerInfo self, net::Socket listener,
@@ -27,7 +28,7 @@ class Bootstrap {
 
   // `buffer` holds size() blocks of `blockBytes`; this rank's block is filled
   // in, the others are filled by the call.
-  void allgather(std::span<std::byte> buffer, size_t blockBytes);
+  void allgather(std::span<std::byte> buffer, size_t blockBytes) override;
   void barrier();
 
  private:

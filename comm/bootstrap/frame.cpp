@@ -1,7 +1,7 @@
 #include "comm/bootstrap/frame.hpp"
 
 #include "comm/base/error.hpp"
-#include "comm/bootstrap/bytes.hpp"
+#include "comm/base/bytes.hpp"
 
 namespace loom {
 namespace {

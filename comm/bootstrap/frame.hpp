@@ -10,7 +10,7 @@
 
 #include "comm/base/cancellation.hpp"
 #include "comm/base/deadline.hpp"
-#include "comm/bootstrap/secret.hpp"
+#include "comm/base/secret.hpp"
 #include "transport/socket/socket.hpp"
 
 namespace loom {

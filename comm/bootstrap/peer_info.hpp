@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/bootstrap/bytes.hpp"
+#include "comm/base/bytes.hpp"
 
 namespace loom {
 

@@ -9,7 +9,7 @@
 
 #include <chrono>
 
-#include "comm/bootstrap/secret.hpp"
+#include "comm/base/secret.hpp"
 #include "transport/socket/socket.hpp"
 
 namespace loom {

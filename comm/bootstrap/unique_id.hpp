@@ -5,7 +5,7 @@
 
 #include <loom/loom.h>
 
-#include "comm/bootstrap/secret.hpp"
+#include "comm/base/secret.hpp"
 #include "transport/socket/address.hpp"
 
 namespace loom {

@@ -8,7 +8,7 @@
 
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
-#include "comm/bootstrap/bytes.hpp"
+#include "comm/base/bytes.hpp"
 #include "transport/socket/partial_read.hpp"
 
 namespace loom {

@@ -128,6 +128,32 @@ loomResult_t loomCommLocalCount(const loomComm_t comm, int* localCount);
  * path involved), for tests, tools and start-up synchronization. */
 loomResult_t loomCommBarrier(loomComm_t comm);
 
+/* Host streams: work enqueued on one runs in order on its own thread,
+ * asynchronously to the caller; different streams run concurrently. A NULL
+ * stream makes every call block until its work is done. Synchronize returns
+ * the first error of the stream's work since the previous synchronize. */
+loomResult_t loomStreamCreate(loomStream_t* stream);
+loomResult_t loomStreamSynchronize(loomStream_t stream);
+/* Finishes the stream's queued work, then frees it. */
+loomResult_t loomStreamDestroy(loomStream_t stream);
+
+/* Point-to-point. A message of count x datatype bytes; the receiver's count
+ * and datatype size must match the sender's (loomInvalidUsage otherwise).
+ * Between one pair of ranks, messages arrive in the order they were sent.
+ * count 0 is a real (empty) message, and peer may be the caller's own rank
+ * (in a group, to be received by a matching loomRecv). */
+loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream);
+loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream);
+
+/* Calls between GroupStart and GroupEnd (which nest) are posted together at
+ * the outermost GroupEnd, so sends and receives to many peers cannot deadlock
+ * on each other. Calls on a NULL stream complete before GroupEnd returns;
+ * their first error is GroupEnd's result. */
+loomResult_t loomGroupStart(void);
+loomResult_t loomGroupEnd(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

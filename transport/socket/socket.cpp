@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,6 +128,21 @@ size_t Socket::sendSome(std::span<const std::byte> data) {
   }
 }
 
+size_t Socket::sendSome(std::span<const std::byte> head, std::span<const std::byte> body) {
+  iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()}, {const_cast<std::byte*>(body.data()), body.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  for (;;) {
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (isRemoteFailure(errno)) throw Error(loomRemoteError, "connection to " + label_ + " lost while sending");
+    throwSystemError("send to " + label_, errno);
+  }
+}
+
 size_t Socket::recvSome(std::span<std::byte> data) {
   if (data.empty()) return 0;
   for (;;) {
@@ -173,6 +189,17 @@ void Socket::exchange(Socket& to, std::span<const std::byte> out, Socket& from, 
     if (rc == 0 && deadline.expired()) {
       throw Error(loomTimeout, "timed out exchanging data with " + (in.empty() ? to.label_ : from.label_));
     }
+  }
+}
+
+bool Socket::peerClosed() const {
+  std::byte probe;
+  for (;;) {
+    ssize_t n = ::recv(fd_, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return true;
+    if (n > 0) return false;
+    if (errno == EINTR) continue;
+    return errno != EAGAIN && errno != EWOULDBLOCK;
   }
 }
 

@@ -39,10 +39,17 @@ class Socket {
   // What is readable now, up to data.size() bytes, without waiting; 0 when
   // nothing is. A closed or reset peer throws loomRemoteError.
   size_t recvSome(std::span<std::byte> data);
+  // What can be sent now of `head` then `body` (one gather write), without
+  // waiting; 0 when the kernel buffer is full. A lost peer throws loomRemoteError.
+  size_t sendSome(std::span<const std::byte> head, std::span<const std::byte> body);
   // Sends `out` on `to` while receiving `in` from `from`, so that a ring of
   // ranks that all send first cannot deadlock on full kernel buffers.
   static void exchange(Socket& to, std::span<const std::byte> out, Socket& from, std::span<std::byte> in,
                        Deadline deadline, const Cancellation* cancel);
+
+  // True if the peer closed or reset the connection; never waits. For
+  // connections that carry no data in this direction (a liveness check).
+  bool peerClosed() const;
 
   SocketAddress localAddress() const;
   int fd() const { return fd_; }

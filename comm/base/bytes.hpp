@@ -1,6 +1,7 @@
-// Bounds-checked serialization for every message Loom sends out of band.
-// A reader that runs past its input throws loomRemoteError ("truncated"),
-// so a malformed message can never read out of bounds.
+// Bounds-checked serialization for every message Loom sends out of band
+// (bootstrap, stores, connection handshakes). A reader that runs past its
+// input throws loomRemoteError ("truncated"), so a malformed message can
+// never read out of bounds.
 #pragma once
 
 #include <cstddef>

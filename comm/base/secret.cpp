@@ -1,4 +1,4 @@
-#include "comm/bootstrap/secret.hpp"
+#include "comm/base/secret.hpp"
 
 #include "comm/base/random.hpp"
 

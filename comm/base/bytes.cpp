@@ -1,4 +1,4 @@
-#include "comm/bootstrap/bytes.hpp"
+#include "comm/base/bytes.hpp"
 
 #include "comm/base/error.hpp"
 

@@ -1,5 +1,5 @@
-// The job's 128-bit secret: generated with the unique id, presented on every
-// bootstrap connection, compared in constant time.
+// A communicator's 128-bit secret: generated with its unique id, presented on
+// every bootstrap and data connection, compared in constant time.
 #pragma once
 
 #include <array>

@@ -1,0 +1,33 @@
+#include "comm/datatype.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "comm/base/error.hpp"
+
+namespace loom {
+
+size_t datatypeSize(loomDataType_t datatype) {
+  switch (datatype) {
+    case loomInt8:
+    case loomUint8: return 1;
+    case loomFloat16:
+    case loomBfloat16: return 2;
+    case loomInt32:
+    case loomUint32:
+    case loomFloat32: return 4;
+    case loomInt64:
+    case loomUint64:
+    case loomFloat64: return 8;
+    case loomNumTypes: break;
+  }
+  throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(datatype)) + " is not a loomDataType_t");
+}
+
+size_t bufferBytes(size_t count, loomDataType_t datatype) {
+  const size_t size = datatypeSize(datatype);
+  if (count > SIZE_MAX / size) throw Error(loomInvalidArgument, "count=" + std::to_string(count) + " overflows the buffer size");
+  return count * size;
+}
+
+}  // namespace loom

@@ -1,0 +1,39 @@
+// How a waiter with nothing to do spends its time. It spins first (a peer on
+// another core answers in about 0.1 µs), then yields (ranks may outnumber
+// cores, and a spinning rank would starve the one it waits for), then sleeps
+// in poll() with a bounded timeout: sockets wake it at once, shared memory has
+// no fd to wake it, and deadlines and aborts must still be checked.
+#pragma once
+
+#include <chrono>
+
+namespace loom {
+
+class Backoff {
+ public:
+  enum class Phase { Spin, Yield, Sleep };
+
+  static constexpr auto kSpin = std::chrono::microseconds(20);
+  static constexpr auto kYield = std::chrono::microseconds(1000);
+  static constexpr auto kSleep = std::chrono::milliseconds(1);
+
+  // Something moved: start over.
+  void reset() { idle_ = false; }
+  // Nothing moved: the phase to wait in now.
+  Phase next();
+
+ private:
+  bool idle_ = false;
+  std::chrono::steady_clock::time_point since_{};
+};
+
+// One pause of a spin loop (the CPU's pause/yield hint).
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace loom

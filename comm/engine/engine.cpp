@@ -1,0 +1,265 @@
+#include "comm/engine/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/base/log.hpp"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void finish(P2pOp& op, OpState state) { op.state.store(state, std::memory_order_release); }
+
+}  // namespace
+
+std::string P2pOp::describe() const {
+  return std::string(kind == OpKind::Send ? "send of " : "recv of ") + std::to_string(bytes) + " bytes " +
+         (kind == OpKind::Send ? "to" : "from") + " rank " + std::to_string(peer);
+}
+
+Engine::Engine(transport::Context context, std::vector<transport::Endpoint> endpoints, net::Socket listener)
+    : context_(std::move(context)),
+      endpoints_(std::move(endpoints)),
+      transports_(transport::allTransports()),
+      peers_(endpoints_.size()),
+      isActive_(endpoints_.size(), 0) {
+  listener_ = std::make_unique<transport::Listener>(
+      std::move(listener), context_, transports_,
+      [this](int from, std::unique_ptr<transport::RecvConnection> c) { deliver(from, std::move(c)); });
+}
+
+Engine::~Engine() { listener_.reset(); }  // no new connections while the old ones go
+
+void Engine::deliver(int from, std::unique_ptr<transport::RecvConnection> connection) {
+  if (from < 0 || static_cast<size_t>(from) >= peers_.size()) {
+    LOOM_WARN(Net, "dropped a connection claiming to come from rank %d", from);
+    return;
+  }
+  std::lock_guard lock(incomingMutex_);
+  auto [it, inserted] = incoming_.try_emplace(from, std::move(connection));
+  if (!inserted) LOOM_WARN(Net, "dropped a second connection from rank %d", from);
+}
+
+void Engine::post(std::span<P2pOp* const> ops) {
+  std::lock_guard lock(mutex_);
+  const auto now = Clock::now();
+  for (P2pOp* op : ops) {
+    Peer& peer = peers_[static_cast<size_t>(op->peer)];
+    Direction& direction = op->kind == OpKind::Send ? peer.sends : peer.recvs;
+    if (!direction.broken.empty()) {
+      op->error = loomRemoteError;
+      op->message = op->describe() + ": the connection is unusable after an earlier failure (" + direction.broken + ")";
+      finish(*op, OpState::Failed);
+      continue;
+    }
+    op->lastActivity = now;
+    direction.queue.push_back(op);
+    if (!isActive_[static_cast<size_t>(op->peer)]) {
+      isActive_[static_cast<size_t>(op->peer)] = 1;
+      active_.push_back(op->peer);
+    }
+  }
+}
+
+void Engine::withdraw(std::span<P2pOp* const> ops) {
+  std::lock_guard lock(mutex_);
+  for (P2pOp* op : ops) {
+    if (op->state.load(std::memory_order_acquire) != OpState::Pending) continue;
+    Peer& peer = peers_[static_cast<size_t>(op->peer)];
+    Direction& direction = op->kind == OpKind::Send ? peer.sends : peer.recvs;
+    std::erase(direction.queue, op);
+    if (op->started && direction.broken.empty()) direction.broken = op->describe() + " was abandoned midway";
+    op->error = loomInvalidUsage;
+    op->message = op->describe() + ": abandoned";
+    finish(*op, OpState::Failed);
+  }
+}
+
+void Engine::complete(Direction& direction) {
+  P2pOp* op = direction.queue.front();
+  direction.queue.pop_front();
+  finish(*op, OpState::Done);
+  if (!direction.queue.empty()) direction.queue.front()->lastActivity = Clock::now();
+}
+
+void Engine::fail(Direction& direction, const Error& error) {
+  P2pOp* head = direction.queue.front();
+  direction.queue.pop_front();
+  const bool connectionLost = head->started || error.code() == loomRemoteError || error.code() == loomSystemError ||
+                              error.code() == loomInvalidUsage;
+  std::string why = head->describe() + ": " + error.what();
+  head->error = error.code();
+  head->message = why;
+  finish(*head, OpState::Failed);
+  LOOM_WARN(Net, "%s", why.c_str());
+  if (!connectionLost) {
+    if (!direction.queue.empty()) direction.queue.front()->lastActivity = Clock::now();
+    return;
+  }
+  direction.broken = why;
+  for (P2pOp* op : direction.queue) {
+    op->error = error.code();
+    op->message = op->describe() + ": the connection is unusable after an earlier failure (" + why + ")";
+    finish(*op, OpState::Failed);
+  }
+  direction.queue.clear();
+}
+
+bool Engine::progress() {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  bool moved = false;
+  for (int rank : active_) {
+    Peer& peer = peers_[static_cast<size_t>(rank)];
+    moved |= progressSends(rank, peer);
+    moved |= progressRecvs(rank, peer);
+  }
+  std::erase_if(active_, [this](int rank) {
+    const Peer& peer = peers_[static_cast<size_t>(rank)];
+    bool idle = peer.sends.queue.empty() && peer.recvs.queue.empty();
+    if (idle) isActive_[static_cast<size_t>(rank)] = 0;
+    return idle;
+  });
+  return moved;
+}
+
+bool Engine::progressSends(int rank, Peer& peer) {
+  Direction& direction = peer.sends;
+  bool moved = false;
+  while (!direction.queue.empty()) {
+    P2pOp& op = *direction.queue.front();
+    try {
+      if (!peer.send) {
+        const auto& endpoint = endpoints_[static_cast<size_t>(rank)];
+        auto& transport = transport::selectTransport(transports_, context_.self, endpoint);
+        peer.send = transport.connect(endpoint, context_);
+        peer.sendKind = transport.kind();
+      }
+      transport::SendConnection& connection = *peer.send;
+      bool opMoved = connection.progress();
+      while (op.moved < op.bytes || !op.started) {
+        auto slot = connection.reserve();
+        if (slot.empty()) break;
+        const size_t n = std::min(slot.size(), op.bytes - op.moved);
+        if (n != 0) std::memcpy(slot.data(), op.buffer + op.moved, n);
+        connection.commit({.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n), .sequence = 0});
+        op.moved += n;
+        op.started = true;
+        opMoved = true;
+      }
+      const bool allCommitted = op.started && op.moved == op.bytes;
+      if (allCommitted) opMoved |= connection.progress();
+      if (allCommitted && connection.flushed()) {
+        complete(direction);
+        moved = true;
+        continue;
+      }
+      if (opMoved) {
+        op.lastActivity = Clock::now();
+        moved = true;
+      } else if (Clock::now() - op.lastActivity > context_.timeout) {
+        throw Error(loomTimeout, "the peer took nothing for " + std::to_string(context_.timeout.count()) +
+                                     " ms (LOOM_TIMEOUT_MS)");
+      }
+      break;
+    } catch (const Error& e) {
+      fail(direction, e);
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+bool Engine::progressRecvs(int rank, Peer& peer) {
+  Direction& direction = peer.recvs;
+  bool moved = false;
+  while (!direction.queue.empty()) {
+    P2pOp& op = *direction.queue.front();
+    try {
+      if (!peer.recv) {
+        std::lock_guard lock(incomingMutex_);
+        if (auto it = incoming_.find(rank); it != incoming_.end()) {
+          peer.recv = std::move(it->second);
+          incoming_.erase(it);
+        }
+      }
+      bool opMoved = false;
+      if (peer.recv) {
+        transport::RecvConnection& connection = *peer.recv;
+        while (op.moved < op.bytes || !op.started) {
+          auto slot = connection.peek();
+          if (!slot) {
+            if (connection.progress()) continue;
+            break;
+          }
+          if (slot->tag.messageBytes != op.bytes) {
+            throw Error(loomInvalidUsage, "rank " + std::to_string(rank) + " sent a message of " +
+                                              std::to_string(slot->tag.messageBytes) +
+                                              " bytes (count x datatype size must match on both sides)");
+          }
+          if (op.moved + slot->data.size() > op.bytes) {
+            throw Error(loomRemoteError, "rank " + std::to_string(rank) + " sent more bytes than its message holds");
+          }
+          if (!slot->data.empty()) std::memcpy(op.buffer + op.moved, slot->data.data(), slot->data.size());
+          connection.release();
+          op.moved += slot->data.size();
+          op.started = true;
+          opMoved = true;
+        }
+      }
+      if (op.started && op.moved == op.bytes) {
+        complete(direction);
+        moved = true;
+        continue;
+      }
+      if (opMoved) {
+        op.lastActivity = Clock::now();
+        moved = true;
+      } else if (Clock::now() - op.lastActivity > context_.timeout) {
+        throw Error(loomTimeout, std::string(peer.recv ? "nothing arrived" : "the peer never connected") + " for " +
+                                     std::to_string(context_.timeout.count()) + " ms (LOOM_TIMEOUT_MS)");
+      }
+      break;
+    } catch (const Error& e) {
+      fail(direction, e);
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+void Engine::addWaitFds(std::vector<transport::WaitFd>& out) {
+  std::lock_guard lock(mutex_);
+  for (int rank : active_) {
+    const Peer& peer = peers_[static_cast<size_t>(rank)];
+    if (!peer.sends.queue.empty() && peer.send) peer.send->addWaitFds(out);
+    if (!peer.recvs.queue.empty() && peer.recv) peer.recv->addWaitFds(out);
+  }
+}
+
+void Engine::checkPeers() {
+  std::lock_guard lock(mutex_);
+  for (int rank : active_) {
+    Peer& peer = peers_[static_cast<size_t>(rank)];
+    try {
+      if (!peer.sends.queue.empty() && peer.send) peer.send->checkAlive();
+    } catch (const Error& e) {
+      fail(peer.sends, e);
+    }
+    try {
+      if (!peer.recvs.queue.empty() && peer.recv) peer.recv->checkAlive();
+    } catch (const Error& e) {
+      fail(peer.recvs, e);
+    }
+  }
+}
+
+std::string Engine::transportTo(int peer) {
+  std::lock_guard lock(mutex_);
+  const Peer& p = peers_.at(static_cast<size_t>(peer));
+  return p.send ? transport::transportName(p.sendKind) : "";
+}
+
+}  // namespace loom

@@ -1,0 +1,92 @@
+// The progress engine of one communicator: its connections, the operations
+// posted on them, and the listener that accepts its peers' connections.
+//
+// Threading: there is no progress thread. Whichever thread waits for an
+// operation — the caller of a blocking call, or a host stream's worker —
+// drives progress() for everything posted on the engine, under a lock that a
+// second waiter does not queue for (it backs off and checks its own ops).
+// See docs/DESIGN.md, "Progress".
+//
+// Per peer and direction, operations complete in posting order (one queue
+// each); different peers and directions progress independently, so a group
+// of sends and receives to many peers cannot deadlock.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/base/error.hpp"
+#include "comm/engine/p2p_op.hpp"
+#include "transport/listener.hpp"
+#include "transport/transport.hpp"
+
+namespace loom {
+
+class Engine {
+ public:
+  Engine(transport::Context context, std::vector<transport::Endpoint> endpoints, net::Socket listener);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues ops behind earlier ones to the same peer and direction.
+  void post(std::span<P2pOp* const> ops);
+  // Takes back ops that have not finished (after a failure or an abort). A
+  // connection left in the middle of a message is unusable afterwards.
+  void withdraw(std::span<P2pOp* const> ops);
+
+  // Advances every posted op as far as it can without waiting; true if
+  // anything moved. Returns false at once if another thread is progressing.
+  bool progress();
+  // fds a waiter may sleep on: the connections that ops wait for.
+  void addWaitFds(std::vector<transport::WaitFd>& out);
+  // After a sleep: checks the connections that ops wait for, failing the
+  // ops of any whose peer is gone.
+  void checkPeers();
+
+  bool cancelled() const { return context_.cancel != nullptr && context_.cancel->cancelled(); }
+  int cancelFd() const { return context_.cancel != nullptr ? context_.cancel->fd() : -1; }
+  // "shm", "socket", or "" before the first connection to that peer.
+  std::string transportTo(int peer);
+
+ private:
+  struct Direction {
+    std::deque<P2pOp*> queue;
+    std::string broken;  // why this direction cannot be used any more
+  };
+  struct Peer {
+    std::unique_ptr<transport::SendConnection> send;
+    std::unique_ptr<transport::RecvConnection> recv;
+    transport::TransportKind sendKind{};
+    Direction sends;
+    Direction recvs;
+  };
+
+  bool progressSends(int rank, Peer& peer);
+  bool progressRecvs(int rank, Peer& peer);
+  // Fails the head op; a connection that broke, or one left mid-message,
+  // fails everything queued behind it too and takes no more ops.
+  void fail(Direction& direction, const Error& error);
+  void complete(Direction& direction);
+  void deliver(int from, std::unique_ptr<transport::RecvConnection> connection);
+
+  transport::Context context_;
+  std::vector<transport::Endpoint> endpoints_;
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::vector<Peer> peers_;
+  std::vector<int> active_;  // peers with queued ops
+  std::vector<char> isActive_;
+  std::mutex mutex_;         // guards all of the above
+
+  std::mutex incomingMutex_;
+  std::map<int, std::unique_ptr<transport::RecvConnection>> incoming_;  // delivered, not yet claimed
+
+  std::unique_ptr<transport::Listener> listener_;  // last: stopped first
+};
+
+}  // namespace loom

@@ -1,0 +1,90 @@
+#include "comm/engine/group.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "comm/base/error.hpp"
+#include "comm/engine/wait.hpp"
+
+namespace loom::group {
+namespace {
+
+struct State {
+  int depth = 0;
+  std::vector<Call> calls;
+};
+thread_local State state;
+
+// Posts every call's op and waits for all of them.
+void runNow(const std::vector<Call>& calls) {
+  std::vector<P2pOp> ops(calls.size());
+  std::vector<P2pOp*> pointers;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    ops[i].engine = &calls[i].comm->engine();
+    ops[i].kind = calls[i].kind;
+    ops[i].peer = calls[i].peer;
+    ops[i].buffer = calls[i].buffer;
+    ops[i].bytes = calls[i].bytes;
+    pointers.push_back(&ops[i]);
+  }
+  runOps(pointers);
+}
+
+// One task on `stream`; each communicator counts it as a call in flight, so
+// that destroying or aborting the communicator waits for it.
+void enqueue(HostStream& stream, std::vector<Call> calls) {
+  for (const auto& c : calls) c.comm->streamTasks.fetch_add(1, std::memory_order_acq_rel);
+  stream.enqueue([calls = std::move(calls)] {
+    struct Release {
+      const std::vector<Call>& calls;
+      ~Release() {
+        for (const auto& c : calls) c.comm->streamTasks.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    } release{calls};
+    try {
+      runNow(calls);
+    } catch (const Error& e) {
+      for (const auto& c : calls) c.comm->setLastError(e.what());
+      throw;
+    }
+  });
+}
+
+void execute(std::vector<Call> calls) {
+  // Split by stream, keeping each stream's calls in order.
+  std::vector<Call> blocking;
+  std::vector<std::pair<HostStream*, std::vector<Call>>> streams;
+  for (const auto& c : calls) {
+    if (c.stream == nullptr) {
+      blocking.push_back(c);
+      continue;
+    }
+    auto it = std::find_if(streams.begin(), streams.end(), [&](const auto& s) { return s.first == c.stream; });
+    if (it == streams.end()) it = streams.insert(streams.end(), {c.stream, {}});
+    it->second.push_back(c);
+  }
+  for (auto& [stream, streamCalls] : streams) enqueue(*stream, std::move(streamCalls));
+  if (!blocking.empty()) runNow(blocking);
+}
+
+}  // namespace
+
+void start() { ++state.depth; }
+
+void end() {
+  if (state.depth == 0) throw Error(loomInvalidUsage, "loomGroupEnd without a matching loomGroupStart");
+  if (--state.depth > 0) return;
+  execute(std::exchange(state.calls, {}));
+}
+
+void submit(const Call& call) {
+  if (state.depth > 0) {
+    state.calls.push_back(call);
+    return;
+  }
+  execute({call});
+}
+
+}  // namespace loom::group

@@ -1,0 +1,92 @@
+#include "comm/engine/stream.hpp"
+
+#include <set>
+
+#include "comm/base/error.hpp"
+
+namespace loom {
+namespace {
+
+std::mutex registryMutex;
+std::set<const HostStream*>& registry() {
+  static std::set<const HostStream*> live;
+  return live;
+}
+
+}  // namespace
+
+HostStream::HostStream() {
+  worker_ = std::thread([this] { run(); });
+  std::lock_guard lock(registryMutex);
+  registry().insert(this);
+}
+
+HostStream::~HostStream() {
+  {
+    std::lock_guard lock(registryMutex);
+    registry().erase(this);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+}
+
+bool HostStream::isLive(const HostStream* stream) {
+  std::lock_guard lock(registryMutex);
+  return registry().count(stream) != 0;
+}
+
+void HostStream::enqueue(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(task));
+  }
+  changed_.notify_all();
+}
+
+void HostStream::synchronize() {
+  std::unique_lock lock(mutex_);
+  // Every task ends within its communicator's deadline, so this wait does too.
+  changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  if (error_ != loomSuccess) {
+    Error e(error_, message_);
+    error_ = loomSuccess;
+    message_.clear();
+    throw e;
+  }
+}
+
+void HostStream::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and the queue is drained
+    auto task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    loomResult_t code = loomSuccess;
+    std::string message;
+    try {
+      task();
+    } catch (const Error& e) {
+      code = e.code();
+      message = e.what();
+    } catch (const std::exception& e) {
+      code = loomInternalError;
+      message = e.what();
+    }
+    lock.lock();
+    busy_ = false;
+    if (code != loomSuccess && error_ == loomSuccess) {
+      error_ = code;
+      message_ = std::move(message);
+    }
+    changed_.notify_all();
+  }
+}
+
+}  // namespace loom

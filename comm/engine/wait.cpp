@@ -1,0 +1,97 @@
+#include "comm/engine/wait.hpp"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include "comm/base/error.hpp"
+#include "comm/engine/backoff.hpp"
+
+namespace loom {
+namespace {
+
+// Sleeps in poll() on what the engines wait for, then lets them look at their
+// peers: a readable control socket is a dead peer.
+void sleepOn(std::span<Engine* const> engines, std::chrono::milliseconds timeout) {
+  std::vector<transport::WaitFd> waits;
+  for (Engine* e : engines) e->addWaitFds(waits);
+  std::vector<pollfd> fds;
+  fds.reserve(waits.size() + engines.size());
+  for (const auto& w : waits) fds.push_back({w.fd, w.events, 0});
+  for (Engine* e : engines) {
+    if (e->cancelFd() >= 0) fds.push_back({e->cancelFd(), POLLIN, 0});
+  }
+  int rc = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+  if (rc < 0 && errno != EINTR) throwSystemError("poll", errno);
+  for (Engine* e : engines) e->checkPeers();
+}
+
+// The engines of `ops`, once each, with the ops grouped by engine.
+struct Posting {
+  Engine* engine;
+  std::vector<P2pOp*> ops;
+};
+std::vector<Posting> byEngine(std::span<P2pOp* const> ops) {
+  std::vector<Posting> out;
+  for (P2pOp* op : ops) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const Posting& p) { return p.engine == op->engine; });
+    if (it == out.end()) it = out.insert(out.end(), Posting{op->engine, {}});
+    it->ops.push_back(op);
+  }
+  return out;
+}
+
+[[noreturn]] void abandon(std::span<const Posting> postings, loomResult_t code, const std::string& message) {
+  for (const auto& p : postings) p.engine->withdraw(p.ops);
+  throw Error(code, message);
+}
+
+}  // namespace
+
+void runOps(std::span<P2pOp* const> ops) {
+  const auto postings = byEngine(ops);
+  std::vector<Engine*> engines;
+  for (const auto& p : postings) {
+    p.engine->post(p.ops);
+    engines.push_back(p.engine);
+  }
+  Backoff backoff;
+  size_t done = 0;  // ops[0, done) have finished well
+  unsigned yields = 0;
+  for (;;) {
+    bool moved = false;
+    for (Engine* e : engines) moved |= e->progress();
+    size_t firstPending = ops.size();
+    for (size_t i = done; i < ops.size(); ++i) {
+      OpState state = ops[i]->state.load(std::memory_order_acquire);
+      if (state == OpState::Failed) abandon(postings, ops[i]->error, ops[i]->message);
+      if (state == OpState::Pending && firstPending == ops.size()) firstPending = i;
+    }
+    done = firstPending;
+    if (done == ops.size()) return;
+    for (Engine* e : engines) {
+      if (e->cancelled()) abandon(postings, loomInvalidUsage, "aborted by loomCommAbort");
+    }
+    if (moved) {
+      backoff.reset();
+      continue;
+    }
+    switch (backoff.next()) {
+      case Backoff::Phase::Spin:
+        for (int i = 0; i < 16; ++i) cpuRelax();
+        break;
+      case Backoff::Phase::Yield:
+        ::sched_yield();
+        if (++yields % 256 == 0) sleepOn(engines, std::chrono::milliseconds(0));
+        break;
+      case Backoff::Phase::Sleep:
+        sleepOn(engines, Backoff::kSleep);
+        break;
+    }
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,83 @@
+// One direction of a connection between two ranks: a FIFO of slots.
+//
+// The sender reserves a free slot, writes up to slotBytes() into it and
+// commits it; the receiver peeks at the oldest filled slot, reads (or reduces)
+// straight from it and releases it. Head (slots committed) and tail (slots
+// released) are the credits: the sender runs ahead of the receiver by at most
+// slots() slots, so a large message pipelines chunk by chunk.
+//
+// Every slot carries a SlotTag; the engine uses it to check that a message's
+// size is what the receiver expects. Transports that move bytes with the CPU
+// (sockets) do it in progress(); shared memory needs no progress at all. A
+// one-sided transport (verbs, UCX) would commit with an RDMA write of the
+// slot and its tag into the peer's registered FIFO, and progress() would poll
+// its completion queue.
+//
+// Failures throw loom::Error naming the peer: loomRemoteError when the peer
+// closed, reset or died.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::transport {
+
+// Travels with every slot.
+struct SlotTag {
+  uint64_t messageBytes = 0;  // size of the whole message this chunk belongs to
+  uint32_t bytes = 0;         // payload bytes in this slot
+  uint32_t sequence = 0;      // slot number modulo 2^32, checked by the receiver
+};
+
+struct RecvSlot {
+  std::span<const std::byte> data;  // tag.bytes bytes
+  SlotTag tag;
+};
+
+// What a waiting thread may poll() on instead of spinning: fds whose
+// readiness means this connection can move (sockets), or one that only turns
+// readable when the peer dies (the control socket of shared memory).
+struct WaitFd {
+  int fd = -1;
+  short events = 0;
+};
+
+class SendConnection {
+ public:
+  virtual ~SendConnection() = default;
+
+  virtual size_t slotBytes() const = 0;
+  // The next free slot (slotBytes() long), or an empty span when every slot is in flight.
+  virtual std::span<std::byte> reserve() = 0;
+  // Publishes the reserved slot with tag.bytes bytes of payload.
+  virtual void commit(SlotTag tag) = 0;
+  // Moves bytes where the transport needs the CPU to; true if anything moved.
+  virtual bool progress() = 0;
+  // True once every committed slot has left this process (the peer can get it
+  // without this rank's help).
+  virtual bool flushed() const = 0;
+  // Throws loomRemoteError if the peer is known to be gone.
+  virtual void checkAlive() = 0;
+  virtual void addWaitFds(std::vector<WaitFd>& out) const = 0;
+  virtual const std::string& peerName() const = 0;
+};
+
+class RecvConnection {
+ public:
+  virtual ~RecvConnection() = default;
+
+  // The oldest committed slot not yet released, or nothing yet.
+  virtual std::optional<RecvSlot> peek() = 0;
+  // Returns the slot peek() showed to the sender (one credit).
+  virtual void release() = 0;
+  virtual bool progress() = 0;
+  virtual void checkAlive() = 0;
+  virtual void addWaitFds(std::vector<WaitFd>& out) const = 0;
+  virtual const std::string& peerName() const = 0;
+};
+
+}  // namespace loom::transport

@@ -1,0 +1,55 @@
+// The first bytes on every data connection. The sender presents a Hello
+// carrying the communicator's secret; the receiver's listener drops the
+// connection without a word if the secret, magic or version is wrong, and
+// otherwise hands it to the transport named in it, which answers with a
+// Reply (a status and transport-specific text, e.g. a segment name).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "comm/base/deadline.hpp"
+#include "comm/base/secret.hpp"
+#include "transport/socket/socket.hpp"
+#include "transport/transport.hpp"
+
+namespace loom::transport {
+
+struct Hello {
+  Secret secret;
+  int32_t from = -1;  // the sender's rank
+  int32_t to = -1;    // the receiver's rank
+  TransportKind transport = TransportKind::Socket;
+  uint32_t socketIndex = 0;  // which of socketCount sockets this is
+  uint32_t socketCount = 1;
+  FifoShape fifo;
+  uint64_t nonce = 0;  // groups the sockets of one connection
+
+  static constexpr size_t kBytes = 64;
+  std::array<std::byte, kBytes> encode() const;
+  // Throws loomRemoteError on a wrong magic or version (the secret is the caller's to check).
+  static Hello decode(std::span<const std::byte> bytes);
+};
+
+struct Reply {
+  bool ok = false;
+  std::string detail;  // transport-specific on success, the reason on refusal
+
+  static constexpr size_t kMaxDetail = 256;
+};
+
+// A Reply as u32 status | u32 length | detail.
+void sendReply(net::Socket& socket, const Reply& reply, Deadline deadline, const Cancellation* cancel);
+// Waits for the Reply; a closed connection means the peer refused the Hello.
+Reply recvReply(net::Socket& socket, Deadline deadline, const Cancellation* cancel);
+
+// Connects to peer's listener and presents `hello`.
+net::Socket connectWithHello(const Endpoint& peer, const Hello& hello, const Context& context, Deadline deadline);
+
+// "rank 3 (10.0.0.2:4455)": how errors name a peer.
+std::string peerName(const Endpoint& peer);
+
+}  // namespace loom::transport

@@ -1,0 +1,53 @@
+#include "transport/shm/shm_connection.hpp"
+
+#include "comm/base/error.hpp"
+
+namespace loom::transport::shm {
+
+ShmSendConnection::ShmSendConnection(Segment segment, FifoShape shape, net::Socket control)
+    : segment_(std::move(segment)), fifo_(segment_.data(), shape), control_(std::move(control)) {}
+
+std::span<std::byte> ShmSendConnection::reserve() {
+  const uint32_t slots = fifo_.shape().slots;
+  if (head_ - cachedTail_ >= slots) {
+    cachedTail_ = fifo_.control().tail.load(std::memory_order_acquire);
+    if (head_ - cachedTail_ >= slots) return {};
+  }
+  return {fifo_.slot(head_), fifo_.shape().slotBytes};
+}
+
+void ShmSendConnection::commit(SlotTag tag) {
+  tag.sequence = static_cast<uint32_t>(head_);
+  fifo_.tag(head_) = tag;
+  fifo_.control().head.store(++head_, std::memory_order_release);
+}
+
+void ShmSendConnection::checkAlive() {
+  if (control_.peerClosed()) throw Error(loomRemoteError, control_.label() + " closed the connection or died");
+}
+
+ShmRecvConnection::ShmRecvConnection(Segment segment, FifoShape shape, net::Socket control)
+    : segment_(std::move(segment)), fifo_(segment_.data(), shape), control_(std::move(control)) {}
+
+std::optional<RecvSlot> ShmRecvConnection::peek() {
+  if (tail_ == cachedHead_) {
+    cachedHead_ = fifo_.control().head.load(std::memory_order_acquire);
+    if (tail_ == cachedHead_) return std::nullopt;
+  }
+  SlotTag tag = fifo_.tag(tail_);
+  if (tag.bytes > fifo_.shape().slotBytes || tag.sequence != static_cast<uint32_t>(tail_)) {
+    throw Error(loomRemoteError, "corrupt slot " + std::to_string(tail_) + " from " + control_.label());
+  }
+  return RecvSlot{{fifo_.slot(tail_), tag.bytes}, tag};
+}
+
+void ShmRecvConnection::release() { fifo_.control().tail.store(++tail_, std::memory_order_release); }
+
+void ShmRecvConnection::checkAlive() {
+  if (!control_.peerClosed()) return;
+  // Slots committed before the peer left are still ours to read.
+  if (fifo_.control().head.load(std::memory_order_acquire) != tail_) return;
+  throw Error(loomRemoteError, control_.label() + " closed the connection or died");
+}
+
+}  // namespace loom::transport::shm

@@ -1,0 +1,82 @@
+// The two ends of a TCP connection: each end keeps its own FIFO of slots in
+// local memory and the bytes travel over N sockets ("lanes"): slot i goes on
+// lane i mod N as a 16-byte SlotTag followed by its payload, so consecutive
+// slots of a large message move in parallel. TCP's flow control carries the
+// credits: a receiver whose slots are full stops reading, the sender's kernel
+// buffer fills, and its slots stay in flight.
+//
+// Byte order on the wire is the host's: all ranks of a job share an
+// architecture.
+#pragma once
+
+#include <vector>
+
+#include "transport/connection.hpp"
+#include "transport/socket/socket.hpp"
+#include "transport/transport.hpp"
+
+namespace loom::transport::sock {
+
+class SocketSendConnection final : public SendConnection {
+ public:
+  SocketSendConnection(std::vector<net::Socket> sockets, FifoShape shape, std::string peerName);
+
+  size_t slotBytes() const override { return shape_.slotBytes; }
+  std::span<std::byte> reserve() override;
+  void commit(SlotTag tag) override;
+  bool progress() override;
+  bool flushed() const override { return tail_ == head_; }
+  void checkAlive() override;
+  void addWaitFds(std::vector<WaitFd>& out) const override;
+  const std::string& peerName() const override { return peerName_; }
+
+ private:
+  struct Lane {
+    net::Socket socket;
+    uint64_t slot;      // the next slot this lane carries
+    size_t offset = 0;  // bytes of it (tag, then payload) already sent
+  };
+  bool advance(Lane& lane);
+
+  FifoShape shape_;
+  std::string peerName_;
+  std::vector<std::byte> storage_;
+  std::vector<SlotTag> tags_;
+  std::vector<char> sent_;
+  std::vector<Lane> lanes_;
+  uint64_t head_ = 0;  // slots committed
+  uint64_t tail_ = 0;  // slots fully handed to the kernel
+};
+
+class SocketRecvConnection final : public RecvConnection {
+ public:
+  SocketRecvConnection(std::vector<net::Socket> sockets, FifoShape shape, std::string peerName);
+
+  std::optional<RecvSlot> peek() override;
+  void release() override;
+  bool progress() override;
+  void checkAlive() override;
+  void addWaitFds(std::vector<WaitFd>& out) const override;
+  const std::string& peerName() const override { return peerName_; }
+
+ private:
+  struct Lane {
+    net::Socket socket;
+    uint64_t slot = 0;
+    size_t offset = 0;
+    SlotTag tag;
+    std::string closed;  // why the peer's side ended, once it has
+  };
+  bool advance(Lane& lane);
+  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
+
+  FifoShape shape_;
+  std::string peerName_;
+  std::vector<std::byte> storage_;
+  std::vector<SlotTag> tags_;
+  std::vector<char> ready_;
+  std::vector<Lane> lanes_;
+  uint64_t tail_ = 0;  // slots released
+};
+
+}  // namespace loom::transport::sock
