@@ -1,0 +1,237 @@
+// The transport layer on its own: FIFO credits, shared-memory segment
+// lifetime, and the listener's secret check.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <filesystem>
+#include <new>
+
+#include "comm/base/error.hpp"
+#include "transport/handshake.hpp"
+#include "transport/listener.hpp"
+#include "transport/shm/shm_connection.hpp"
+#include "transport/shm/shm_transport.hpp"
+#include "transport/socket/socket_connection.hpp"
+
+using namespace loom;
+using namespace loom::transport;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::pair<net::Socket, net::Socket> socketPair() {
+  int fds[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+  return {net::Socket(fds[0], "rank 0"), net::Socket(fds[1], "rank 1")};
+}
+
+bool inDevShm(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
+
+TEST(ShmSegment, TheNameGoesOnceThePeerHasMappedIt) {
+  auto created = shm::Segment::create(4096);
+  ASSERT_TRUE(inDevShm(created.name()));
+  auto opened = shm::Segment::open(created.name(), 4096);
+  opened.unlink();
+  EXPECT_FALSE(inDevShm(created.name()));
+  created.data()[100] = std::byte{42};
+  EXPECT_EQ(opened.data()[100], std::byte{42});  // same memory, name or not
+  EXPECT_EQ(std::filesystem::status("/dev/shm").type(), std::filesystem::file_type::directory);
+}
+
+TEST(ShmSegment, TheCreatorRemovesTheNameIfThePeerNeverCame) {
+  std::string name;
+  {
+    auto created = shm::Segment::create(4096);
+    name = created.name();
+    ASSERT_TRUE(inDevShm(name));
+  }
+  EXPECT_FALSE(inDevShm(name));
+}
+
+TEST(ShmSegment, SegmentsOfDeadCreatorsAreSwept) {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a pid that no longer runs
+  std::string stale = "/dev/shm/loom-" + std::to_string(child) + "-00000000deadbeef";
+  std::string live = "/dev/shm/loom-" + std::to_string(::getpid()) + "-00000000cafef00d";
+  for (const auto& path : {stale, live}) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  shm::removeStaleSegments();
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  std::filesystem::remove(live);
+}
+
+TEST(ShmSegment, OpeningANameThatIsNotLoomsIsRefused) {
+  EXPECT_THROW(shm::Segment::open("/etc-passwd", 4096), Error);
+  EXPECT_THROW(shm::Segment::open("../../etc/passwd", 4096), Error);
+}
+
+TEST(ShmFifo, TheSenderRunsAheadByTheFifoDepthAndNoFurther) {
+  FifoShape shape{.slots = 4, .slotBytes = 4096};
+  auto segment = shm::Segment::create(shm::FifoView::segmentBytes(shape));
+  new (segment.data()) shm::FifoControl();
+  auto peer = shm::Segment::open(segment.name(), shm::FifoView::segmentBytes(shape));
+  auto [a, b] = socketPair();
+  shm::ShmRecvConnection receiver(std::move(segment), shape, std::move(a));
+  shm::ShmSendConnection sender(std::move(peer), shape, std::move(b));
+
+  EXPECT_FALSE(receiver.peek().has_value());
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto slot = sender.reserve();
+    ASSERT_EQ(slot.size(), 4096u);
+    slot[0] = std::byte(i);
+    sender.commit({.messageBytes = 4, .bytes = 1, .sequence = 0});
+  }
+  EXPECT_TRUE(sender.reserve().empty());  // no credit left
+  auto first = receiver.peek();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->data[0], std::byte{0});
+  EXPECT_EQ(first->tag.messageBytes, 4u);
+  receiver.release();
+  EXPECT_FALSE(sender.reserve().empty());  // one credit back
+  for (uint32_t i = 1; i < 4; ++i) {
+    auto slot = receiver.peek();
+    ASSERT_TRUE(slot.has_value());
+    EXPECT_EQ(slot->data[0], std::byte(i));
+    receiver.release();
+  }
+  EXPECT_FALSE(receiver.peek().has_value());
+}
+
+TEST(ShmFifo, APeerThatClosesIsNoticedOnlyAfterItsDataIsRead) {
+  FifoShape shape{.slots = 2, .slotBytes = 64};
+  auto segment = shm::Segment::create(shm::FifoView::segmentBytes(shape));
+  new (segment.data()) shm::FifoControl();
+  auto peer = shm::Segment::open(segment.name(), shm::FifoView::segmentBytes(shape));
+  auto [a, b] = socketPair();
+  shm::ShmRecvConnection receiver(std::move(segment), shape, std::move(a));
+  {
+    shm::ShmSendConnection sender(std::move(peer), shape, std::move(b));
+    sender.reserve();
+    sender.commit({.messageBytes = 0, .bytes = 0, .sequence = 0});
+  }  // the sender is gone
+  EXPECT_NO_THROW(receiver.checkAlive());  // its last slot is still there
+  ASSERT_TRUE(receiver.peek().has_value());
+  receiver.release();
+  EXPECT_THROW(receiver.checkAlive(), Error);
+}
+
+TEST(SocketFifo, SlotsCrossSeveralLanesInOrder) {
+  FifoShape shape{.slots = 4, .slotBytes = 1000};
+  std::vector<net::Socket> sendSide, recvSide;
+  for (int i = 0; i < 3; ++i) {
+    auto [a, b] = socketPair();
+    sendSide.push_back(std::move(a));
+    recvSide.push_back(std::move(b));
+  }
+  sock::SocketSendConnection sender(std::move(sendSide), shape, "rank 1");
+  sock::SocketRecvConnection receiver(std::move(recvSide), shape, "rank 0");
+  uint32_t sent = 0, received = 0;
+  while (received < 50) {
+    while (sent < 50) {
+      auto slot = sender.reserve();
+      if (slot.empty()) break;
+      std::fill(slot.begin(), slot.begin() + sent % 1000, std::byte(sent));
+      sender.commit({.messageBytes = 50, .bytes = sent % 1000, .sequence = 0});
+      ++sent;
+    }
+    sender.progress();
+    receiver.progress();
+    while (auto slot = receiver.peek()) {
+      ASSERT_EQ(slot->tag.bytes, received % 1000);
+      for (auto byte : slot->data) ASSERT_EQ(byte, std::byte(received));
+      receiver.release();
+      ++received;
+    }
+  }
+  EXPECT_TRUE(sender.flushed());
+}
+
+// A listener of rank 0 with `secret`, counting the connections it delivers.
+struct ListeningRank {
+  Context context;
+  std::vector<std::unique_ptr<Transport>> transports = allTransports();
+  std::atomic<int> delivered{0};
+  std::mutex mutex;
+  std::vector<std::unique_ptr<RecvConnection>> connections;  // kept: the sender maps what they hold
+  std::unique_ptr<Listener> listener;
+
+  explicit ListeningRank(Secret secret) {
+    auto socket = net::Socket::listen(net::SocketAddress::parse("127.0.0.1:0"));
+    context.self = {.rank = 0, .hostId = 1, .pid = ::getpid(), .listener = socket.localAddress()};
+    context.secret = secret;
+    context.timeout = 5000ms;
+    listener = std::make_unique<Listener>(std::move(socket), context, transports,
+                                          [this](int, std::unique_ptr<RecvConnection> c) {
+                                            std::lock_guard lock(mutex);
+                                            connections.push_back(std::move(c));
+                                            ++delivered;
+                                          });
+  }
+};
+
+Context senderContext(Secret secret) {
+  Context c;
+  c.self = {.rank = 1, .hostId = 1, .pid = ::getpid(), .listener = net::SocketAddress::parse("127.0.0.1:1")};
+  c.secret = secret;
+  c.timeout = 5000ms;
+  return c;
+}
+
+TEST(Listener, AConnectionWithTheWrongSecretIsRefused) {
+  ListeningRank rank0(Secret::random());
+  for (auto& t : rank0.transports) {
+    try {
+      t->connect(rank0.context.self, senderContext(Secret::random()));
+      ADD_FAILURE() << "connected with a wrong secret over " << transportName(t->kind());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), loomRemoteError);
+      EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(rank0.delivered, 0);
+}
+
+TEST(Listener, AConnectionWithTheRightSecretIsDelivered) {
+  Secret secret = Secret::random();
+  ListeningRank rank0(secret);
+  std::vector<std::unique_ptr<SendConnection>> kept;
+  for (auto& t : rank0.transports) kept.push_back(t->connect(rank0.context.self, senderContext(secret)));
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (rank0.delivered < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(rank0.delivered, 2);
+}
+
+TEST(Listener, AHelloForAnotherRankIsRefused) {
+  Secret secret = Secret::random();
+  ListeningRank rank0(secret);
+  Hello hello;
+  hello.secret = secret;
+  hello.from = 1;
+  hello.to = 5;
+  hello.transport = TransportKind::Shm;
+  auto ctx = senderContext(secret);
+  auto socket = connectWithHello(rank0.context.self, hello, ctx, Deadline::after(5000ms));
+  EXPECT_THROW(recvReply(socket, Deadline::after(5000ms), nullptr), Error);
+  EXPECT_EQ(rank0.delivered, 0);
+}
+
+TEST(Listener, ASilentClientDoesNotHoldUpOthers) {
+  Secret secret = Secret::random();
+  ListeningRank rank0(secret);
+  auto silent = net::Socket::connect(rank0.context.self.listener, Deadline::after(5000ms), nullptr, "silent");
+  auto t0 = std::chrono::steady_clock::now();
+  auto& shmTransport = *rank0.transports.front();
+  auto connection = shmTransport.connect(rank0.context.self, senderContext(secret));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+}
+
+}  // namespace
