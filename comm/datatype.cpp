@@ -19,7 +19,8 @@ size_t datatypeSize(loomDataType_t datatype) {
     case loomInt64:
     case loomUint64:
     case loomFloat64: return 8;
-    case loomNumTypes: break;
+    case loomNumTypes:
+    case loomMaxDataType: break;
   }
   throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(datatype)) + " is not a loomDataType_t");
 }

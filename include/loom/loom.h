@@ -45,7 +45,8 @@ typedef enum {
   loomFloat32 = 7, loomFloat = 7,
   loomFloat64 = 8, loomDouble = 8,
   loomBfloat16 = 9,
-  loomNumTypes = 10
+  loomNumTypes = 10,
+  loomMaxDataType = 0x7fffffff /* makes any int a valid value, so bad ones can be checked */
 } loomDataType_t;
 
 typedef enum {

@@ -220,4 +220,20 @@ JobResult runLocalJob(const JobOptions& options) {
   return result;
 }
 
+bool launchedAsRank() {
+  for (const char* v : {"LOOM_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return true;
+  }
+  return false;
+}
+
+int relaunchAsLocalJob(int nranks, int argc, char** argv) {
+  JobOptions job;
+  job.nranks = nranks;
+  job.prefixOutput = false;
+  job.argv.assign(argv, argv + argc);
+  job.argv[0] = "/proc/self/exe";
+  return runLocalJob(job).exitCode;
+}
+
 }  // namespace loom::launch

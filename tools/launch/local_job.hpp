@@ -24,4 +24,9 @@ struct JobResult {
 
 JobResult runLocalJob(const JobOptions& options);
 
+// True when a launcher (loomrun, torchrun, Slurm, Open MPI, PMI) started this process as a rank.
+bool launchedAsRank();
+// A tool started by hand runs itself as `nranks` local ranks: returns the job's exit status.
+int relaunchAsLocalJob(int nranks, int argc, char** argv);
+
 }  // namespace loom::launch

@@ -34,13 +34,6 @@ int usage(int status) {
   return status;
 }
 
-bool underLauncher() {
-  for (const char* v : {"LOOM_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
-    if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return true;
-  }
-  return false;
-}
-
 int parsePositive(const char* flag, const char* text) {
   char* end = nullptr;
   long v = std::strtol(text, &end, 10);
@@ -117,13 +110,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loom-perf: collective '%s' is not implemented yet; only 'barrier' is\n", o.collective.c_str());
     return 2;
   }
-  if (underLauncher()) return runRank(o);
-  // Not launched: start the ranks ourselves, as loomrun would.
-  loom::launch::JobOptions job;
-  job.nranks = o.np;
-  job.prefixOutput = false;
-  job.argv.assign(argv, argv + argc);
-  job.argv[0] = "/proc/self/exe";
-  auto result = loom::launch::runLocalJob(job);
-  return result.exitCode;
+  if (loom::launch::launchedAsRank()) return runRank(o);
+  return loom::launch::relaunchAsLocalJob(o.np, argc, argv);  // started by hand: be our own loomrun
 }
