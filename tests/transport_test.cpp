@@ -29,6 +29,21 @@ std::pair<net::Socket, net::Socket> socketPair() {
   return {net::Socket(fds[0], "rank 0"), net::Socket(fds[1], "rank 1")};
 }
 
+// Both ends of a shared-memory FIFO in this process.
+struct ShmPair {
+  std::unique_ptr<shm::ShmRecvConnection> receiver;
+  std::unique_ptr<shm::ShmSendConnection> sender;
+
+  explicit ShmPair(FifoShape shape) {
+    auto segment = shm::Segment::create(shm::FifoView::segmentBytes(shape));
+    new (segment.data()) shm::FifoControl();
+    auto peer = shm::Segment::open(segment.name(), shm::FifoView::segmentBytes(shape));
+    auto [a, b] = socketPair();
+    receiver = std::make_unique<shm::ShmRecvConnection>(std::move(segment), shape, std::move(a));
+    sender = std::make_unique<shm::ShmSendConnection>(std::move(peer), shape, std::move(b));
+  }
+};
+
 bool inDevShm(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 
 TEST(ShmSegment, TheNameGoesOnceThePeerHasMappedIt) {
@@ -75,13 +90,9 @@ TEST(ShmSegment, OpeningANameThatIsNotLoomsIsRefused) {
 }
 
 TEST(ShmFifo, TheSenderRunsAheadByTheFifoDepthAndNoFurther) {
-  FifoShape shape{.slots = 4, .slotBytes = 4096};
-  auto segment = shm::Segment::create(shm::FifoView::segmentBytes(shape));
-  new (segment.data()) shm::FifoControl();
-  auto peer = shm::Segment::open(segment.name(), shm::FifoView::segmentBytes(shape));
-  auto [a, b] = socketPair();
-  shm::ShmRecvConnection receiver(std::move(segment), shape, std::move(a));
-  shm::ShmSendConnection sender(std::move(peer), shape, std::move(b));
+  ShmPair pair(FifoShape{.slots = 4, .slotBytes = 4096});
+  auto& receiver = *pair.receiver;
+  auto& sender = *pair.sender;
 
   EXPECT_FALSE(receiver.peek().has_value());
   for (uint32_t i = 0; i < 4; ++i) {
@@ -107,17 +118,11 @@ TEST(ShmFifo, TheSenderRunsAheadByTheFifoDepthAndNoFurther) {
 }
 
 TEST(ShmFifo, APeerThatClosesIsNoticedOnlyAfterItsDataIsRead) {
-  FifoShape shape{.slots = 2, .slotBytes = 64};
-  auto segment = shm::Segment::create(shm::FifoView::segmentBytes(shape));
-  new (segment.data()) shm::FifoControl();
-  auto peer = shm::Segment::open(segment.name(), shm::FifoView::segmentBytes(shape));
-  auto [a, b] = socketPair();
-  shm::ShmRecvConnection receiver(std::move(segment), shape, std::move(a));
-  {
-    shm::ShmSendConnection sender(std::move(peer), shape, std::move(b));
-    sender.reserve();
-    sender.commit({.messageBytes = 0, .bytes = 0, .sequence = 0});
-  }  // the sender is gone
+  ShmPair pair(FifoShape{.slots = 2, .slotBytes = 64});
+  auto& receiver = *pair.receiver;
+  pair.sender->reserve();
+  pair.sender->commit({.messageBytes = 0, .bytes = 0, .sequence = 0});
+  pair.sender.reset();  // the sender is gone
   EXPECT_NO_THROW(receiver.checkAlive());  // its last slot is still there
   ASSERT_TRUE(receiver.peek().has_value());
   receiver.release();

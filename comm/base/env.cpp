@@ -21,7 +21,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_SOCKET_IFNAME", "", "Network interfaces to use: comma-separated name prefixes, =name for an exact match, ^ to exclude. Default: any interface but lo and docker*, else lo."},
     {"LOOM_SOCKET_NSOCKS", "2", "TCP sockets per socket-transport connection (1 to 16); consecutive slots travel on different sockets."},
     {"LOOM_STORE_ADDR", "", "Rendezvous store for loomCommInitFromEnv: host:port (rank 0 serves a TCP store there) or file:///dir (a directory all ranks share)."},
-    {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds (bootstrap, connection set-up, barriers)."},
+    {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds: bootstrap, connection set-up, barriers, and a send or receive whose peer moves nothing for that long."},
     {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only) or socket. Default: the fastest that reaches each peer (shm within a host, else socket)."},
     {"LOOM_WORLD_SIZE", "", "Number of ranks, for loomCommInitFromEnv (set by loomrun)."},
 };

@@ -125,42 +125,23 @@ bool Engine::progress() {
   return moved;
 }
 
-bool Engine::progressSends(int rank, Peer& peer) {
-  Direction& direction = peer.sends;
+template <class Advance>
+bool Engine::drive(Direction& direction, const char* silence, Advance advance) {
   bool moved = false;
   while (!direction.queue.empty()) {
     P2pOp& op = *direction.queue.front();
     try {
-      if (!peer.send) {
-        const auto& endpoint = endpoints_[static_cast<size_t>(rank)];
-        auto& transport = transport::selectTransport(transports_, context_.self, endpoint);
-        peer.send = transport.connect(endpoint, context_);
-        peer.sendKind = transport.kind();
-      }
-      transport::SendConnection& connection = *peer.send;
-      bool opMoved = connection.progress();
-      while (op.moved < op.bytes || !op.started) {
-        auto slot = connection.reserve();
-        if (slot.empty()) break;
-        const size_t n = std::min(slot.size(), op.bytes - op.moved);
-        if (n != 0) std::memcpy(slot.data(), op.buffer + op.moved, n);
-        connection.commit({.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n), .sequence = 0});
-        op.moved += n;
-        op.started = true;
-        opMoved = true;
-      }
-      const bool allCommitted = op.started && op.moved == op.bytes;
-      if (allCommitted) opMoved |= connection.progress();
-      if (allCommitted && connection.flushed()) {
+      const Step step = advance(op);
+      if (step.finished) {
         complete(direction);
         moved = true;
         continue;
       }
-      if (opMoved) {
+      if (step.moved) {
         op.lastActivity = Clock::now();
         moved = true;
       } else if (Clock::now() - op.lastActivity > context_.timeout) {
-        throw Error(loomTimeout, "the peer took nothing for " + std::to_string(context_.timeout.count()) +
+        throw Error(loomTimeout, std::string(silence) + " for " + std::to_string(context_.timeout.count()) +
                                      " ms (LOOM_TIMEOUT_MS)");
       }
       break;
@@ -172,62 +153,68 @@ bool Engine::progressSends(int rank, Peer& peer) {
   return moved;
 }
 
-bool Engine::progressRecvs(int rank, Peer& peer) {
-  Direction& direction = peer.recvs;
-  bool moved = false;
-  while (!direction.queue.empty()) {
-    P2pOp& op = *direction.queue.front();
-    try {
-      if (!peer.recv) {
-        std::lock_guard lock(incomingMutex_);
-        if (auto it = incoming_.find(rank); it != incoming_.end()) {
-          peer.recv = std::move(it->second);
-          incoming_.erase(it);
-        }
-      }
-      bool opMoved = false;
-      if (peer.recv) {
-        transport::RecvConnection& connection = *peer.recv;
-        while (op.moved < op.bytes || !op.started) {
-          auto slot = connection.peek();
-          if (!slot) {
-            if (connection.progress()) continue;
-            break;
-          }
-          if (slot->tag.messageBytes != op.bytes) {
-            throw Error(loomInvalidUsage, "rank " + std::to_string(rank) + " sent a message of " +
-                                              std::to_string(slot->tag.messageBytes) +
-                                              " bytes (count x datatype size must match on both sides)");
-          }
-          if (op.moved + slot->data.size() > op.bytes) {
-            throw Error(loomRemoteError, "rank " + std::to_string(rank) + " sent more bytes than its message holds");
-          }
-          if (!slot->data.empty()) std::memcpy(op.buffer + op.moved, slot->data.data(), slot->data.size());
-          connection.release();
-          op.moved += slot->data.size();
-          op.started = true;
-          opMoved = true;
-        }
-      }
-      if (op.started && op.moved == op.bytes) {
-        complete(direction);
-        moved = true;
-        continue;
-      }
-      if (opMoved) {
-        op.lastActivity = Clock::now();
-        moved = true;
-      } else if (Clock::now() - op.lastActivity > context_.timeout) {
-        throw Error(loomTimeout, std::string(peer.recv ? "nothing arrived" : "the peer never connected") + " for " +
-                                     std::to_string(context_.timeout.count()) + " ms (LOOM_TIMEOUT_MS)");
-      }
-      break;
-    } catch (const Error& e) {
-      fail(direction, e);
-      moved = true;
+bool Engine::progressSends(int rank, Peer& peer) {
+  return drive(peer.sends, "the peer took nothing", [&](P2pOp& op) {
+    if (!peer.send) {
+      const auto& endpoint = endpoints_[static_cast<size_t>(rank)];
+      auto& transport = transport::selectTransport(transports_, context_.self, endpoint);
+      peer.send = transport.connect(endpoint, context_);
+      peer.sendKind = transport.kind();
     }
-  }
-  return moved;
+    transport::SendConnection& connection = *peer.send;
+    Step step{.moved = connection.progress(), .finished = false};
+    while (op.moved < op.bytes || !op.started) {
+      auto slot = connection.reserve();
+      if (slot.empty()) break;
+      const size_t n = std::min(slot.size(), op.bytes - op.moved);
+      if (n != 0) std::memcpy(slot.data(), op.buffer + op.moved, n);
+      connection.commit({.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n), .sequence = 0});
+      op.moved += n;
+      op.started = true;
+      step.moved = true;
+    }
+    if (op.started && op.moved == op.bytes) {
+      step.moved |= connection.progress();  // push the last slots towards the peer
+      step.finished = connection.flushed();
+    }
+    return step;
+  });
+}
+
+bool Engine::progressRecvs(int rank, Peer& peer) {
+  return drive(peer.recvs, "nothing arrived", [&](P2pOp& op) {
+    Step step{.moved = false, .finished = false};
+    if (!peer.recv) {
+      std::lock_guard lock(incomingMutex_);
+      auto it = incoming_.find(rank);
+      if (it == incoming_.end()) return step;  // the sender has not connected yet
+      peer.recv = std::move(it->second);
+      incoming_.erase(it);
+    }
+    transport::RecvConnection& connection = *peer.recv;
+    while (op.moved < op.bytes || !op.started) {
+      auto slot = connection.peek();
+      if (!slot) {
+        if (connection.progress()) continue;
+        break;
+      }
+      if (slot->tag.messageBytes != op.bytes) {
+        throw Error(loomInvalidUsage, "rank " + std::to_string(rank) + " sent a message of " +
+                                          std::to_string(slot->tag.messageBytes) +
+                                          " bytes (count x datatype size must match on both sides)");
+      }
+      if (op.moved + slot->data.size() > op.bytes) {
+        throw Error(loomRemoteError, "rank " + std::to_string(rank) + " sent more bytes than its message holds");
+      }
+      if (!slot->data.empty()) std::memcpy(op.buffer + op.moved, slot->data.data(), slot->data.size());
+      connection.release();
+      op.moved += slot->data.size();
+      op.started = true;
+      step.moved = true;
+    }
+    step.finished = op.started && op.moved == op.bytes;
+    return step;
+  });
 }
 
 void Engine::addWaitFds(std::vector<transport::WaitFd>& out) {

@@ -67,6 +67,14 @@ class Engine {
     Direction recvs;
   };
 
+  struct Step {
+    bool moved;
+    bool finished;
+  };
+  // Advances the ops of `direction` in order with `advance` until one does
+  // not finish; fails one that moved nothing for the timeout (`silence` says how).
+  template <class Advance>
+  bool drive(Direction& direction, const char* silence, Advance advance);
   bool progressSends(int rank, Peer& peer);
   bool progressRecvs(int rank, Peer& peer);
   // Fails the head op; a connection that broke, or one left mid-message,
