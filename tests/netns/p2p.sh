@@ -1,51 +1,24 @@
 #!/usr/bin/env bash
-# Multi-node point-to-point on one machine, for real: network namespaces act
-# as nodes, joined by veth pairs to a bridge that lives in a namespace of its
-# own, so every address (10.77.0.0/24) exists only inside namespaces this
-# script creates, and all of them are removed on exit, failed or not.
-# Each namespace gets its own LOOM_HOSTID, since they share one kernel.
+# Multi-node point-to-point on one machine, for real: four network namespaces
+# act as nodes (scripts/lib/netns.sh: 10.77.0.0/24 on a bridge, addresses only
+# inside namespaces created here, all removed on exit, failed or not). Each
+# namespace gets its own LOOM_HOSTID, since they share one kernel.
 #
-#   p2p.sh LOOM_TEST_P2P_BIN
+#   p2p.sh LOOM_TEST_P2P_BIN [LARGE_TYPES (default int8,float64)]
 #
 # Jobs: 4 nodes x 1 rank (sockets only), then 2 nodes x 2 ranks (shared
 # memory within a node, sockets between them; the log must say so).
 # Exit 77 (skipped) without root or network namespaces.
 set -uo pipefail
-bin=${1:?usage: p2p.sh LOOM_TEST_P2P_BIN}
-[[ $(id -u) == 0 ]] || { echo "skipped: needs root for network namespaces"; exit 77; }
-command -v ip >/dev/null || { echo "skipped: no ip command (iproute2)"; exit 77; }
-
-tag="loom$$"
-switch="${tag}sw"
-nodes=()
-work=$(mktemp -d)
-cleanup() {
-  for ns in "${nodes[@]}" "$switch"; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-ip netns add "$switch" 2>/dev/null || { echo "skipped: cannot create network namespaces"; exit 77; }
-ip -n "$switch" link add br0 type bridge
-ip -n "$switch" link set br0 up
-
-# node I: namespace ${tag}nI with veth I at 10.77.0.(I+1)
-add_node() {
-  local i=$1 ns="${tag}n$1"
-  ip netns add "$ns"
-  nodes+=("$ns")
-  ip link add "lv${tag}$i" type veth peer name "lp${tag}$i"
-  ip link set "lv${tag}$i" netns "$ns"
-  ip link set "lp${tag}$i" netns "$switch"
-  ip -n "$ns" link set "lv${tag}$i" name veth0
-  ip -n "$switch" link set "lp${tag}$i" master br0 up
-  ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev veth0
-  ip -n "$ns" link set veth0 up
-  ip -n "$ns" link set lo up
-}
-for i in 0 1 2 3; do add_node "$i"; done
+bin=${1:?usage: p2p.sh LOOM_TEST_P2P_BIN [LARGE_TYPES]}
+large_types=${2:-int8,float64}
+source "$(dirname "$0")/../../scripts/lib/netns.sh"
+netns_up 4
+work=$NETNS_DIR
 
 failures=0
-# run_job NAME "NODE_OF_RANK..." MODE [ARGS...]: one process per rank, rank r in node NODE_OF_RANK[r].
+# run_job NAME "NODE_OF_RANK..." MODE [ARGS...]: one process per rank, rank r in
+# node NODE_OF_RANK[r] (rank 0 on node 0: it serves the store).
 run_job() {
   local name=$1; local -a placement=($2); shift 2
   local n=${#placement[@]} port=$((20000 + RANDOM % 20000)) pids=() r
@@ -54,10 +27,8 @@ run_job() {
     local node=${placement[r]}
     local lr=${local_count[$node]:-0}
     local_count[$node]=$((lr + 1))
-    ip netns exec "${tag}n$node" env LOOM_RANK=$r LOOM_LOCAL_RANK=$lr LOOM_WORLD_SIZE=$n \
-      LOOM_STORE_ADDR="10.77.0.$((placement[0] + 1)):$port" LOOM_HOSTID="node$node" LOOM_SOCKET_IFNAME=veth \
-      LOOM_TIMEOUT_MS=60000 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET \
-      timeout 240 "$bin" "$@" >"$work/$name.$r.log" 2>&1 &
+    LOOM_TIMEOUT_MS=60000 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET \
+      netns_rank "$node" $r $n $lr $port timeout 240 "$bin" "$@" >"$work/$name.$r.log" 2>&1 &
     pids+=($!)
   done
   local status=0
@@ -80,7 +51,7 @@ expect_transport() {
 
 run_job sockets4 "0 1 2 3" matrix
 expect_transport sockets4 0 3 socket
-run_job sockets4-large "0 1 2 3" large int8,float64
+run_job sockets4-large "0 1 2 3" large "$large_types"
 run_job sockets4-flood "0 1 2 3" flood
 run_job sockets4-ring "0 1 2 3" ring 5
 run_job mixed "0 0 1 1" matrix
