@@ -1,0 +1,46 @@
+// float16 (IEEE binary16) and bfloat16 to and from float32. Reductions of
+// 16-bit types accumulate in float32 and round once, to nearest even, with
+// these. Branch-light so that the reduction loops vectorize around them.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace loom::cpu {
+
+inline float halfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t magnitude = h & 0x7fffu;
+  // Placed in a float's exponent and mantissa, the half's bits are its value
+  // times 2^-112 (subnormals included: they become float subnormals).
+  const uint32_t scaled = std::bit_cast<uint32_t>(std::bit_cast<float>(magnitude << 13) * 0x1p112f);
+  const uint32_t special = (magnitude << 13) | 0x7f800000u;  // infinity, NaN
+  return std::bit_cast<float>((magnitude >= 0x7c00u ? special : scaled) | sign);
+}
+
+// Selects instead of branches, so that loops around it vectorize.
+inline uint16_t floatToHalf(float value) {
+  uint32_t x = std::bit_cast<uint32_t>(value);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even.
+  const uint32_t normal = (x + (uint32_t(15 - 127) << 23) + 0xfffu + ((x >> 13) & 1u)) >> 13;
+  // Below the smallest normal half (2^-14): adding 0.5 puts the half's subnormal
+  // ulp (2^-24) at the float's last bit, so the FPU rounds to nearest even.
+  const uint32_t subnormal = std::bit_cast<uint32_t>(std::bit_cast<float>(x) + 0.5f) - 0x3f000000u;
+  uint32_t r = x < 0x38800000u ? subnormal : normal;
+  r = x >= 0x477ff000u ? 0x7c00u : r;  // >= 65520 (and infinity) rounds to infinity
+  r = x > 0x7f800000u ? 0x7e00u : r;   // NaN stays NaN (quiet)
+  return static_cast<uint16_t>(sign | r);
+}
+
+inline float bfloat16ToFloat(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+
+inline uint16_t floatToBfloat16(float value) {
+  uint32_t x = std::bit_cast<uint32_t>(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even; overflow carries into infinity
+  return static_cast<uint16_t>(x >> 16);
+}
+
+}  // namespace loom::cpu
