@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/datatype.hpp"
 #include "tests/support/pattern.hpp"
 #include "tests/support/ranks.hpp"
 
@@ -23,14 +24,6 @@ namespace {
 
 constexpr loomDataType_t kTypes[] = {loomInt8,  loomUint8,   loomInt32,   loomUint32,  loomInt64,
                                      loomUint64, loomFloat16, loomBfloat16, loomFloat32, loomFloat64};
-size_t typeSize(loomDataType_t t) {
-  switch (t) {
-    case loomInt8: case loomUint8: return 1;
-    case loomFloat16: case loomBfloat16: return 2;
-    case loomInt32: case loomUint32: case loomFloat32: return 4;
-    default: return 8;
-  }
-}
 
 class P2p : public ::testing::TestWithParam<const char*> {
  protected:
@@ -42,7 +35,7 @@ class P2p : public ::testing::TestWithParam<const char*> {
 void exchange(std::vector<loomComm_t>& comms, loomDataType_t type, size_t count, uint64_t index) {
   onThreads(2, [&](int r) {
     const int peer = 1 - r;
-    const size_t bytes = count * typeSize(type);
+    const size_t bytes = count * loom::datatypeSize(type);
     std::vector<std::byte> out(bytes + 3), in(bytes + 3);
     auto sendView = std::span(out).subspan(1, bytes);  // unaligned on purpose
     auto recvView = std::span(in).subspan(3, bytes);

@@ -8,24 +8,17 @@
 #include <vector>
 
 #include "collectives/cpu/reduce.hpp"
+#include "comm/datatype.hpp"
 
 namespace {
 
 using loom::cpu::ReduceOp;
 
-size_t typeSize(loomDataType_t t) {
-  switch (t) {
-    case loomInt8: case loomUint8: return 1;
-    case loomFloat16: case loomBfloat16: return 2;
-    case loomInt32: case loomUint32: case loomFloat32: return 4;
-    default: return 8;
-  }
-}
-
 void Reduce(benchmark::State& state, loomDataType_t type, ReduceOp op) {
   const auto bytes = static_cast<size_t>(state.range(0));
-  const size_t count = bytes / typeSize(type);
-  std::vector<std::byte> a(bytes, std::byte{1}), b(bytes, std::byte{2}), out(bytes);
+  const size_t count = bytes / loom::datatypeSize(type);
+  // 0x3c/0x3d bytes are ordinary normal numbers in every float type (no subnormal slow paths).
+  std::vector<std::byte> a(bytes, std::byte{0x3c}), b(bytes, std::byte{0x3d}), out(bytes);
   const void* sources[] = {a.data(), b.data()};
   for (auto _ : state) {
     loom::cpu::reduce(type, op, sources, out.data(), count, 1.0);

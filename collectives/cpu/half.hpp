@@ -11,11 +11,14 @@ namespace loom::cpu {
 inline float halfToFloat(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t magnitude = h & 0x7fffu;
-  // Placed in a float's exponent and mantissa, the half's bits are its value
-  // times 2^-112 (subnormals included: they become float subnormals).
-  const uint32_t scaled = std::bit_cast<uint32_t>(std::bit_cast<float>(magnitude << 13) * 0x1p112f);
-  const uint32_t special = (magnitude << 13) | 0x7f800000u;  // infinity, NaN
-  return std::bit_cast<float>((magnitude >= 0x7c00u ? special : scaled) | sign);
+  // Normal: rebias the exponent (15 -> 127). Subnormal: mantissa x 2^-24,
+  // computed from an integer so that no float subnormal (and its slow
+  // microcode path) is ever touched. Infinity and NaN keep their payload.
+  const uint32_t normal = (magnitude << 13) + (uint32_t(127 - 15) << 23);
+  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f);
+  uint32_t bits = magnitude < 0x400u ? subnormal : normal;
+  bits = magnitude >= 0x7c00u ? (magnitude << 13) | 0x7f800000u : bits;
+  return std::bit_cast<float>(bits | sign);
 }
 
 // Selects instead of branches, so that loops around it vectorize.
