@@ -187,6 +187,19 @@ TEST(P2pErrors, ASilentPeerIsATimeoutNamingIt) {
   loom::test::destroyAll(comms);
 }
 
+TEST(P2pErrors, SendingToARankThatLeftFailsAtOnceNamingIt) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "20000");
+  auto comms = loom::test::initThreadComms(2);
+  ASSERT_EQ(loomCommDestroy(comms[1]), loomSuccess);  // its listener is gone
+  comms[1] = nullptr;
+  int x = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(loomSend(&x, 1, loomInt32, 1, comms[0], nullptr), loomRemoteError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("rank 1"), std::string::npos) << loomGetLastError(comms[0]);
+  loom::test::destroyAll(comms);
+}
+
 TEST(P2pErrors, AbortUnblocksAWaitingReceive) {
   auto comms = loom::test::initThreadComms(2);
   std::atomic<bool> returned{false};

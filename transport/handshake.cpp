@@ -78,7 +78,8 @@ Reply recvReply(net::Socket& socket, Deadline deadline, const Cancellation* canc
 }
 
 net::Socket connectWithHello(const Endpoint& peer, const Hello& hello, const Context& context, Deadline deadline) {
-  auto socket = net::Socket::connect(peer.listener, deadline, context.cancel, peerName(peer));
+  // The peer's listener has been up since init: a refusal means the peer is gone.
+  auto socket = net::Socket::connect(peer.listener, deadline, context.cancel, peerName(peer), net::Socket::Refused::Fail);
   auto bytes = hello.encode();
   socket.sendAll(bytes, deadline, context.cancel);
   return socket;

@@ -89,7 +89,9 @@ template <class T, ReduceOp Op>
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: its instrumented ifunc resolvers run before its
+// runtime is up and crash at load.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define LOOM_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define LOOM_MULTIVERSION

@@ -69,7 +69,9 @@ void Engine::withdraw(std::span<P2pOp* const> ops) {
     if (op->state.load(std::memory_order_acquire) != OpState::Pending) continue;
     Peer& peer = peers_[static_cast<size_t>(op->peer)];
     Direction& direction = op->kind == OpKind::Send ? peer.sends : peer.recvs;
+    const bool wasHead = !direction.queue.empty() && direction.queue.front() == op;
     std::erase(direction.queue, op);
+    if (wasHead && !direction.queue.empty()) direction.queue.front()->lastActivity = Clock::now();
     if (op->started && direction.broken.empty()) direction.broken = op->describe() + " was abandoned midway";
     op->error = loomInvalidUsage;
     op->message = op->describe() + ": abandoned";

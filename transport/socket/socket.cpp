@@ -73,7 +73,7 @@ Socket Socket::listen(const SocketAddress& address, std::string label) {
 }
 
 Socket Socket::connect(const SocketAddress& address, Deadline deadline, const Cancellation* cancel,
-                       std::string label) {
+                       std::string label, Refused refused) {
   auto backoff = std::chrono::milliseconds(1);
   for (;;) {
     Socket s(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), label);
@@ -88,6 +88,10 @@ Socket Socket::connect(const SocketAddress& address, Deadline deadline, const Ca
     if (err == 0) {
       setNoDelay(s.fd_);
       return s;
+    }
+    if (err == ECONNREFUSED && refused == Refused::Fail) {
+      throw Error(loomRemoteError, label + " refused the connection (nothing listens at " + address.toString() +
+                                       " any more: it exited?)");
     }
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != EAGAIN && err != ECONNRESET) {
       throwSystemError("connect to " + label + " at " + address.toString(), err);

@@ -27,9 +27,13 @@ class Socket {
 
   // A listener on `address` (port 0: any free port).
   static Socket listen(const SocketAddress& address, std::string label = "listener");
-  // Connects, retrying while the peer refuses (it may not listen yet) until the deadline.
+  // Whether a refused connection is worth retrying: a peer that may not
+  // listen yet (rendezvous, stores) or one known to listen already, whose
+  // refusal means it is gone (data connections).
+  enum class Refused { Retry, Fail };
+  // Connects before the deadline; a refusal is retried or fails per `refused`.
   static Socket connect(const SocketAddress& address, Deadline deadline, const Cancellation* cancel,
-                        std::string label);
+                        std::string label, Refused refused = Refused::Retry);
 
   // On a listener: the next connection, or loomTimeout / aborted.
   Socket accept(Deadline deadline, const Cancellation* cancel) const;
