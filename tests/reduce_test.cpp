@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collectives/cpu/half.hpp"
+#include "collectives/cpu/half_block.hpp"
 #include "collectives/cpu/reduce.hpp"
 
 using loom::cpu::ReduceOp;
@@ -47,6 +48,31 @@ TEST(Half, FloatToHalfRoundsToNearestEvenLikeTheCompiler) {
     if (!std::isnan(f)) check(f);
   }
   for (float f : {65504.f, 65519.99f, 65520.f, 1e-8f, 2.98e-8f, 2.99e-8f, 6.1e-5f, -0.f, 1.f / 3.f}) check(f);
+}
+
+TEST(Half, BlockConversionsMatchTheScalarOnes) {
+  // F16C where the CPU has it: every half, and 1 M random floats, odd block sizes.
+  std::vector<uint16_t> halves(0x10000);
+  for (uint32_t h = 0; h < 0x10000; ++h) halves[h] = static_cast<uint16_t>(h);
+  std::vector<float> floats(halves.size());
+  loom::cpu::halfToFloatBlock(reinterpret_cast<const std::byte*>(halves.data()) + 2, floats.data(), halves.size() - 1);
+  for (size_t i = 0; i + 1 < halves.size(); ++i) {
+    float scalar = loom::cpu::halfToFloat(halves[i + 1]);
+    if (std::isnan(scalar)) ASSERT_TRUE(std::isnan(floats[i])) << i;
+    else ASSERT_EQ(floats[i], scalar) << i;
+  }
+  std::mt19937 rng(3);
+  std::vector<float> in(1 << 20);
+  for (auto& f : in) {
+    uint32_t bits = rng();
+    std::memcpy(&f, &bits, 4);
+  }
+  std::vector<uint16_t> out(in.size());
+  loom::cpu::floatToHalfBlock(in.data(), reinterpret_cast<std::byte*>(out.data()), in.size() - 3);
+  for (size_t i = 0; i + 3 < in.size(); ++i) {
+    if (std::isnan(in[i])) ASSERT_TRUE(std::isnan(loom::cpu::halfToFloat(out[i]))) << i;
+    else ASSERT_EQ(out[i], loom::cpu::floatToHalf(in[i])) << in[i];
+  }
 }
 
 // The bfloat16 nearest to f by exhaustive comparison in double; ties to even.

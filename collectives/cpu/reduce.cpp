@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "collectives/cpu/half.hpp"
+#include "collectives/cpu/half_block.hpp"
 #include "comm/base/error.hpp"
 
 namespace loom::cpu {
@@ -57,9 +58,38 @@ inline A combine(A a, A b) {
 
 // One pass: a block of every source is folded into an accumulator that stays
 // in L1, then written once. dst may be a source: a block is read before it is written.
+// float16: each block is converted through half_block (F16C) into float32,
+// combined there, and converted back once.
+template <ReduceOp Op>
+[[gnu::always_inline]] inline void reduceHalfBody(const void* const* sources, size_t nsources, void* dst, size_t count,
+                                                  double scalar) {
+  constexpr size_t kBlock = 512;
+  const auto factor = static_cast<float>(scalar);
+  float acc[kBlock], in[kBlock];
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t n = std::min(kBlock, count - base);
+    halfToFloatBlock(static_cast<const std::byte*>(sources[0]) + 2 * base, acc, n);
+    if constexpr (Op == ReduceOp::PreMulSum) {
+      for (size_t j = 0; j < n; ++j) acc[j] *= factor;
+    }
+    for (size_t s = 1; s < nsources; ++s) {
+      halfToFloatBlock(static_cast<const std::byte*>(sources[s]) + 2 * base, in, n);
+      if constexpr (Op == ReduceOp::PreMulSum) {
+        for (size_t j = 0; j < n; ++j) acc[j] = combine<Op>(acc[j], in[j] * factor);
+      } else {
+        for (size_t j = 0; j < n; ++j) acc[j] = combine<Op>(acc[j], in[j]);
+      }
+    }
+    floatToHalfBlock(acc, static_cast<std::byte*>(dst) + 2 * base, n);
+  }
+}
+
 template <class T, ReduceOp Op>
 [[gnu::always_inline]] inline void reduceBody(const void* const* sources, size_t nsources, void* dst, size_t count,
                                               double scalar) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return reduceHalfBody<Op>(sources, nsources, dst, count, scalar);
+  }
   using E = Element<T>;
   using S = typename E::Stored;
   using A = typename E::Acc;
