@@ -13,7 +13,8 @@
 namespace loom::cpu {
 namespace {
 
-// Element types: how one is stored, and what it is reduced in.
+// Element types: how one is stored, and what it is reduced in (float16 has
+// its own block-converting body below).
 struct Half {};
 struct Bfloat16 {};
 
@@ -23,13 +24,6 @@ struct Element {
   using Acc = T;
   static Acc load(Stored v) { return v; }
   static Stored store(Acc v) { return v; }
-};
-template <>
-struct Element<Half> {
-  using Stored = uint16_t;
-  using Acc = float;
-  static Acc load(Stored v) { return halfToFloat(v); }
-  static Stored store(Acc v) { return floatToHalf(v); }
 };
 template <>
 struct Element<Bfloat16> {
@@ -87,9 +81,6 @@ template <ReduceOp Op>
 template <class T, ReduceOp Op>
 [[gnu::always_inline]] inline void reduceBody(const void* const* sources, size_t nsources, void* dst, size_t count,
                                               double scalar) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return reduceHalfBody<Op>(sources, nsources, dst, count, scalar);
-  }
   using E = Element<T>;
   using S = typename E::Stored;
   using A = typename E::Acc;
@@ -119,6 +110,13 @@ template <class T, ReduceOp Op>
   }
 }
 
+template <class T, ReduceOp Op>
+[[gnu::always_inline]] inline void reduceAny(const void* const* sources, size_t nsources, void* dst, size_t count,
+                                             double scalar) {
+  if constexpr (std::is_same_v<T, Half>) reduceHalfBody<Op>(sources, nsources, dst, count, scalar);
+  else reduceBody<T, Op>(sources, nsources, dst, count, scalar);
+}
+
 // Not under ThreadSanitizer: its instrumented ifunc resolvers run before its
 // runtime is up and crash at load.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
@@ -131,7 +129,7 @@ using Kernel = void (*)(const void* const*, size_t, void*, size_t, double);
 
 #define LOOM_KERNEL(T, OP)                                                                                        \
   LOOM_MULTIVERSION void reduce_##T##_##OP(const void* const* s, size_t n, void* d, size_t c, double k) {        \
-    reduceBody<T, ReduceOp::OP>(s, n, d, c, k);                                                                   \
+    reduceAny<T, ReduceOp::OP>(s, n, d, c, k);                                                                   \
   }
 #define LOOM_KERNELS(T) \
   LOOM_KERNEL(T, Sum) LOOM_KERNEL(T, Prod) LOOM_KERNEL(T, Min) LOOM_KERNEL(T, Max) LOOM_KERNEL(T, PreMulSum)

@@ -159,9 +159,7 @@ bool Engine::progressSends(int rank, Peer& peer) {
   return drive(peer.sends, "the peer took nothing", [&](P2pOp& op) {
     if (!peer.send) {
       const auto& endpoint = endpoints_[static_cast<size_t>(rank)];
-      auto& transport = transport::selectTransport(transports_, context_.self, endpoint);
-      peer.send = transport.connect(endpoint, context_);
-      peer.sendKind = transport.kind();
+      peer.send = transport::selectTransport(transports_, context_.self, endpoint).connect(endpoint, context_);
     }
     transport::SendConnection& connection = *peer.send;
     Step step{.moved = connection.progress(), .finished = false};
@@ -245,10 +243,5 @@ void Engine::checkPeers() {
   }
 }
 
-std::string Engine::transportTo(int peer) {
-  std::lock_guard lock(mutex_);
-  const Peer& p = peers_.at(static_cast<size_t>(peer));
-  return p.send ? transport::transportName(p.sendKind) : "";
-}
 
 }  // namespace loom

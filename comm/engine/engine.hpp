@@ -51,8 +51,6 @@ class Engine {
 
   bool cancelled() const { return context_.cancel != nullptr && context_.cancel->cancelled(); }
   int cancelFd() const { return context_.cancel != nullptr ? context_.cancel->fd() : -1; }
-  // "shm", "socket", or "" before the first connection to that peer.
-  std::string transportTo(int peer);
 
  private:
   struct Direction {
@@ -62,7 +60,6 @@ class Engine {
   struct Peer {
     std::unique_ptr<transport::SendConnection> send;
     std::unique_ptr<transport::RecvConnection> recv;
-    transport::TransportKind sendKind{};
     Direction sends;
     Direction recvs;
   };

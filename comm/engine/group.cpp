@@ -53,6 +53,9 @@ void enqueue(HostStream& stream, std::vector<Call> calls) {
 }
 
 void execute(std::vector<Call> calls) {
+  if (std::all_of(calls.begin(), calls.end(), [](const Call& c) { return c.stream == nullptr; })) {
+    return runNow(calls);  // the common case, a blocking call or group: nothing to split
+  }
   // Split by stream, keeping each stream's calls in order.
   std::vector<Call> blocking;
   std::vector<std::pair<HostStream*, std::vector<Call>>> streams;

@@ -13,22 +13,6 @@
 namespace loom {
 namespace {
 
-// Sleeps in poll() on what the engines wait for, then lets them look at their
-// peers: a readable control socket is a dead peer.
-void sleepOn(std::span<Engine* const> engines, std::chrono::milliseconds timeout) {
-  std::vector<transport::WaitFd> waits;
-  for (Engine* e : engines) e->addWaitFds(waits);
-  std::vector<pollfd> fds;
-  fds.reserve(waits.size() + engines.size());
-  for (const auto& w : waits) fds.push_back({w.fd, w.events, 0});
-  for (Engine* e : engines) {
-    if (e->cancelFd() >= 0) fds.push_back({e->cancelFd(), POLLIN, 0});
-  }
-  int rc = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
-  if (rc < 0 && errno != EINTR) throwSystemError("poll", errno);
-  for (Engine* e : engines) e->checkPeers();
-}
-
 // The engines of `ops`, once each, with the ops grouped by engine.
 struct Posting {
   Engine* engine;
@@ -44,6 +28,22 @@ std::vector<Posting> byEngine(std::span<P2pOp* const> ops) {
   return out;
 }
 
+// Sleeps in poll() on what the engines wait for, then lets them look at their
+// peers: a readable control socket is a dead peer.
+void sleepOn(std::span<const Posting> postings, std::chrono::milliseconds timeout) {
+  std::vector<transport::WaitFd> waits;
+  for (const auto& p : postings) p.engine->addWaitFds(waits);
+  std::vector<pollfd> fds;
+  fds.reserve(waits.size() + postings.size());
+  for (const auto& w : waits) fds.push_back({w.fd, w.events, 0});
+  for (const auto& p : postings) {
+    if (p.engine->cancelFd() >= 0) fds.push_back({p.engine->cancelFd(), POLLIN, 0});
+  }
+  int rc = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+  if (rc < 0 && errno != EINTR) throwSystemError("poll", errno);
+  for (const auto& p : postings) p.engine->checkPeers();
+}
+
 [[noreturn]] void abandon(std::span<const Posting> postings, loomResult_t code, const std::string& message) {
   for (const auto& p : postings) p.engine->withdraw(p.ops);
   throw Error(code, message);
@@ -53,17 +53,13 @@ std::vector<Posting> byEngine(std::span<P2pOp* const> ops) {
 
 void runOps(std::span<P2pOp* const> ops) {
   const auto postings = byEngine(ops);
-  std::vector<Engine*> engines;
-  for (const auto& p : postings) {
-    p.engine->post(p.ops);
-    engines.push_back(p.engine);
-  }
+  for (const auto& p : postings) p.engine->post(p.ops);
   Backoff backoff;
   size_t done = 0;  // ops[0, done) have finished well
   unsigned yields = 0;
   for (;;) {
     bool moved = false;
-    for (Engine* e : engines) moved |= e->progress();
+    for (const auto& p : postings) moved |= p.engine->progress();
     size_t firstPending = ops.size();
     for (size_t i = done; i < ops.size(); ++i) {
       OpState state = ops[i]->state.load(std::memory_order_acquire);
@@ -72,8 +68,8 @@ void runOps(std::span<P2pOp* const> ops) {
     }
     done = firstPending;
     if (done == ops.size()) return;
-    for (Engine* e : engines) {
-      if (e->cancelled()) abandon(postings, loomInvalidUsage, "aborted by loomCommAbort");
+    for (const auto& p : postings) {
+      if (p.engine->cancelled()) abandon(postings, loomInvalidUsage, "aborted by loomCommAbort");
     }
     if (moved) {
       backoff.reset();
@@ -85,10 +81,10 @@ void runOps(std::span<P2pOp* const> ops) {
         break;
       case Backoff::Phase::Yield:
         ::sched_yield();
-        if (++yields % 256 == 0) sleepOn(engines, std::chrono::milliseconds(0));
+        if (++yields % 256 == 0) sleepOn(postings, std::chrono::milliseconds(0));
         break;
       case Backoff::Phase::Sleep:
-        sleepOn(engines, Backoff::kSleep);
+        sleepOn(postings, Backoff::kSleep);
         break;
     }
   }
