@@ -26,6 +26,7 @@ Communicator::~Communicator() {
     cancel_.cancel();
     initThread_.join();
   }
+  collectives.reset();  // it uses the engine's connections: goes first
 }
 
 void Communicator::init(const UniqueIdData& id, int rank, int nranks) {

@@ -20,6 +20,14 @@
 
 namespace loom {
 
+// What a layer above keeps per communicator (the collectives' connections,
+// shared segments and reduction ops): created by that layer on first use,
+// destroyed with the communicator, before its engine.
+class CommExtension {
+ public:
+  virtual ~CommExtension() = default;
+};
+
 class Communicator {
  public:
   explicit Communicator(Config config);
@@ -58,6 +66,10 @@ class Communicator {
   // Host-stream tasks that use this communicator, queued or running;
   // finalize, destroy and abort wait for zero.
   std::atomic<int> streamTasks{0};
+
+  // The collectives layer's state; `extensionMutex` guards its creation.
+  std::mutex extensionMutex;
+  std::unique_ptr<CommExtension> collectives;
 
  private:
   void runInit(const UniqueIdData& id, int rank, int nranks);

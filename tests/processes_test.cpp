@@ -1,6 +1,8 @@
 // Bootstrap and barrier with ranks as real processes started by loomrun.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <unistd.h>
 
 #include "tests/support/processes.hpp"
@@ -28,13 +30,46 @@ TEST(LoomPerf, BarrierSmokeRunReportsEveryRankAndATiming) {
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_NE(r.output.find("#  rank  " + std::to_string(rank) + "  host"), std::string::npos) << r.output;
   }
-  EXPECT_NE(r.output.find("     barrier        3"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\n +barrier +[0-9.]+ +[0-9.]+\n"))) << r.output;
 }
 
 TEST(LoomPerf, UnknownCollectiveIsRefused) {
-  auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2"});
+  auto r = runProcess({LOOM_PERF_BIN, "all_reduce_nosuch", "-N", "2"});
   EXPECT_EQ(r.exitCode, 2);
-  EXPECT_NE(r.output.find("not implemented yet"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unknown collective"), std::string::npos) << r.output;
+}
+
+// Every collective as 3 processes, checked, on a few sizes: no wrong element,
+// exit 0, and busbw = algbw x nccl-tests' factor on every row.
+TEST(LoomPerf, EveryCollectiveRunsCheckedAcrossProcesses) {
+  const std::pair<const char*, double> kFactors[] = {
+      {"all_reduce", 4.0 / 3}, {"all_gather", 2.0 / 3}, {"reduce_scatter", 2.0 / 3}, {"alltoall", 2.0 / 3},
+      {"gather", 2.0 / 3},     {"scatter", 2.0 / 3},    {"broadcast", 1.0},         {"reduce", 1.0}};
+  const std::regex row("\n +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ +-?[0-9]+  +[0-9.]+ +([0-9.]+) +([0-9.]+) +([0-9]+)"
+                       "(?:  +[0-9.]+ +([0-9.]+) +([0-9.]+) +([0-9]+)|  +n/a +n/a +n/a +n/a)");
+  for (auto [collective, factor] : kFactors) {
+    auto r = runProcess({LOOM_PERF_BIN, collective, "-N", "3", "-b", "96", "-e", "96K", "-f", "32", "-n", "2", "-w",
+                         "1", "-r", "2", "-d", "int32", "-o", "max"});
+    ASSERT_EQ(r.exitCode, 0) << collective << "\n" << r.output;
+    EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
+    int rows = 0;
+    for (std::sregex_iterator it(r.output.begin(), r.output.end(), row), end; it != end; ++it, ++rows) {
+      for (int half : {0, 3}) {
+        if (!(*it)[1 + half].matched) continue;  // all-to-all has no in-place half
+        const double algbw = std::stod((*it)[1 + half]);
+        const double busbw = std::stod((*it)[2 + half]);
+        EXPECT_NEAR(busbw, algbw * factor, 0.011) << collective << ": " << it->str();  // printed to 0.01
+        EXPECT_EQ((*it)[3 + half], "0") << it->str();
+      }
+    }
+    EXPECT_EQ(rows, 3) << collective << "\n" << r.output;
+  }
+}
+
+TEST(LoomPerf, ACorruptedResultIsCountedAndFailsTheRun) {
+  auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-b", "1K", "-e", "1K", "--test-corrupt-one"});
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_NE(r.output.find("FAILED"), std::string::npos) << r.output;
 }
 
 TEST(Processes, HostIdOverrideMakesTwoNodes) {

@@ -175,7 +175,7 @@ struct ListeningRank {
     context.secret = secret;
     context.timeout = 5000ms;
     listener = std::make_unique<Listener>(std::move(socket), context, transports,
-                                          [this](int, std::unique_ptr<RecvConnection> c) {
+                                          [this](int, Channel, std::unique_ptr<RecvConnection> c) {
                                             std::lock_guard lock(mutex);
                                             connections.push_back(std::move(c));
                                             ++delivered;
@@ -195,7 +195,7 @@ TEST(Listener, AConnectionWithTheWrongSecretIsRefused) {
   ListeningRank rank0(Secret::random());
   for (auto& t : rank0.transports) {
     try {
-      t->connect(rank0.context.self, senderContext(Secret::random()));
+      t->connect(rank0.context.self, Channel::PointToPoint, senderContext(Secret::random()));
       ADD_FAILURE() << "connected with a wrong secret over " << transportName(t->kind());
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), loomRemoteError);
@@ -209,7 +209,7 @@ TEST(Listener, AConnectionWithTheRightSecretIsDelivered) {
   Secret secret = Secret::random();
   ListeningRank rank0(secret);
   std::vector<std::unique_ptr<SendConnection>> kept;
-  for (auto& t : rank0.transports) kept.push_back(t->connect(rank0.context.self, senderContext(secret)));
+  for (auto& t : rank0.transports) kept.push_back(t->connect(rank0.context.self, Channel::PointToPoint, senderContext(secret)));
   auto deadline = std::chrono::steady_clock::now() + 5s;
   while (rank0.delivered < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(rank0.delivered, 2);
@@ -235,7 +235,7 @@ TEST(Listener, ASilentClientDoesNotHoldUpOthers) {
   auto silent = net::Socket::connect(rank0.context.self.listener, Deadline::after(5000ms), nullptr, "silent");
   auto t0 = std::chrono::steady_clock::now();
   auto& shmTransport = *rank0.transports.front();
-  auto connection = shmTransport.connect(rank0.context.self, senderContext(secret));
+  auto connection = shmTransport.connect(rank0.context.self, Channel::PointToPoint, senderContext(secret));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
 }
 

@@ -30,7 +30,9 @@ namespace loom::transport {
 struct SlotTag {
   uint64_t messageBytes = 0;  // size of the whole message this chunk belongs to
   uint32_t bytes = 0;         // payload bytes in this slot
-  uint32_t sequence = 0;      // slot number modulo 2^32, checked by the receiver
+  uint32_t sequence = 0;      // slot number modulo 2^32: set by the transport, checked by the receiver
+  uint32_t message = 0;       // the sender's message id (a collective's sequence number; 0 for point-to-point)
+  uint32_t reserved = 0;
 };
 
 struct RecvSlot {

@@ -9,7 +9,7 @@ namespace loom::transport {
 namespace {
 
 constexpr uint64_t kMagic = 0x415441444d4f4f4cull;  // "LOOMDATA"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 }  // namespace
 
@@ -21,6 +21,7 @@ std::array<std::byte, Hello::kBytes> Hello::encode() const {
   w.putBytes(secret.bytes);
   w.put(from);
   w.put(to);
+  w.put(static_cast<uint32_t>(channel));
   w.put(socketIndex);
   w.put(socketCount);
   w.put(fifo.slots);
@@ -42,8 +43,11 @@ Hello Hello::decode(std::span<const std::byte> bytes) {
   std::memcpy(h.secret.bytes.data(), secret.data(), secret.size());
   h.from = r.get<int32_t>();
   h.to = r.get<int32_t>();
-  h.socketIndex = r.get<uint32_t>();
-  h.socketCount = r.get<uint32_t>();
+  const auto channel = r.get<uint32_t>();
+  if (channel >= kChannels) throw Error(loomRemoteError, "connection hello names an unknown channel");
+  h.channel = static_cast<Channel>(channel);
+  h.socketIndex = r.get<uint16_t>();
+  h.socketCount = r.get<uint16_t>();
   h.fifo.slots = r.get<uint32_t>();
   h.fifo.slotBytes = r.get<uint32_t>();
   h.nonce = r.get<uint64_t>();

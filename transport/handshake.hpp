@@ -22,9 +22,10 @@ struct Hello {
   Secret secret;
   int32_t from = -1;  // the sender's rank
   int32_t to = -1;    // the receiver's rank
+  Channel channel = Channel::PointToPoint;
   TransportKind transport = TransportKind::Socket;
-  uint32_t socketIndex = 0;  // which of socketCount sockets this is
-  uint32_t socketCount = 1;
+  uint16_t socketIndex = 0;  // which of socketCount sockets this is
+  uint16_t socketCount = 1;
   FifoShape fifo;
   uint64_t nonce = 0;  // groups the sockets of one connection
 

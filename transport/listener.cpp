@@ -95,7 +95,7 @@ void Listener::onHello(net::Socket& socket, std::span<const std::byte> bytes) {
     if (t->kind() != hello.transport) continue;
     try {
       auto connection = t->accept(socket, hello, context_);
-      if (connection) deliver_(hello.from, std::move(connection));
+      if (connection) deliver_(hello.from, hello.channel, std::move(connection));
     } catch (const Error& e) {
       if (socket.valid()) {
         try {

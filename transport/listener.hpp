@@ -19,7 +19,7 @@ namespace loom::transport {
 
 class Listener {
  public:
-  using Deliver = std::function<void(int from, std::unique_ptr<RecvConnection> connection)>;
+  using Deliver = std::function<void(int from, Channel channel, std::unique_ptr<RecvConnection> connection)>;
 
   // `socket` listens at context.self.listener; `transports` outlive this object.
   Listener(net::Socket socket, Context context, std::span<const std::unique_ptr<Transport>> transports,

@@ -25,6 +25,12 @@ namespace loom::transport {
 
 enum class TransportKind : uint32_t { Shm = 1, Socket = 2 };
 
+// Independent connections between the same two ranks: point-to-point calls
+// and collectives each have their own FIFO, so a collective's chunks never
+// queue behind (or interleave with) a user's sends.
+enum class Channel : uint32_t { PointToPoint = 0, Collective = 1 };
+constexpr uint32_t kChannels = 2;
+
 const char* transportName(TransportKind kind);
 
 // What transports know about a rank: exchanged once, out of band, at init.
@@ -72,7 +78,7 @@ class Transport {
   virtual LinkEstimate estimate() const = 0;
 
   // Sender side: connects to peer's listener, runs the handshake, returns the send end.
-  virtual std::unique_ptr<SendConnection> connect(const Endpoint& peer, const Context& context) = 0;
+  virtual std::unique_ptr<SendConnection> connect(const Endpoint& peer, Channel channel, const Context& context) = 0;
   // Receiver side: `socket` carried `hello` (secret already checked); the
   // transport takes it (moves from it) unless it throws. Returns
   // the receive end once complete; a transport that needs several sockets per

@@ -30,4 +30,12 @@ loomComm& ready(loomComm_t comm) {
   return *comm;
 }
 
+HostStream* hostStream(loomStream_t stream) {
+  if (stream == nullptr) return nullptr;
+  if (!HostStream::isLive(stream)) {
+    throw Error(loomInvalidArgument, "stream is neither NULL nor a live loom host stream (loomStreamCreate)");
+  }
+  return stream;
+}
+
 }  // namespace loom::api

@@ -9,6 +9,7 @@
 
 #include "comm/base/error.hpp"
 #include "comm/communicator.hpp"
+#include "comm/engine/stream.hpp"
 
 namespace loom::api {
 
@@ -21,6 +22,10 @@ void requireNonNull(const void* p, const char* name);
 
 // Throws unless `comm` is a usable communicator.
 loomComm& ready(loomComm_t comm);
+
+// The host stream behind `stream`: null for NULL, loomInvalidArgument naming
+// "stream" for anything that is not a live loom host stream.
+HostStream* hostStream(loomStream_t stream);
 
 template <class Body>
 loomResult_t call(const char* function, loomComm_t comm, Body&& body) noexcept {

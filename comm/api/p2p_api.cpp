@@ -8,18 +8,11 @@
 #include "comm/engine/stream.hpp"
 
 using loom::api::call;
+using loom::api::hostStream;
 using loom::api::ready;
 using loom::api::requireNonNull;
 
 namespace {
-
-loom::HostStream* hostStream(loomStream_t stream) {
-  if (stream == nullptr) return nullptr;
-  if (!loom::HostStream::isLive(stream)) {
-    throw loom::Error(loomInvalidArgument, "stream is neither NULL nor a live loom host stream (loomStreamCreate)");
-  }
-  return stream;
-}
 
 void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
             loomStream_t stream) {
@@ -36,7 +29,8 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
                        .kind = kind,
                        .peer = peer,
                        .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
-                       .bytes = bytes});
+                       .bytes = bytes,
+                       .collective = {}});
 }
 
 }  // namespace

@@ -17,12 +17,14 @@
 namespace loom {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, Subsys>, 5> kSubsysNames{{
+constexpr std::array<std::pair<std::string_view, Subsys>, 7> kSubsysNames{{
     {"INIT", Subsys::Init},
     {"BOOTSTRAP", Subsys::Bootstrap},
     {"NET", Subsys::Net},
     {"COMM", Subsys::Comm},
     {"LAUNCH", Subsys::Launch},
+    {"COLL", Subsys::Coll},
+    {"TUNING", Subsys::Tuning},
 }};
 
 std::string_view subsysName(Subsys s) {

@@ -16,6 +16,8 @@ enum class Subsys : uint32_t {
   Net = 1u << 2,
   Comm = 1u << 3,
   Launch = 1u << 4,
+  Coll = 1u << 5,
+  Tuning = 1u << 6,
 };
 
 struct LogConfig {

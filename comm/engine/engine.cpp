@@ -27,19 +27,46 @@ Engine::Engine(transport::Context context, std::vector<transport::Endpoint> endp
       isActive_(endpoints_.size(), 0) {
   listener_ = std::make_unique<transport::Listener>(
       std::move(listener), context_, transports_,
-      [this](int from, std::unique_ptr<transport::RecvConnection> c) { deliver(from, std::move(c)); });
+      [this](int from, transport::Channel channel, std::unique_ptr<transport::RecvConnection> c) {
+        deliver(from, channel, std::move(c));
+      });
 }
 
 Engine::~Engine() { listener_.reset(); }  // no new connections while the old ones go
 
-void Engine::deliver(int from, std::unique_ptr<transport::RecvConnection> connection) {
+void Engine::deliver(int from, transport::Channel channel, std::unique_ptr<transport::RecvConnection> connection) {
   if (from < 0 || static_cast<size_t>(from) >= peers_.size()) {
     LOOM_WARN(Net, "dropped a connection claiming to come from rank %d", from);
     return;
   }
   std::lock_guard lock(incomingMutex_);
-  auto [it, inserted] = incoming_.try_emplace(from, std::move(connection));
+  auto [it, inserted] = incoming_.try_emplace({from, channel}, std::move(connection));
   if (!inserted) LOOM_WARN(Net, "dropped a second connection from rank %d", from);
+}
+
+std::unique_ptr<transport::RecvConnection> Engine::claim(int from, transport::Channel channel) {
+  std::lock_guard lock(incomingMutex_);
+  auto it = incoming_.find({from, channel});
+  if (it == incoming_.end()) return nullptr;
+  auto connection = std::move(it->second);
+  incoming_.erase(it);
+  return connection;
+}
+
+transport::SendConnection& Engine::collectiveSend(int peer) {
+  auto& connection = peers_[static_cast<size_t>(peer)].collectiveSend;
+  if (!connection) {
+    const auto& endpoint = endpoints_[static_cast<size_t>(peer)];
+    connection = transport::selectTransport(transports_, context_.self, endpoint)
+                     .connect(endpoint, transport::Channel::Collective, context_);
+  }
+  return *connection;
+}
+
+transport::RecvConnection* Engine::collectiveRecv(int peer) {
+  auto& connection = peers_[static_cast<size_t>(peer)].collectiveRecv;
+  if (!connection) connection = claim(peer, transport::Channel::Collective);
+  return connection.get();
 }
 
 void Engine::post(std::span<P2pOp* const> ops) {
@@ -159,7 +186,8 @@ bool Engine::progressSends(int rank, Peer& peer) {
   return drive(peer.sends, "the peer took nothing", [&](P2pOp& op) {
     if (!peer.send) {
       const auto& endpoint = endpoints_[static_cast<size_t>(rank)];
-      peer.send = transport::selectTransport(transports_, context_.self, endpoint).connect(endpoint, context_);
+      peer.send = transport::selectTransport(transports_, context_.self, endpoint)
+                      .connect(endpoint, transport::Channel::PointToPoint, context_);
     }
     transport::SendConnection& connection = *peer.send;
     Step step{.moved = connection.progress(), .finished = false};
@@ -168,7 +196,7 @@ bool Engine::progressSends(int rank, Peer& peer) {
       if (slot.empty()) break;
       const size_t n = std::min(slot.size(), op.bytes - op.moved);
       if (n != 0) std::memcpy(slot.data(), op.buffer + op.moved, n);
-      connection.commit({.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n), .sequence = 0});
+      connection.commit({.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n)});
       op.moved += n;
       op.started = true;
       step.moved = true;
@@ -185,11 +213,8 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
   return drive(peer.recvs, "nothing arrived", [&](P2pOp& op) {
     Step step{.moved = false, .finished = false};
     if (!peer.recv) {
-      std::lock_guard lock(incomingMutex_);
-      auto it = incoming_.find(rank);
-      if (it == incoming_.end()) return step;  // the sender has not connected yet
-      peer.recv = std::move(it->second);
-      incoming_.erase(it);
+      peer.recv = claim(rank, transport::Channel::PointToPoint);
+      if (!peer.recv) return step;  // the sender has not connected yet
     }
     transport::RecvConnection& connection = *peer.recv;
     while (op.moved < op.bytes || !op.started) {

@@ -49,6 +49,15 @@ class Engine {
   // ops of any whose peer is gone.
   void checkPeers();
 
+  // The collective channel's connections to and from `peer`. They belong to
+  // the collective running on this communicator (one at a time: the caller
+  // holds the communicator's collective lock); progress() never touches them.
+  transport::SendConnection& collectiveSend(int peer);  // connects on first use
+  transport::RecvConnection* collectiveRecv(int peer);  // null until the peer has connected
+
+  const transport::Context& context() const { return context_; }
+  const std::vector<transport::Endpoint>& endpoints() const { return endpoints_; }
+
   bool cancelled() const { return context_.cancel != nullptr && context_.cancel->cancelled(); }
   int cancelFd() const { return context_.cancel != nullptr ? context_.cancel->fd() : -1; }
 
@@ -58,10 +67,12 @@ class Engine {
     std::string broken;  // why this direction cannot be used any more
   };
   struct Peer {
-    std::unique_ptr<transport::SendConnection> send;
+    std::unique_ptr<transport::SendConnection> send;  // point-to-point, guarded by mutex_
     std::unique_ptr<transport::RecvConnection> recv;
     Direction sends;
     Direction recvs;
+    std::unique_ptr<transport::SendConnection> collectiveSend;  // the collective lock's
+    std::unique_ptr<transport::RecvConnection> collectiveRecv;
   };
 
   struct Step {
@@ -78,7 +89,9 @@ class Engine {
   // fails everything queued behind it too and takes no more ops.
   void fail(Direction& direction, const Error& error);
   void complete(Direction& direction);
-  void deliver(int from, std::unique_ptr<transport::RecvConnection> connection);
+  void deliver(int from, transport::Channel channel, std::unique_ptr<transport::RecvConnection> connection);
+  // A delivered connection of (from, channel), or null.
+  std::unique_ptr<transport::RecvConnection> claim(int from, transport::Channel channel);
 
   transport::Context context_;
   std::vector<transport::Endpoint> endpoints_;
@@ -89,7 +102,7 @@ class Engine {
   std::mutex mutex_;         // guards all of the above
 
   std::mutex incomingMutex_;
-  std::map<int, std::unique_ptr<transport::RecvConnection>> incoming_;  // delivered, not yet claimed
+  std::map<std::pair<int, transport::Channel>, std::unique_ptr<transport::RecvConnection>> incoming_;  // not yet claimed
 
   std::unique_ptr<transport::Listener> listener_;  // last: stopped first
 };

@@ -17,11 +17,16 @@ struct State {
 };
 thread_local State state;
 
-// Posts every call's op and waits for all of them.
+// Runs the collectives in order, then posts every point-to-point op and
+// waits for all of them.
 void runNow(const std::vector<Call>& calls) {
+  for (const auto& call : calls) {
+    if (call.collective) call.collective();
+  }
   std::vector<P2pOp> ops(calls.size());
   std::vector<P2pOp*> pointers;
   for (size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i].collective) continue;
     ops[i].engine = &calls[i].comm->engine();
     ops[i].kind = calls[i].kind;
     ops[i].peer = calls[i].peer;
@@ -29,7 +34,7 @@ void runNow(const std::vector<Call>& calls) {
     ops[i].bytes = calls[i].bytes;
     pointers.push_back(&ops[i]);
   }
-  runOps(pointers);
+  if (!pointers.empty()) runOps(pointers);
 }
 
 // One task on `stream`; each communicator counts it as a call in flight, so

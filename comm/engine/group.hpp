@@ -4,10 +4,13 @@
 // sends and receives cannot deadlock. Outside a group a call is a group of one.
 //
 // Calls on a NULL stream run in the calling thread, which returns when they
-// are done; calls on a host stream become one task of that stream.
+// are done; calls on a host stream become one task of that stream. A group's
+// collectives run first, one after another in the order they were called
+// (the order every rank shares), then its point-to-point calls together.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "comm/communicator.hpp"
 #include "comm/engine/p2p_op.hpp"
@@ -15,13 +18,16 @@
 
 namespace loom::group {
 
+// A point-to-point call, or a collective (`collective` set: it runs the
+// whole collective, blocking, in the thread that executes the group).
 struct Call {
   Communicator* comm;
   HostStream* stream;  // null: blocking
-  OpKind kind;
-  int peer;
-  std::byte* buffer;
-  size_t bytes;
+  OpKind kind = OpKind::Send;
+  int peer = -1;
+  std::byte* buffer = nullptr;
+  size_t bytes = 0;
+  std::function<void()> collective;
 };
 
 void start();

@@ -59,6 +59,15 @@ typedef enum {
   loomMaxRedOp = 0x7fffffff
 } loomRedOp_t;
 
+/* Where loomRedOpCreatePreMulSum finds its scalar: read through the pointer
+ * at every call (Device: for host communicators, memory the pointer keeps
+ * valid), or copied once at creation (HostImmediate). */
+typedef enum {
+  loomScalarDevice = 0,
+  loomScalarHostImmediate = 1,
+  loomMaxScalarResidence = 0x7fffffff /* any int is a valid value, so bad ones can be checked */
+} loomScalarResidence_t;
+
 /* Opaque handles. A stream is NULL (blocking), a loom host stream, or a
  * cudaStream_t cast to loomStream_t. */
 typedef struct loomComm* loomComm_t;
@@ -154,6 +163,39 @@ loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int
  * their first error is GroupEnd's result. */
 loomResult_t loomGroupStart(void);
 loomResult_t loomGroupEnd(void);
+
+/* Reduction ops beyond the built-in ones: each rank's input is multiplied by
+ * that rank's scalar (of type datatype) before the sum. The op belongs to
+ * comm; it is valid only there and only with datatype. */
+loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar, loomDataType_t datatype,
+                                      loomScalarResidence_t residence, loomComm_t comm);
+loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
+
+/* Collectives. Every rank of comm calls the same collectives in the same
+ * order with matching counts, datatype, op and root. Counts are in elements:
+ * per rank's block for AllGather (sendcount), ReduceScatter (recvcount),
+ * Gather, Scatter and AlltoAll (per peer). In place: recvbuff == sendbuff, or
+ * for AllGather sendbuff == recvbuff + rank * sendcount elements, for
+ * ReduceScatter recvbuff == sendbuff + rank * recvcount elements.
+ * Avg sums, then divides the result by nranks: integers truncate toward zero
+ * (after the sum wrapped, as sums of integers do); floats are multiplied by
+ * 1/nranks, rounding once. */
+loomResult_t loomBroadcast(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype, int root,
+                           loomComm_t comm, loomStream_t stream);
+loomResult_t loomReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype, loomRedOp_t op,
+                        int root, loomComm_t comm, loomStream_t stream);
+loomResult_t loomAllReduce(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
+                           loomRedOp_t op, loomComm_t comm, loomStream_t stream);
+loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, loomDataType_t datatype,
+                               loomRedOp_t op, loomComm_t comm, loomStream_t stream);
+loomResult_t loomAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, loomDataType_t datatype,
+                           loomComm_t comm, loomStream_t stream);
+loomResult_t loomAlltoAll(const void* sendbuff, void* recvbuff, size_t count, loomDataType_t datatype,
+                          loomComm_t comm, loomStream_t stream);
+loomResult_t loomGather(const void* sendbuff, void* recvbuff, size_t sendcount, loomDataType_t datatype, int root,
+                        loomComm_t comm, loomStream_t stream);
+loomResult_t loomScatter(const void* sendbuff, void* recvbuff, size_t recvcount, loomDataType_t datatype, int root,
+                         loomComm_t comm, loomStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

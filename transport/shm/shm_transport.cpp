@@ -22,10 +22,11 @@ LinkEstimate ShmTransport::estimate() const {
   return {.latencyUs = 1.0, .bandwidthGBps = 8.0};
 }
 
-std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, const Context& context) {
+std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, Channel channel, const Context& context) {
   Hello hello{.secret = context.secret,
               .from = context.self.rank,
               .to = peer.rank,
+              .channel = channel,
               .transport = TransportKind::Shm,
               .fifo = context.fifo};
   auto deadline = Deadline::after(context.timeout);

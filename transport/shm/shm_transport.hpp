@@ -15,7 +15,7 @@ class ShmTransport final : public Transport {
   TransportKind kind() const override { return TransportKind::Shm; }
   bool canConnect(const Endpoint& self, const Endpoint& peer) const override;
   LinkEstimate estimate() const override;
-  std::unique_ptr<SendConnection> connect(const Endpoint& peer, const Context& context) override;
+  std::unique_ptr<SendConnection> connect(const Endpoint& peer, Channel channel, const Context& context) override;
   std::unique_ptr<RecvConnection> accept(net::Socket& socket, const Hello& hello, const Context& context) override;
 };
 

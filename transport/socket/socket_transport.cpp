@@ -20,7 +20,7 @@ LinkEstimate SocketTransport::estimate() const {
   return {.latencyUs = 30.0, .bandwidthGBps = 1.5};
 }
 
-std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, const Context& context) {
+std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, Channel channel, const Context& context) {
   uint64_t nonce = 0;
   fillRandom(std::as_writable_bytes(std::span(&nonce, 1)));
   const auto count = static_cast<uint32_t>(context.socketsPerPeer);
@@ -30,9 +30,10 @@ std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, c
     Hello hello{.secret = context.secret,
                 .from = context.self.rank,
                 .to = peer.rank,
+                .channel = channel,
                 .transport = TransportKind::Socket,
-                .socketIndex = i,
-                .socketCount = count,
+                .socketIndex = static_cast<uint16_t>(i),
+                .socketCount = static_cast<uint16_t>(count),
                 .fifo = context.fifo,
                 .nonce = nonce};
     sockets.push_back(connectWithHello(peer, hello, context, deadline));

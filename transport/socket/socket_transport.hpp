@@ -16,7 +16,7 @@ class SocketTransport final : public Transport {
   TransportKind kind() const override { return TransportKind::Socket; }
   bool canConnect(const Endpoint&, const Endpoint&) const override { return true; }
   LinkEstimate estimate() const override;
-  std::unique_ptr<SendConnection> connect(const Endpoint& peer, const Context& context) override;
+  std::unique_ptr<SendConnection> connect(const Endpoint& peer, Channel channel, const Context& context) override;
   std::unique_ptr<RecvConnection> accept(net::Socket& socket, const Hello& hello, const Context& context) override;
 
  private:

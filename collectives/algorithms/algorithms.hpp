@@ -1,0 +1,48 @@
+// The algorithms, one file each, each reading top to bottom like its
+// description. run.cpp picks one (tuner.hpp) and calls it with a Plan; the
+// Plan's collective has been resolved already: the reduction is Sum, Prod,
+// Min or Max (averages and PreMulSum are handled around the algorithm), and
+// nranks > 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "collectives/collective.hpp"
+#include "collectives/links.hpp"
+#include "collectives/primitives.hpp"
+#include "comm/communicator.hpp"
+
+namespace loom::coll {
+
+struct Plan {
+  Communicator& comm;
+  Collective c;
+  int rank;
+  int nranks;
+  uint32_t sequence;  // tags every slot of this collective
+  // The most one ring step moves: the tuner's chunk, capped at half a FIFO
+  // (NCCL's steps per chunk) so that a step's first send completes without
+  // its receiver and leaves slots free for the recvReduceSend that follows;
+  // with a full FIFO every rank of a ring could wait for its next at once.
+  size_t chunkBytes;
+  std::string what;   // "allreduce #12", for errors
+
+  // Primitives from `prev` to `next` for this collective.
+  Primitives primitives(Links& links, int prev, int next) const {
+    return Primitives(links, prev, next, c.type, c.typeSize, c.reduction.op, sequence);
+  }
+};
+
+void ringAllReduce(const Plan& plan);
+void ringAllGather(const Plan& plan);
+void ringReduceScatter(const Plan& plan);
+void chainBroadcast(const Plan& plan);
+void chainReduce(const Plan& plan);
+void recursiveDoublingAllReduce(const Plan& plan);
+void directAllGather(const Plan& plan);
+void directAlltoAll(const Plan& plan);
+void directGather(const Plan& plan);
+void directScatter(const Plan& plan);
+
+}  // namespace loom::coll

@@ -1,0 +1,30 @@
+// Pipelined chain broadcast: the ranks form a chain starting at the root
+// (root, root+1, ..., root-1); the data streams down it slot by slot, each
+// rank storing and forwarding as it receives, so a large message costs about
+// one transfer plus the time to fill the chain.
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/slices.hpp"
+
+namespace loom::coll {
+
+void chainBroadcast(const Plan& plan) {
+  const int n = plan.nranks;
+  const int position = ringIndex(plan.rank - plan.c.root, n);  // 0 at the root
+  const int prev = position == 0 ? -1 : ringIndex(plan.rank - 1, n);
+  const int next = position == n - 1 ? -1 : ringIndex(plan.rank + 1, n);
+  const size_t bytes = plan.c.blockBytes();
+  Links links(plan.comm.engine(), plan.what);
+  Primitives prims = plan.primitives(links, prev, next);
+
+  if (position == 0) {
+    if (plan.c.send == plan.c.recv) prims.send(plan.c.send, bytes);
+    else prims.copySend(plan.c.send, plan.c.recv, bytes);
+  } else if (next >= 0) {
+    prims.recvCopySend(plan.c.recv, bytes);
+  } else {
+    prims.recv(plan.c.recv, bytes);
+  }
+  links.flush();
+}
+
+}  // namespace loom::coll

@@ -1,0 +1,24 @@
+// Pipelined chain reduce: the ranks form a chain ending at the root
+// (root+1, ..., root-1, root); partial sums stream down it slot by slot,
+// each rank adding its own input, and the root stores the total.
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/slices.hpp"
+
+namespace loom::coll {
+
+void chainReduce(const Plan& plan) {
+  const int n = plan.nranks;
+  const int position = ringIndex(plan.rank - plan.c.root - 1, n);  // n-1 at the root
+  const int prev = position == 0 ? -1 : ringIndex(plan.rank - 1, n);
+  const int next = position == n - 1 ? -1 : ringIndex(plan.rank + 1, n);
+  const size_t bytes = plan.c.blockBytes();
+  Links links(plan.comm.engine(), plan.what);
+  Primitives prims = plan.primitives(links, prev, next);
+
+  if (position == 0) prims.send(plan.c.send, bytes);
+  else if (next >= 0) prims.recvReduceSend(plan.c.send, bytes);
+  else prims.recvReduceCopy(plan.c.send, plan.c.recv, bytes);
+  links.flush();
+}
+
+}  // namespace loom::coll

@@ -1,0 +1,48 @@
+// Ring all-reduce (Patarasuk and Yuan; NCCL's ring): the buffer is cut into
+// loops of nranks slices. In each loop, a reduce-scatter pass sends every
+// slice once around the ring, each rank adding its own part as the slice
+// passes, until rank r holds the full sum of slice r+1; an all-gather pass
+// then carries the finished slices around once more. Each primitive streams
+// slot by slot, so the 2(n-1) steps pipeline through the FIFOs.
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/slices.hpp"
+
+namespace loom::coll {
+
+void ringAllReduce(const Plan& plan) {
+  const int n = plan.nranks;
+  const int r = plan.rank;
+  const size_t total = plan.c.blockBytes();
+  const size_t loopBytes = plan.chunkBytes * static_cast<size_t>(n);
+  Links links(plan.comm.engine(), plan.what);
+  Primitives prims = plan.primitives(links, ringIndex(r - 1, n), ringIndex(r + 1, n));
+
+  for (size_t base = 0; base < total; base += loopBytes) {
+    const size_t len = std::min(loopBytes, total - base);
+    const std::byte* in = plan.c.send + base;
+    std::byte* out = plan.c.recv + base;
+    auto slice = [&](int k) { return sliceOf(len, plan.c.typeSize, n, ringIndex(k, n)); };
+
+    // Reduce-scatter: at step j, rank r adds its part of slice r-j and passes it on.
+    Slice s = slice(r);
+    prims.send(in + s.offset, s.bytes);
+    for (int j = 1; j < n - 1; ++j) {
+      s = slice(r - j);
+      prims.recvReduceSend(in + s.offset, s.bytes);
+    }
+    // Slice r+1 is complete here: keep it and start it around the ring.
+    s = slice(r + 1);
+    prims.recvReduceCopySend(in + s.offset, out + s.offset, s.bytes);
+
+    // All-gather: at step j, rank r keeps and forwards finished slice r+1-j.
+    for (int j = 1; j < n - 1; ++j) {
+      s = slice(r + 1 - j);
+      prims.recvCopySend(out + s.offset, s.bytes);
+    }
+    s = slice(r + 2);
+    prims.recv(out + s.offset, s.bytes);
+  }
+  links.flush();
+}
+
+}  // namespace loom::coll

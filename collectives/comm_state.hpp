@@ -1,0 +1,38 @@
+// What the collectives keep per communicator: a lock that runs its
+// collectives one at a time (they own the collective channel's connections
+// while they run), their sequence number, the tuner, the created reduction
+// ops, and scratch memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "collectives/redop.hpp"
+#include "collectives/tuner.hpp"
+#include "comm/communicator.hpp"
+
+namespace loom::coll {
+
+class CommState final : public CommExtension {
+ public:
+  explicit CommState(Communicator& comm);
+
+  // The communicator's state, created on first use.
+  static CommState& of(Communicator& comm);
+
+  std::mutex runMutex;
+  uint32_t sequence = 0;  // collectives started, under runMutex
+  Tuner tuner;
+  RedOpTable ops;
+
+  // At least `bytes` of scratch memory, under runMutex; kept between calls.
+  std::span<std::byte> scratch(size_t bytes);
+
+ private:
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace loom::coll

@@ -1,0 +1,75 @@
+// The collective channel's connections that one collective uses, and the one
+// way a collective waits on them: progress every connection in use (a socket
+// moves bytes only when someone calls progress), back off as runOps does, and
+// give up with a named error on LOOM_TIMEOUT_MS of silence, a dead peer or
+// loomCommAbort.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/base/error.hpp"
+#include "comm/engine/backoff.hpp"
+#include "comm/engine/engine.hpp"
+#include "transport/connection.hpp"
+
+namespace loom::coll {
+
+class Links {
+ public:
+  // `what` names the collective in errors ("allreduce #12").
+  Links(Engine& engine, std::string what);
+  ~Links();  // flushes nothing: a successful run calls flush()
+  Links(const Links&) = delete;
+  Links& operator=(const Links&) = delete;
+
+  transport::SendConnection& to(int peer);    // connects on first use
+  transport::RecvConnection& from(int peer);  // waits for the peer to connect
+
+  // Returns once ready() is true, progressing every connection in use
+  // meanwhile; `peer` is whom it waits for, for the error message.
+  template <class Ready>
+  void waitUntil(Ready&& ready, int peer) {
+    Backoff backoff;
+    auto since = std::chrono::steady_clock::now();
+    while (!ready()) {
+      throwIfLost(peer);
+      if (progressAll()) {
+        backoff.reset();
+        since = std::chrono::steady_clock::now();
+        continue;
+      }
+      pause(backoff.next(), since, peer);
+    }
+  }
+
+  // Waits until every slot committed so far has left this process, so the
+  // peers can finish without this rank's help.
+  void flush();
+
+  const std::string& what() const { return what_; }
+
+ private:
+  struct Used {
+    int peer;
+    transport::SendConnection* send;
+    transport::RecvConnection* recv;
+    std::optional<Error> lost;  // the connection failed; fatal only once waited on
+  };
+  // A peer that finished its part may close its connections while this rank
+  // still reads what it sent, or waits on someone else: a failed connection
+  // is recorded, and throws only when a wait for its peer cannot be met.
+  void throwIfLost(int peer) const;
+  bool progressAll();
+  // One idle step: throws on abort or silence past the timeout; in the sleep
+  // phase polls the connections' fds and checks that their peers live.
+  void pause(Backoff::Phase phase, std::chrono::steady_clock::time_point since, int peer);
+
+  Engine& engine_;
+  std::string what_;
+  std::vector<Used> used_;
+};
+
+}  // namespace loom::coll

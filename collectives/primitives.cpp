@@ -1,0 +1,130 @@
+#include "collectives/primitives.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "comm/base/error.hpp"
+
+namespace loom::coll {
+
+Primitives::Primitives(Links& links, int prev, int next, loomDataType_t type, size_t typeSize, cpu::ReduceOp op,
+                       uint32_t sequence)
+    : links_(links), prev_(prev), next_(next), type_(type), typeSize_(typeSize), op_(op), sequence_(sequence) {}
+
+void Primitives::send(const std::byte* src, size_t bytes) { run(kSend, src, nullptr, bytes); }
+void Primitives::recv(std::byte* dst, size_t bytes) { run(kRecv | kCopy, nullptr, dst, bytes); }
+void Primitives::recvReduceSend(const std::byte* src, size_t bytes) { run(kRecv | kReduce | kSend, src, nullptr, bytes); }
+void Primitives::recvReduceCopy(const std::byte* src, std::byte* dst, size_t bytes) {
+  run(kRecv | kReduce | kCopy, src, dst, bytes);
+}
+void Primitives::recvReduceCopySend(const std::byte* src, std::byte* dst, size_t bytes) {
+  run(kRecv | kReduce | kCopy | kSend, src, dst, bytes);
+}
+void Primitives::recvCopySend(std::byte* dst, size_t bytes) { run(kRecv | kCopy | kSend, nullptr, dst, bytes); }
+void Primitives::copySend(const std::byte* src, std::byte* dst, size_t bytes) {
+  run(kCopy | kSend, src, dst, bytes);
+}
+
+void Primitives::checkTag(const transport::RecvSlot& slot, size_t bytes) const {
+  if (slot.tag.messageBytes == bytes && slot.tag.message == sequence_ && slot.data.size() % typeSize_ == 0) return;
+  throw Error(loomInvalidUsage,
+              links_.what() + ": rank " + std::to_string(prev_) + " sent " + std::to_string(slot.tag.messageBytes) +
+                  " bytes for collective #" + std::to_string(slot.tag.message) + " where " + std::to_string(bytes) +
+                  " bytes for #" + std::to_string(sequence_) +
+                  " were expected (every rank must call the same collectives with matching counts and types)");
+}
+
+void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
+  if (bytes == 0) return;
+  transport::SendConnection& out = links_.to(next_);  // first: see run()
+  transport::RecvConnection& in = links_.from(prev_);
+  const size_t outPiece = out.slotBytes() - out.slotBytes() % typeSize_;
+  size_t sent = 0;
+  size_t received = 0;
+  while (sent < bytes || received < bytes) {
+    bool moved = false;
+    while (sent < bytes) {
+      auto slot = out.reserve();
+      if (slot.empty()) break;
+      const size_t n = std::min(bytes - sent, outPiece);
+      std::memcpy(slot.data(), src + sent, n);
+      out.commit({.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_});
+      sent += n;
+      moved = true;
+    }
+    while (received < bytes) {
+      auto slot = in.peek();
+      if (!slot) break;
+      checkTag(*slot, bytes);
+      if (slot->data.size() > bytes - received) {
+        throw Error(loomRemoteError, links_.what() + ": rank " + std::to_string(prev_) + " sent a malformed slot");
+      }
+      std::memcpy(dst + received, slot->data.data(), slot->data.size());
+      received += slot->data.size();
+      in.release();
+      moved = true;
+    }
+    if (!moved) {
+      const int peer = received < bytes ? prev_ : next_;
+      links_.waitUntil([&] { return (sent < bytes && !out.reserve().empty()) || (received < bytes && in.peek()); },
+                       peer);
+    }
+  }
+}
+
+// One loop for every primitive: per piece, wait for an inbound slot and/or
+// a free outbound slot, then compute the piece once into its first
+// destination and copy it to the second.
+void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes) {
+  if (bytes == 0) return;
+  // Connect out first: connecting needs only the peer's listener, while
+  // from() waits for the peer to connect, and two ranks that each waited for
+  // the other to connect first would wait forever.
+  transport::SendConnection* out = (flow & kSend) ? &links_.to(next_) : nullptr;
+  transport::RecvConnection* in = (flow & kRecv) ? &links_.from(prev_) : nullptr;
+  const size_t outPiece = out ? out->slotBytes() - out->slotBytes() % typeSize_ : bytes;
+  if (outPiece == 0) throw Error(loomInternalError, "a FIFO slot is smaller than one element");
+
+  size_t done = 0;
+  while (done < bytes) {
+    std::optional<transport::RecvSlot> slot;
+    if (in) {
+      links_.waitUntil([&] { return (slot = in->peek()).has_value(); }, prev_);
+      checkTag(*slot, bytes);
+    }
+    std::span<std::byte> outSlot;
+    if (out) links_.waitUntil([&] { return !(outSlot = out->reserve()).empty(); }, next_);
+
+    size_t n = std::min(bytes - done, outPiece);
+    if (in) {
+      const size_t left = slot->data.size() - inOffset_;
+      if (left > bytes - done) {
+        throw Error(loomRemoteError, links_.what() + ": rank " + std::to_string(prev_) + " sent a malformed slot");
+      }
+      n = std::min(n, left);
+    }
+    const std::byte* inData = in ? slot->data.data() + inOffset_ : nullptr;
+    std::byte* first = out ? outSlot.data() : dst + done;  // where the piece is computed
+    if (flow & kReduce) {
+      const std::array<const void*, 2> sources{inData, src + done};
+      cpu::reduce(type_, op_, sources, first, n / typeSize_);
+    } else {
+      std::memcpy(first, in ? inData : src + done, n);
+    }
+    if (out && (flow & kCopy)) std::memcpy(dst + done, first, n);
+
+    if (out) out->commit({.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_});
+    if (in) {
+      inOffset_ += n;
+      if (inOffset_ == slot->data.size()) {
+        in->release();
+        inOffset_ = 0;
+      }
+    }
+    done += n;
+  }
+}
+
+}  // namespace loom::coll

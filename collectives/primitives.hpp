@@ -1,0 +1,66 @@
+// NCCL's primitive vocabulary, on the CPU: each primitive moves `bytes` bytes
+// (any multiple of the element size) from the previous rank, the caller's
+// buffers and to the next rank, slot by slot through the collective
+// channel's FIFOs, reducing straight out of the received slot into the
+// outgoing one. Blocking: it returns when its last slot has been committed
+// (sends) or consumed (receives).
+//
+//   send(src)                      next <- src
+//   recv(dst)                      dst  <- prev
+//   recvReduceSend(src)            next <- prev (+) src
+//   recvReduceCopy(src, dst)       dst  <- prev (+) src
+//   recvReduceCopySend(src, dst)   dst, next <- prev (+) src
+//   recvCopySend(dst)              dst, next <- prev
+//   copySend(src, dst)             dst, next <- src
+//   sendRecv(src, dst)             next <- src while dst <- prev (an exchange:
+//                                  neither side waits for the other to finish)
+//
+// Every slot carries the size of the primitive's message and the
+// collective's sequence number; a receiver that expected something else
+// (ranks in different collectives, or with different counts) fails with
+// loomInvalidUsage instead of reducing garbage.
+#pragma once
+
+#include <loom/loom.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "collectives/cpu/reduce.hpp"
+#include "collectives/links.hpp"
+
+namespace loom::coll {
+
+class Primitives {
+ public:
+  // prev or next may be -1 where a rank has none (the ends of a chain).
+  Primitives(Links& links, int prev, int next, loomDataType_t type, size_t typeSize, cpu::ReduceOp op,
+             uint32_t sequence);
+
+  void send(const std::byte* src, size_t bytes);
+  void recv(std::byte* dst, size_t bytes);
+  void recvReduceSend(const std::byte* src, size_t bytes);
+  void recvReduceCopy(const std::byte* src, std::byte* dst, size_t bytes);
+  void recvReduceCopySend(const std::byte* src, std::byte* dst, size_t bytes);
+  void recvCopySend(std::byte* dst, size_t bytes);
+  void copySend(const std::byte* src, std::byte* dst, size_t bytes);
+  void sendRecv(const std::byte* src, std::byte* dst, size_t bytes);
+
+ private:
+  enum Flow : unsigned { kRecv = 1, kReduce = 2, kCopy = 4, kSend = 8 };
+  void run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes);
+  // Throws unless the slot belongs to a message of `bytes` of this collective.
+  void checkTag(const transport::RecvSlot& slot, size_t bytes) const;
+
+  Links& links_;
+  int prev_;
+  int next_;
+  loomDataType_t type_;
+  size_t typeSize_;
+  cpu::ReduceOp op_;
+  uint32_t sequence_;
+  size_t inOffset_ = 0;  // bytes of the current inbound slot already consumed
+};
+
+}  // namespace loom::coll

@@ -1,0 +1,116 @@
+#include "collectives/run.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/comm_state.hpp"
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+
+namespace loom::coll {
+namespace {
+
+bool isFloat(loomDataType_t type) {
+  return type == loomFloat16 || type == loomBfloat16 || type == loomFloat32 || type == loomFloat64;
+}
+
+// Bytes of this rank's input that enter a reduction.
+size_t contributionBytes(const Collective& c, int nranks) {
+  return c.kind == CollectiveKind::ReduceScatter ? c.blockBytes() * static_cast<size_t>(nranks) : c.blockBytes();
+}
+
+// With one rank every collective is a copy of the rank's own block.
+void runAlone(const Collective& c) {
+  if (c.send != c.recv && c.blockBytes() != 0) std::memmove(c.recv, c.send, c.blockBytes());
+}
+
+void runAlgorithm(const Plan& plan, Algorithm algorithm) {
+  using K = CollectiveKind;
+  switch (algorithm) {
+    case Algorithm::Ring:
+      switch (plan.c.kind) {
+        case K::AllReduce: return ringAllReduce(plan);
+        case K::AllGather: return ringAllGather(plan);
+        case K::ReduceScatter: return ringReduceScatter(plan);
+        case K::Broadcast: return chainBroadcast(plan);
+        case K::Reduce: return chainReduce(plan);
+        default: break;
+      }
+      break;
+    case Algorithm::RecursiveDoubling:
+      if (plan.c.kind == K::AllReduce) return recursiveDoublingAllReduce(plan);
+      break;
+    case Algorithm::Direct:
+      switch (plan.c.kind) {
+        case K::AllGather: return directAllGather(plan);
+        case K::AlltoAll: return directAlltoAll(plan);
+        case K::Gather: return directGather(plan);
+        case K::Scatter: return directScatter(plan);
+        default: break;
+      }
+      break;
+  }
+  throw Error(loomInternalError, std::string(algorithmName(algorithm)) + " does not implement " +
+                                     collectiveName(plan.c.kind));
+}
+
+}  // namespace
+
+const char* collectiveName(CollectiveKind kind) {
+  constexpr const char* kNames[kCollectiveKinds] = {"broadcast",  "reduce",   "allreduce", "reducescatter",
+                                                    "allgather", "alltoall", "gather",    "scatter"};
+  return kNames[static_cast<int>(kind)];
+}
+
+void runCollective(Communicator& comm, Collective c) {
+  CommState& state = CommState::of(comm);
+  std::lock_guard lock(state.runMutex);
+  const uint32_t sequence = ++state.sequence;
+  const int n = comm.size();
+  const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
+                       c.kind == CollectiveKind::ReduceScatter;
+
+  // PreMulSum scales this rank's input once, into scratch; the algorithm
+  // then sums. Averages divide the result at the end.
+  const bool average = reduces && c.reduction.average;
+  if (reduces && c.reduction.op == cpu::ReduceOp::PreMulSum) {
+    const size_t bytes = contributionBytes(c, n);
+    auto scaled = state.scratch(bytes);
+    const void* source = c.send;
+    cpu::reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
+                c.reduction.scalar);
+    c.send = scaled.data();
+    c.reduction.op = cpu::ReduceOp::Sum;
+  }
+
+  const bool hasResult = c.kind != CollectiveKind::Reduce || comm.rank() == c.root;
+  if (n == 1) {
+    runAlone(c);
+  } else {
+    const size_t bytes = c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(n)
+                                                             : contributionBytes(c, n);
+    const Choice choice = state.tuner.choose(c.kind, bytes);
+    Plan plan{.comm = comm,
+              .c = c,
+              .rank = comm.rank(),
+              .nranks = n,
+              .sequence = sequence,
+              .chunkBytes = std::min(choice.chunkBytes, comm.engine().context().fifo.totalBytes() / 2),
+              .what = std::string(collectiveName(c.kind)) + " #" + std::to_string(sequence)};
+    LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
+               algorithmName(choice.algorithm));
+    runAlgorithm(plan, choice.algorithm);
+  }
+  if (average && hasResult && c.count != 0) {
+    if (isFloat(c.type)) {
+      const void* result = c.recv;
+      cpu::reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&result, 1), c.recv, c.count, 1.0 / n);
+    } else {
+      cpu::divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));
+    }
+  }
+}
+
+}  // namespace loom::coll

@@ -1,0 +1,169 @@
+#include "collectives/tuner.hpp"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "comm/base/env.hpp"
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+
+namespace loom::coll {
+namespace {
+
+// The constants of each path. Shared memory: one slot hand-off measured at
+// 0.96 us and about 8 GB/s single-thread copy (bench/p2p); sockets: a
+// blocking hand-off costs 20-35 us across cores and one TCP stream moves
+// about 1.8 GB/s between namespaces (README, "Point-to-point").
+struct Path {
+  double latencyUs;
+  double bandwidthGBps;
+};
+constexpr Path kShmPath{1.0, 8.0};
+constexpr Path kSocketPath{30.0, 1.5};
+// Posting one more concurrent message costs a fraction of a hand-off.
+constexpr double kPerPeerFraction = 0.3;
+
+constexpr size_t kDefaultChunk = 4u << 20;
+
+constexpr const char* kAlgorithmNames[kAlgorithms] = {"ring", "rd", "direct"};
+
+double log2Ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
+
+std::optional<Algorithm> parseAlgorithm(const std::string& name) {
+  for (int a = 0; a < kAlgorithms; ++a) {
+    if (name == kAlgorithmNames[a]) return static_cast<Algorithm>(a);
+  }
+  return std::nullopt;
+}
+
+std::optional<CollectiveKind> parseCollective(const std::string& name) {
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    if (name == collectiveName(static_cast<CollectiveKind>(k))) return static_cast<CollectiveKind>(k);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* algorithmName(Algorithm algorithm) { return kAlgorithmNames[static_cast<int>(algorithm)]; }
+
+bool applies(Algorithm algorithm, CollectiveKind kind) {
+  switch (algorithm) {
+    case Algorithm::Ring:
+      return kind == CollectiveKind::AllReduce || kind == CollectiveKind::AllGather ||
+             kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::Broadcast ||
+             kind == CollectiveKind::Reduce;
+    case Algorithm::RecursiveDoubling: return kind == CollectiveKind::AllReduce;
+    case Algorithm::Direct:
+      return kind == CollectiveKind::AllGather || kind == CollectiveKind::AlltoAll ||
+             kind == CollectiveKind::Gather || kind == CollectiveKind::Scatter;
+  }
+  return false;
+}
+
+Overrides Overrides::fromEnv() {
+  Overrides o;
+  if (auto chunk = env::getIfSet("LOOM_CHUNKSIZE")) {
+    o.chunkBytes = static_cast<size_t>(env::getInt("LOOM_CHUNKSIZE", 64, 1ll << 30));
+    if (o.chunkBytes % 64 != 0) {
+      throw Error(loomInvalidArgument, "LOOM_CHUNKSIZE='" + *chunk + "' is not a multiple of 64");
+    }
+  }
+  auto text = env::getIfSet("LOOM_ALGO");
+  if (!text) return o;
+  std::stringstream entries(*text);
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    const auto colon = entry.find(':');
+    const std::string name = colon == std::string::npos ? entry : entry.substr(colon + 1);
+    auto algorithm = parseAlgorithm(name);
+    if (!algorithm) {
+      throw Error(loomInvalidArgument, "LOOM_ALGO: '" + name + "' is not an algorithm (ring, rd, direct)");
+    }
+    if (colon == std::string::npos) {  // one name: every collective it applies to
+      for (int k = 0; k < kCollectiveKinds; ++k) {
+        if (applies(*algorithm, static_cast<CollectiveKind>(k))) o.algorithm[static_cast<size_t>(k)] = algorithm;
+      }
+      continue;
+    }
+    auto kind = parseCollective(entry.substr(0, colon));
+    if (!kind) {
+      throw Error(loomInvalidArgument, "LOOM_ALGO: '" + entry.substr(0, colon) +
+                                           "' is not a collective (allreduce, allgather, reducescatter, broadcast, "
+                                           "reduce, alltoall, gather, scatter)");
+    }
+    if (!applies(*algorithm, *kind)) {
+      throw Error(loomInvalidArgument, std::string("LOOM_ALGO: ") + name + " does not implement " + collectiveName(*kind));
+    }
+    o.algorithm[static_cast<size_t>(*kind)] = algorithm;
+  }
+  return o;
+}
+
+Tuner::Tuner(Layout layout, Overrides overrides) : layout_(layout), overrides_(overrides) {}
+
+double Tuner::estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes) const {
+  const Path path = layout_.nodes > 1 ? kSocketPath : kShmPath;
+  const double n = layout_.nranks;
+  const double s = static_cast<double>(bytes);
+  double steps = 0;
+  double moved = 0;  // bytes through this rank's slowest link
+  switch (algorithm) {
+    case Algorithm::Ring:
+      if (kind == CollectiveKind::AllReduce) {
+        steps = 2 * (n - 1);
+        moved = 2 * (n - 1) / n * s;
+      } else if (kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce) {
+        steps = n - 1;  // filling the pipeline
+        moved = s;
+      } else {  // all-gather and reduce-scatter: bytes is the whole n-block buffer
+        steps = n - 1;
+        moved = (n - 1) / n * s;
+      }
+      break;
+    case Algorithm::RecursiveDoubling: {
+      const bool powerOfTwo = std::has_single_bit(static_cast<unsigned>(layout_.nranks));
+      steps = log2Ceil(layout_.nranks) + (powerOfTwo ? 0 : 2);
+      moved = steps * s;
+      break;
+    }
+    case Algorithm::Direct:
+      steps = 1 + kPerPeerFraction * (n - 1);
+      moved = (n - 1) / n * s;
+      break;
+  }
+  return steps * path.latencyUs + moved / (path.bandwidthGBps * 1e3);
+}
+
+Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
+  Choice choice;
+  choice.chunkBytes = overrides_.chunkBytes != 0 ? overrides_.chunkBytes : kDefaultChunk;
+  const char* why = "LOOM_ALGO";
+  if (auto forced = overrides_.algorithm[static_cast<size_t>(kind)]) {
+    choice.algorithm = *forced;
+  } else {
+    why = "cost model";
+    double best = std::numeric_limits<double>::infinity();
+    for (int a = 0; a < kAlgorithms; ++a) {
+      const auto algorithm = static_cast<Algorithm>(a);
+      if (!applies(algorithm, kind)) continue;
+      const double t = estimateUs(algorithm, kind, bytes);
+      if (t < best) {
+        best = t;
+        choice.algorithm = algorithm;
+      }
+    }
+  }
+  const int sizeClass = bytes == 0 ? -1 : std::bit_width(bytes) - 1;
+  std::lock_guard lock(loggedMutex_);
+  if (logged_.emplace(static_cast<int>(kind), sizeClass).second) {
+    LOOM_INFO(Tuning, "%s of %zu bytes (size class 2^%d) on %d ranks, %d nodes: %s, chunk %zu bytes (%s)",
+              collectiveName(kind), bytes, sizeClass, layout_.nranks, layout_.nodes, algorithmName(choice.algorithm),
+              choice.chunkBytes, why);
+  }
+  return choice;
+}
+
+}  // namespace loom::coll

@@ -1,0 +1,68 @@
+// Picks each collective's algorithm and chunk size from a cost model,
+//
+//   time = steps x latency + bytes moved per rank / bandwidth,
+//
+// with the latency and bandwidth of the path the algorithm crosses (one
+// table, kPaths in tuner.cpp: shared memory within a node, sockets across
+// nodes). LOOM_ALGO and LOOM_CHUNKSIZE override it. Every rank computes the
+// same choice from the same inputs (collective, bytes, rank layout), which is
+// what keeps them in step.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "collectives/collective.hpp"
+
+namespace loom::coll {
+
+enum class Algorithm {
+  Ring,               // ring reduce-scatter + all-gather; chains for broadcast and reduce
+  RecursiveDoubling,  // log2(n) pairwise exchanges, for small all-reduces
+  Direct,             // every rank to every rank (or to/from the root) at once
+};
+constexpr int kAlgorithms = 3;
+
+const char* algorithmName(Algorithm algorithm);
+bool applies(Algorithm algorithm, CollectiveKind kind);
+
+struct Layout {
+  int nranks = 1;
+  int nodes = 1;  // distinct hosts among the ranks
+};
+
+struct Choice {
+  Algorithm algorithm = Algorithm::Ring;
+  size_t chunkBytes = 0;  // ring slice per loop, a multiple of 64
+};
+
+// What LOOM_ALGO and LOOM_CHUNKSIZE ask for; parsed once per communicator.
+struct Overrides {
+  std::array<std::optional<Algorithm>, kCollectiveKinds> algorithm{};
+  size_t chunkBytes = 0;  // 0: the tuner's
+
+  // Throws loomInvalidArgument naming the variable and the bad entry.
+  static Overrides fromEnv();
+};
+
+class Tuner {
+ public:
+  Tuner(Layout layout, Overrides overrides);
+
+  Choice choose(CollectiveKind kind, size_t bytes);
+  // The model's estimate in microseconds, for the tests and the log.
+  double estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes) const;
+
+ private:
+  Layout layout_;
+  Overrides overrides_;
+  std::mutex loggedMutex_;
+  std::set<std::pair<int, int>> logged_;  // (collective, log2 size) already logged
+};
+
+}  // namespace loom::coll

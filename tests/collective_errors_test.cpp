@@ -1,0 +1,129 @@
+// Collectives given bad input, or run by ranks that disagree: a clear error
+// naming the argument or the peer, never a crash or a hang.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/ranks.hpp"
+
+namespace {
+
+using loom::test::ScopedEnv;
+
+void expectError(loomResult_t r, loomResult_t code, loomComm_t comm, const std::string& mentions) {
+  EXPECT_EQ(r, code) << loomGetLastError(comm);
+  std::string message = loomGetLastError(comm);
+  EXPECT_NE(message.find(mentions), std::string::npos) << "'" << message << "' does not mention '" << mentions << "'";
+}
+
+void expectInvalid(loomResult_t r, loomComm_t comm, const std::string& mentions) {
+  expectError(r, loomInvalidArgument, comm, mentions);
+}
+
+TEST(CollectiveErrors, BadArgumentsAreNamed) {
+  auto comms = loom::test::initThreadComms(1);
+  loomComm_t c = comms[0];
+  std::vector<float> buf(16);
+  float* p = buf.data();
+  expectInvalid(loomAllReduce(nullptr, p, 4, loomFloat32, loomSum, c, nullptr), c, "sendbuff is NULL");
+  expectInvalid(loomAllReduce(p, nullptr, 4, loomFloat32, loomSum, c, nullptr), c, "recvbuff is NULL");
+  expectInvalid(loomAllReduce(p, p, 4, static_cast<loomDataType_t>(42), loomSum, c, nullptr), c, "datatype=42");
+  expectInvalid(loomAllReduce(p, p, 4, loomFloat32, static_cast<loomRedOp_t>(9), c, nullptr), c, "op=9");
+  expectInvalid(loomAllReduce(p, p, SIZE_MAX / 2, loomFloat32, loomSum, c, nullptr), c, "count");
+  expectInvalid(loomAllGather(p, p, SIZE_MAX / 2, loomFloat32, c, nullptr), c, "count");
+  expectInvalid(loomBroadcast(p, p, 4, loomFloat32, 1, c, nullptr), c, "root=1");
+  expectInvalid(loomReduce(p, p, 4, loomFloat32, loomSum, -1, c, nullptr), c, "root=-1");
+  expectInvalid(loomGather(p, p, 4, loomFloat32, 5, c, nullptr), c, "root=5");
+  expectInvalid(loomScatter(p, p, 4, loomFloat32, 5, c, nullptr), c, "root=5");
+  expectInvalid(loomAllReduce(p, p + 1, 4, loomFloat32, loomSum, c, nullptr), c, "overlap");
+  expectInvalid(loomAlltoAll(p, p, 4, loomFloat32, c, nullptr), c, "overlap");
+  expectInvalid(loomAllReduce(p, p, 4, loomFloat32, loomSum, c, reinterpret_cast<loomStream_t>(p)), c, "stream");
+  expectInvalid(loomAllReduce(p, p, 4, loomFloat32, loomSum, nullptr, nullptr), nullptr, "comm is NULL");
+  // count 0 needs no buffers at all.
+  EXPECT_EQ(loomAllReduce(nullptr, nullptr, 0, loomFloat32, loomSum, c, nullptr), loomSuccess);
+  EXPECT_EQ(loomBroadcast(nullptr, nullptr, 0, loomInt8, 0, c, nullptr), loomSuccess);
+  loom::test::destroyAll(comms);
+}
+
+TEST(CollectiveErrors, PreMulSumOpsBelongToTheirCommunicatorAndDatatype) {
+  auto a = loom::test::initThreadComms(1);
+  auto b = loom::test::initThreadComms(1);
+  float scalar = 2.0f;
+  loomRedOp_t op;
+  ASSERT_EQ(loomRedOpCreatePreMulSum(&op, &scalar, loomFloat32, loomScalarHostImmediate, a[0]), loomSuccess);
+  std::vector<float> in(4, 1.0f), out(4);
+  EXPECT_EQ(loomAllReduce(in.data(), out.data(), 4, loomFloat32, op, a[0], nullptr), loomSuccess);
+  EXPECT_EQ(out[0], 2.0f);
+  expectInvalid(loomAllReduce(in.data(), out.data(), 4, loomFloat32, op, b[0], nullptr), b[0], "another communicator");
+  expectInvalid(loomAllReduce(in.data(), out.data(), 4, loomFloat64, op, a[0], nullptr), a[0], "datatype");
+  expectInvalid(loomRedOpDestroy(loomSum, a[0]), a[0], "built-in");
+  expectInvalid(loomRedOpCreatePreMulSum(&op, nullptr, loomFloat32, loomScalarDevice, a[0]), a[0], "scalar is NULL");
+  expectInvalid(loomRedOpCreatePreMulSum(&op, &scalar, loomFloat32, static_cast<loomScalarResidence_t>(7), a[0]), a[0],
+                "residence=7");
+  ASSERT_EQ(loomRedOpDestroy(op, a[0]), loomSuccess);
+  expectInvalid(loomAllReduce(in.data(), out.data(), 4, loomFloat32, op, a[0], nullptr), a[0], "destroyed");
+  expectInvalid(loomRedOpDestroy(op, a[0]), a[0], "destroyed");
+  loom::test::destroyAll(a);
+  loom::test::destroyAll(b);
+}
+
+TEST(CollectiveErrors, BadLoomAlgoIsNamed) {
+  for (const char* bad : {"allreduce:nosuch", "nosuch", "gather:ring", "everything:ring"}) {
+    ScopedEnv e("LOOM_ALGO", bad);
+    auto comms = loom::test::initThreadComms(1);
+    float x = 1;
+    expectInvalid(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comms[0], nullptr), comms[0], "LOOM_ALGO");
+    loom::test::destroyAll(comms);
+  }
+}
+
+// Ranks that pass different counts fail with loomInvalidUsage where the
+// mismatch shows, and the others by their deadline: nobody hangs.
+TEST(CollectiveErrors, MismatchedCountsFailInsteadOfCorrupting) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "2000");
+  ScopedEnv algo("LOOM_ALGO", "ring");
+  auto comms = loom::test::initThreadComms(2);
+  std::vector<loomResult_t> results(2);
+  loom::test::onThreads(2, [&](int r) {
+    std::vector<float> buf(64, 1.0f);
+    results[static_cast<size_t>(r)] =
+        loomAllReduce(buf.data(), buf.data(), r == 0 ? 64 : 32, loomFloat32, loomSum, comms[static_cast<size_t>(r)], nullptr);
+  });
+  EXPECT_NE(results[0], loomSuccess);
+  EXPECT_NE(results[1], loomSuccess);
+  bool named = false;
+  for (int r = 0; r < 2; ++r) {
+    named |= std::string(loomGetLastError(comms[static_cast<size_t>(r)])).find("matching counts") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << loomGetLastError(comms[0]) << " / " << loomGetLastError(comms[1]);
+  for (auto& c : comms) loomCommAbort(c);
+}
+
+// A rank that never joins: the others get loomTimeout naming whom they waited
+// for, and loomCommAbort from another thread ends the wait at once.
+TEST(CollectiveErrors, AMissingRankTimesOutAndAbortUnblocks) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "1000");
+  auto comms = loom::test::initThreadComms(2);
+  float x = 1;
+  expectError(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comms[0], nullptr), loomTimeout, comms[0], "rank 1");
+
+  auto started = std::chrono::steady_clock::now();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    loomCommAbort(comms[1]);
+  });
+  std::vector<float> big(1 << 20, 1.0f);
+  loomResult_t r = loomAllReduce(big.data(), big.data(), big.size(), loomFloat32, loomSum, comms[1], nullptr);
+  aborter.join();
+  EXPECT_NE(r, loomSuccess);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(900));
+  loomCommAbort(comms[0]);
+}
+
+}  // namespace

@@ -1,0 +1,177 @@
+// Every collective x dtype x op x count x in/out of place x root x algorithm
+// (LOOM_ALGO), ranks as threads, checked exactly against references each
+// rank computes (support/collective_check.hpp). Sanitizer builds run a
+// representative slice of the matrix (LOOM_TEST_FULL_MATRIX=0) to fit CI.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/check/collective_check.hpp"
+#include "tests/support/ranks.hpp"
+
+namespace loom::test {
+namespace {
+
+using namespace loom::check;
+
+constexpr bool kFull = LOOM_TEST_FULL_MATRIX;
+
+const std::vector<loomDataType_t> kAllTypes = {loomInt8,  loomUint8,   loomInt32,   loomUint32,  loomInt64,
+                                               loomUint64, loomFloat16, loomFloat32, loomFloat64, loomBfloat16};
+const std::vector<loomDataType_t> kSomeTypes = {loomInt8, loomFloat16, loomFloat32, loomInt64};
+
+loomRedOp_t builtin(Op op) {
+  switch (op) {
+    case Op::Sum: return loomSum;
+    case Op::Prod: return loomProd;
+    case Op::Min: return loomMin;
+    case Op::Max: return loomMax;
+    default: return loomAvg;
+  }
+}
+
+// Calls the collective of `c`; in place uses one buffer the way NCCL defines it.
+loomResult_t call(const Case& c, const std::byte* send, std::byte* recv, loomRedOp_t op, loomComm_t comm) {
+  switch (c.coll) {
+    case Coll::Broadcast: return loomBroadcast(send, recv, c.count, c.type, c.root, comm, nullptr);
+    case Coll::Reduce: return loomReduce(send, recv, c.count, c.type, op, c.root, comm, nullptr);
+    case Coll::AllReduce: return loomAllReduce(send, recv, c.count, c.type, op, comm, nullptr);
+    case Coll::ReduceScatter: return loomReduceScatter(send, recv, c.count, c.type, op, comm, nullptr);
+    case Coll::AllGather: return loomAllGather(send, recv, c.count, c.type, comm, nullptr);
+    case Coll::AlltoAll: return loomAlltoAll(send, recv, c.count, c.type, comm, nullptr);
+    case Coll::Gather: return loomGather(send, recv, c.count, c.type, c.root, comm, nullptr);
+    case Coll::Scatter: return loomScatter(send, recv, c.count, c.type, c.root, comm, nullptr);
+  }
+  return loomInternalError;
+}
+
+// Runs one case on this rank; "" or what went wrong.
+std::string runCase(const Case& c, bool inPlace, loomComm_t comm) {
+  const size_t size = typeSize(c.type);
+  const size_t sendBytes = sendElements(c) * size;
+  const size_t recvBytes = recvElements(c) * size;
+  const size_t own = static_cast<size_t>(c.coll == Coll::Gather || c.coll == Coll::Scatter ? c.root : c.rank) *
+                     c.count * size;
+  std::vector<std::byte> a(std::max(sendBytes, recvBytes) + 1), b(recvBytes + 1);
+  std::byte* send = a.data();
+  std::byte* recv = b.data();
+  if (inPlace) {
+    switch (c.coll) {
+      case Coll::AllGather: case Coll::Gather: recv = a.data(); send = a.data() + own; break;
+      case Coll::ReduceScatter: case Coll::Scatter: send = a.data(); recv = a.data() + own; break;
+      default: recv = send; break;
+    }
+  }
+  fillSend(c, send);
+
+  loomRedOp_t op = builtin(c.op);
+  std::vector<std::byte> scalar(8);
+  if (c.op == Op::PreMulSum) {
+    storeValue(c.type, scalar.data(), 0, preMulScalar(c.rank));
+    const auto residence = c.rank % 2 == 0 ? loomScalarHostImmediate : loomScalarDevice;
+    if (loomRedOpCreatePreMulSum(&op, scalar.data(), c.type, residence, comm) != loomSuccess) {
+      return std::string("loomRedOpCreatePreMulSum: ") + loomGetLastError(comm);
+    }
+  }
+  const loomResult_t result = call(c, send, recv, op, comm);
+  if (c.op == Op::PreMulSum) loomRedOpDestroy(op, comm);
+  if (result != loomSuccess) return std::string("failed: ") + loomGetLastError(comm);
+  return checkResult(c, recv);
+}
+
+struct Matrix {
+  std::vector<Coll> colls;
+  std::vector<loomDataType_t> types;
+  std::vector<Op> ops;
+  std::vector<size_t> counts;
+};
+
+// Every rank walks the same cases in the same order.
+void runMatrix(int nranks, const std::string& algo, const Matrix& m) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "30000");
+  ScopedEnv algorithm("LOOM_ALGO", algo);
+  auto comms = initThreadComms(nranks);
+  onThreads(nranks, [&](int rank) {
+    for (Coll coll : m.colls) {
+      const std::vector<Op> ops = reduces(coll) ? m.ops : std::vector<Op>{Op::Sum};
+      const bool rooted = coll == Coll::Broadcast || coll == Coll::Reduce || coll == Coll::Gather || coll == Coll::Scatter;
+      const std::vector<int> roots = rooted && nranks > 1 ? std::vector<int>{0, nranks - 1} : std::vector<int>{0};
+      for (loomDataType_t type : m.types) {
+        for (Op op : ops) {
+          for (size_t count : m.counts) {
+            for (int root : roots) {
+              for (bool inPlace : {false, true}) {
+                if (inPlace && coll == Coll::AlltoAll) continue;
+                Case c{coll, type, op, nranks, rank, root, count};
+                std::string error = runCase(c, inPlace, comms[static_cast<size_t>(rank)]);
+                if (!error.empty()) {
+                  ADD_FAILURE() << collName(coll) << " " << typeName(type) << " " << opName(op) << " count " << count
+                                << " root " << root << (inPlace ? " in place" : " out of place") << " rank " << rank
+                                << "/" << nranks << " LOOM_ALGO=" << algo << ": " << error;
+                  return;  // the others fail or time out on their own
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+  destroyAll(comms);
+}
+
+const std::vector<Coll> kAllColls = {Coll::Broadcast, Coll::Reduce,   Coll::AllReduce, Coll::ReduceScatter,
+                                     Coll::AllGather, Coll::AlltoAll, Coll::Gather,    Coll::Scatter};
+const std::vector<Op> kAllOps = {Op::Sum, Op::Prod, Op::Min, Op::Max, Op::Avg, Op::PreMulSum};
+
+Matrix reductionMatrix() {
+  return {{Coll::Reduce, Coll::AllReduce, Coll::ReduceScatter},
+          kFull ? kAllTypes : kSomeTypes,
+          kAllOps,
+          kFull ? std::vector<size_t>{0, 1, 2, 7, 1023, 65537} : std::vector<size_t>{0, 1, 7, 1023}};
+}
+
+Matrix movementMatrix() {
+  return {{Coll::Broadcast, Coll::AllGather, Coll::AlltoAll, Coll::Gather, Coll::Scatter},
+          {loomInt8, loomFloat16, loomFloat64},
+          {Op::Sum},
+          kFull ? std::vector<size_t>{0, 1, 2, 7, 1023, 65537} : std::vector<size_t>{0, 1, 7, 1023}};
+}
+
+class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(Collectives, ReductionsAreExactForEveryTypeOpAndCount) {
+  auto [n, algo] = GetParam();
+  runMatrix(n, algo, reductionMatrix());
+}
+
+TEST_P(Collectives, DataMovementIsExactForEveryCount) {
+  auto [n, algo] = GetParam();
+  runMatrix(n, algo, movementMatrix());
+}
+
+// "" is the tuner's choice; the others force each algorithm where it applies.
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(std::string(""), std::string("ring"),
+                                                              std::string("allreduce:rd,allgather:direct"))),
+                         [](const auto& p) {
+                           std::string algo = std::get<1>(p.param);
+                           std::string name = algo.empty() ? "tuned" : algo == "ring" ? "ring" : "rd_direct";
+                           return std::to_string(std::get<0>(p.param)) + "ranks_" + name;
+                         });
+
+TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
+  for (const std::string algo : {"ring", "rd"}) {
+    runMatrix(3, "allreduce:" + algo, {{Coll::AllReduce}, {kFull ? loomFloat32 : loomInt8}, {Op::Sum}, {(4u << 20) + 1}});
+  }
+}
+
+TEST(CollectivesLarge, SixteenRanksAsThreads) {
+  runMatrix(16, "", {kAllColls, {loomFloat32}, {Op::Sum, Op::Max}, {0, 7, kFull ? 65537u : 1023u}});
+}
+
+}  // namespace
+}  // namespace loom::test
