@@ -57,7 +57,7 @@ TEST(CollectiveErrors, PreMulSumOpsBelongToTheirCommunicatorAndDatatype) {
   float scalar = 2.0f;
   loomRedOp_t op;
   ASSERT_EQ(loomRedOpCreatePreMulSum(&op, &scalar, loomFloat32, loomScalarHostImmediate, a[0]), loomSuccess);
-  std::vector<float> in(4, 1.0f), out(4);
+  std::vector<float> in(8, 1.0f), out(8);  // room for 4 float64s too
   EXPECT_EQ(loomAllReduce(in.data(), out.data(), 4, loomFloat32, op, a[0], nullptr), loomSuccess);
   EXPECT_EQ(out[0], 2.0f);
   expectInvalid(loomAllReduce(in.data(), out.data(), 4, loomFloat32, op, b[0], nullptr), b[0], "another communicator");
