@@ -2,18 +2,26 @@
 
 #include <set>
 
+#include "comm/base/env.hpp"
+
 namespace loom::coll {
 namespace {
 
 Layout layoutOf(Communicator& comm) {
   std::set<uint64_t> hosts;
   for (const auto& p : comm.peers()) hosts.insert(p.hostId);
-  return {.nranks = comm.size(), .nodes = static_cast<int>(hosts.size())};
+  const bool socketsOnly = env::getIfSet("LOOM_TRANSPORT").value_or("") == "socket";
+  return {.nranks = comm.size(), .nodes = static_cast<int>(hosts.size()), .sharedMemory = hosts.size() == 1 && !socketsOnly};
 }
 
 }  // namespace
 
-CommState::CommState(Communicator& comm) : tuner(layoutOf(comm), Overrides::fromEnv()) {}
+CommState::CommState(Communicator& comm) : tuner(layoutOf(comm), Overrides::fromEnv()), comm_(comm) {}
+
+shm::NodeArea& CommState::nodeArea(size_t slotBytes) {
+  if (!node_) node_ = std::make_unique<shm::NodeArea>(comm_, slotBytes);
+  return *node_;
+}
 
 CommState& CommState::of(Communicator& comm) {
   std::lock_guard lock(comm.extensionMutex);

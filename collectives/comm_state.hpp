@@ -1,7 +1,7 @@
 // What the collectives keep per communicator: a lock that runs its
 // collectives one at a time (they own the collective channel's connections
 // while they run), their sequence number, the tuner, the created reduction
-// ops, and scratch memory.
+// ops, scratch memory, and the node's shared segment.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/redop.hpp"
+#include "collectives/shm/node_area.hpp"
 #include "collectives/tuner.hpp"
 #include "comm/communicator.hpp"
 
@@ -31,8 +32,14 @@ class CommState final : public CommExtension {
   // At least `bytes` of scratch memory, under runMutex; kept between calls.
   std::span<std::byte> scratch(size_t bytes);
 
+  // The node's shared segment, under runMutex; mapped by the first
+  // collective that runs on it (a collective call: every rank gets there).
+  shm::NodeArea& nodeArea(size_t slotBytes);
+
  private:
+  Communicator& comm_;
   std::vector<std::byte> scratch_;
+  std::unique_ptr<shm::NodeArea> node_;
 };
 
 }  // namespace loom::coll

@@ -51,6 +51,16 @@ void runAlgorithm(const Plan& plan, Algorithm algorithm) {
         default: break;
       }
       break;
+    case Algorithm::Shm:
+      switch (plan.c.kind) {
+        case K::AllReduce: return shmAllReduce(plan);
+        case K::AllGather: return shmAllGather(plan);
+        case K::ReduceScatter: return shmReduceScatter(plan);
+        case K::Broadcast: return shmBroadcast(plan);
+        case K::Reduce: return shmReduce(plan);
+        default: break;
+      }
+      break;
   }
   throw Error(loomInternalError, std::string(algorithmName(algorithm)) + " does not implement " +
                                      collectiveName(plan.c.kind));
@@ -92,13 +102,23 @@ void runCollective(Communicator& comm, Collective c) {
     const size_t bytes = c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(n)
                                                              : contributionBytes(c, n);
     const Choice choice = state.tuner.choose(c.kind, bytes);
+    const std::string what = std::string(collectiveName(c.kind)) + " #" + std::to_string(sequence);
+    shm::NodeArea* node = nullptr;
+    if (choice.algorithm == Algorithm::Shm) {
+      try {
+        node = &state.nodeArea(choice.chunkBytes);
+      } catch (const Error& e) {
+        throw Error(e.code(), what + ": mapping the node's shared segment: " + e.what());
+      }
+    }
     Plan plan{.comm = comm,
               .c = c,
               .rank = comm.rank(),
               .nranks = n,
               .sequence = sequence,
               .chunkBytes = std::min(choice.chunkBytes, comm.engine().context().fifo.totalBytes() / 2),
-              .what = std::string(collectiveName(c.kind)) + " #" + std::to_string(sequence)};
+              .what = what,
+              .node = node};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
                algorithmName(choice.algorithm));
     runAlgorithm(plan, choice.algorithm);

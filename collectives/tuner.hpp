@@ -25,20 +25,22 @@ enum class Algorithm {
   Ring,               // ring reduce-scatter + all-gather; chains for broadcast and reduce
   RecursiveDoubling,  // log2(n) pairwise exchanges, for small all-reduces
   Direct,             // every rank to every rank (or to/from the root) at once
+  Shm,                // one node's ranks on a shared segment, no point-to-point
 };
-constexpr int kAlgorithms = 3;
+constexpr int kAlgorithms = 4;
 
 const char* algorithmName(Algorithm algorithm);
 bool applies(Algorithm algorithm, CollectiveKind kind);
 
 struct Layout {
   int nranks = 1;
-  int nodes = 1;  // distinct hosts among the ranks
+  int nodes = 1;              // distinct hosts among the ranks
+  bool sharedMemory = false;  // one node, and LOOM_TRANSPORT does not rule shared memory out
 };
 
 struct Choice {
   Algorithm algorithm = Algorithm::Ring;
-  size_t chunkBytes = 0;  // ring slice per loop, a multiple of 64
+  size_t chunkBytes = 0;  // ring slice per loop, or shm slot; a multiple of 64
 };
 
 // What LOOM_ALGO and LOOM_CHUNKSIZE ask for; parsed once per communicator.
@@ -54,6 +56,8 @@ class Tuner {
  public:
   Tuner(Layout layout, Overrides overrides);
 
+  // Throws loomInvalidArgument if LOOM_ALGO forces an algorithm that the
+  // layout cannot run (shm across nodes).
   Choice choose(CollectiveKind kind, size_t bytes);
   // The model's estimate in microseconds, for the tests and the log.
   double estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes) const;

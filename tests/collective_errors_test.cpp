@@ -86,23 +86,47 @@ TEST(CollectiveErrors, BadLoomAlgoIsNamed) {
 // Ranks that pass different counts fail with loomInvalidUsage where the
 // mismatch shows, and the others by their deadline: nobody hangs.
 TEST(CollectiveErrors, MismatchedCountsFailInsteadOfCorrupting) {
-  ScopedEnv timeout("LOOM_TIMEOUT_MS", "2000");
-  ScopedEnv algo("LOOM_ALGO", "ring");
-  auto comms = loom::test::initThreadComms(2);
-  std::vector<loomResult_t> results(2);
-  loom::test::onThreads(2, [&](int r) {
-    std::vector<float> buf(64, 1.0f);
-    results[static_cast<size_t>(r)] =
-        loomAllReduce(buf.data(), buf.data(), r == 0 ? 64 : 32, loomFloat32, loomSum, comms[static_cast<size_t>(r)], nullptr);
-  });
-  EXPECT_NE(results[0], loomSuccess);
-  EXPECT_NE(results[1], loomSuccess);
-  bool named = false;
-  for (int r = 0; r < 2; ++r) {
-    named |= std::string(loomGetLastError(comms[static_cast<size_t>(r)])).find("matching counts") != std::string::npos;
+  for (const char* algorithm : {"ring", "shm"}) {
+    ScopedEnv algo("LOOM_ALGO", algorithm);
+    auto comms = loom::test::initThreadComms(2);
+    std::vector<loomResult_t> results(2);
+    loom::test::onThreads(2, [&](int r) {
+      std::vector<float> buf(64, 1.0f);
+      results[static_cast<size_t>(r)] = loomAllReduce(buf.data(), buf.data(), r == 0 ? 64 : 32, loomFloat32, loomSum,
+                                                      comms[static_cast<size_t>(r)], nullptr);
+    });
+    EXPECT_NE(results[0], loomSuccess) << algorithm;
+    EXPECT_NE(results[1], loomSuccess) << algorithm;
+    bool named = false;
+    for (int r = 0; r < 2; ++r) {
+      named |= std::string(loomGetLastError(comms[static_cast<size_t>(r)])).find("matching counts") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << algorithm << ": " << loomGetLastError(comms[0]) << " / " << loomGetLastError(comms[1]);
+    for (auto& c : comms) loomCommAbort(c);
   }
-  EXPECT_TRUE(named) << loomGetLastError(comms[0]) << " / " << loomGetLastError(comms[1]);
-  for (auto& c : comms) loomCommAbort(c);
+}
+
+// On the shared segment, a rank whose communicator goes away while the
+// others wait for it fails them at once, naming it, instead of at the timeout.
+TEST(CollectiveErrors, ARankThatLeavesTheSegmentFailsItsPeersAtOnce) {
+  ScopedEnv algo("LOOM_ALGO", "shm");
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "60000");
+  auto comms = loom::test::initThreadComms(2);
+  loom::test::onThreads(2, [&](int r) {  // maps the segment on both
+    float x = 1;
+    EXPECT_EQ(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comms[static_cast<size_t>(r)], nullptr), loomSuccess);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    loomCommAbort(comms[1]);
+    comms[1] = nullptr;
+  });
+  float x = 1;
+  expectError(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comms[0], nullptr), loomRemoteError, comms[0], "rank 1");
+  leaver.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  loomCommAbort(comms[0]);
 }
 
 // A rank that never joins: the others get loomTimeout naming whom they waited

@@ -152,7 +152,8 @@ TEST_P(Collectives, DataMovementIsExactForEveryCount) {
   runMatrix(n, algo, movementMatrix());
 }
 
-// "" is the tuner's choice; the others force each algorithm where it applies.
+// "" is the tuner's choice (on one node, the shared segment wherever it
+// applies: tuner_test); the others force each algorithm where it applies.
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
                                             ::testing::Values(std::string(""), std::string("ring"),
@@ -164,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
                          });
 
 TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
-  for (const std::string algo : {"ring", "rd"}) {
+  for (const std::string algo : {"ring", "rd", "shm"}) {
     runMatrix(3, "allreduce:" + algo, {{Coll::AllReduce}, {kFull ? loomFloat32 : loomInt8}, {Op::Sum}, {(4u << 20) + 1}});
   }
 }

@@ -15,6 +15,10 @@
 
 namespace loom::coll {
 
+namespace shm {
+class NodeArea;
+}
+
 struct Plan {
   Communicator& comm;
   Collective c;
@@ -27,6 +31,7 @@ struct Plan {
   // with a full FIFO every rank of a ring could wait for its next at once.
   size_t chunkBytes;
   std::string what;   // "allreduce #12", for errors
+  shm::NodeArea* node = nullptr;  // the node's shared segment, for the shm algorithms
 
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {
@@ -44,5 +49,11 @@ void directAllGather(const Plan& plan);
 void directAlltoAll(const Plan& plan);
 void directGather(const Plan& plan);
 void directScatter(const Plan& plan);
+// Within one node, on the shared segment (shm/node_area.hpp).
+void shmAllReduce(const Plan& plan);
+void shmReduceScatter(const Plan& plan);
+void shmAllGather(const Plan& plan);
+void shmBroadcast(const Plan& plan);
+void shmReduce(const Plan& plan);
 
 }  // namespace loom::coll

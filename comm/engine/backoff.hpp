@@ -17,15 +17,23 @@ class Backoff {
   static constexpr auto kYield = std::chrono::microseconds(1000);
   static constexpr auto kSleep = std::chrono::milliseconds(1);
 
+  // `spin`: false when the waiters outnumber the cores, where spinning only
+  // delays the rank being waited for (it starts at Yield).
+  explicit Backoff(bool spin = true) : spin_(spin) {}
+
   // Something moved: start over.
   void reset() { idle_ = false; }
   // Nothing moved: the phase to wait in now.
   Phase next();
 
  private:
+  bool spin_;
   bool idle_ = false;
   std::chrono::steady_clock::time_point since_{};
 };
+
+// True if `ranks` busy waiters would outnumber the CPUs this process may run on.
+bool oversubscribed(int ranks);
 
 // One pause of a spin loop (the CPU's pause/yield hint).
 inline void cpuRelax() {

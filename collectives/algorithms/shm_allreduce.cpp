@@ -1,0 +1,55 @@
+// Shared-memory all-reduce among the ranks of one node. The buffer goes
+// through the node's segment one step (a slot's worth) at a time:
+//
+//   1. every rank copies its piece of the input into its staging slot and
+//      arrives (one synchronization);
+//   2. small pieces, or two ranks (reducesWhole): every rank reduces all the
+//      slots straight into its output, and the step is done;
+//   3. otherwise every rank reduces its 1/n slice of the piece from all the
+//      slots into the shared result slot, says so (a second synchronization),
+//      and copies the whole reduced piece out.
+//
+// Either way the sources are combined in
+// rank order in one pass, so every rank gets the same bits whatever the path,
+// the step size or the message size (the LOOM_DETERMINISTIC order).
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/shm_steps.hpp"
+#include "collectives/algorithms/slices.hpp"
+
+namespace loom::coll {
+
+void shmAllReduce(const Plan& plan) {
+  shm::NodeArea& node = startOnNode(plan);
+  const int n = node.localSize();
+  const int me = node.localRank();
+  const size_t typeSize = plan.c.typeSize;
+  const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), typeSize));
+  std::vector<const void*> sources(static_cast<size_t>(n));
+
+  for (size_t i = 0; i < pieces.count(); ++i) {
+    const Piece piece = pieces[i];
+    const std::byte* in = plan.c.send + piece.offset;
+    std::byte* out = plan.c.recv + piece.offset;
+    const uint64_t step = node.nextStep();
+    copyBytes(node.stage(me, step), in, piece.bytes);
+    node.arrive(step, plan.what);
+
+    if (reducesWhole(n, piece.bytes)) {
+      for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = q == me ? in : node.stage(q, step);
+      if (piece.bytes != 0) cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out, piece.bytes / typeSize);
+      continue;
+    }
+    const Slice mine = sliceOf(piece.bytes, typeSize, n, me);
+    for (int q = 0; q < n; ++q) {
+      sources[static_cast<size_t>(q)] = (q == me ? in : node.stage(q, step)) + mine.offset;
+    }
+    if (mine.bytes != 0) {
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, node.result(step) + mine.offset, mine.bytes / typeSize);
+    }
+    node.post(shm::Counter::Reduced, step);
+    node.waitAll(shm::Counter::Reduced, step, plan.what);
+    copyBytes(out, node.result(step), piece.bytes);
+  }
+}
+
+}  // namespace loom::coll

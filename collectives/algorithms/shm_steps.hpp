@@ -1,0 +1,62 @@
+// How the shared-memory algorithms walk a buffer through the node's steps:
+// pieces of at most one step's bytes (whole elements), and at least one step
+// even for zero bytes, because a collective's first step is where the ranks
+// check that they all called the same thing (shm::NodeArea::startCall).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/shm/node_area.hpp"
+
+namespace loom::coll {
+
+struct Piece {
+  size_t offset;
+  size_t bytes;
+};
+
+// Pieces of `total` bytes at `stepBytes` each: piece(i) for i < count().
+class Pieces {
+ public:
+  Pieces(size_t total, size_t stepBytes) : total_(total), step_(stepBytes) {}
+  size_t count() const { return std::max<size_t>(1, (total_ + step_ - 1) / step_); }
+  Piece operator[](size_t i) const {
+    const size_t offset = std::min(total_, i * step_);
+    return {offset, std::min(step_, total_ - offset)};
+  }
+
+ private:
+  size_t total_;
+  size_t step_;
+};
+
+// Whether a reducing step has every rank (or the root) reduce all the slots
+// whole instead of a 1/n slice each: with two ranks that moves less memory (no
+// result slot to write and read back), and small pieces are latency-bound, so
+// one synchronization beats reading less. Same answer on every rank.
+inline bool reducesWhole(int nranks, size_t pieceBytes) {
+  constexpr size_t kLatencyBound = 16 << 10;
+  return nranks == 2 || pieceBytes <= kLatencyBound;
+}
+
+// The most whole elements that fit in `room` bytes, in bytes.
+inline size_t wholeElements(size_t room, size_t typeSize) { return room / typeSize * typeSize; }
+
+// memcpy that allows the empty and the in-place copy.
+inline void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);
+}
+
+// Announces plan's collective on the node and returns the node's area.
+inline shm::NodeArea& startOnNode(const Plan& plan) {
+  plan.node->startCall({.sequence = plan.sequence,
+                        .bytes = plan.c.blockBytes(),
+                        .kind = static_cast<uint32_t>(plan.c.kind),
+                        .root = plan.c.root});
+  return *plan.node;
+}
+
+}  // namespace loom::coll

@@ -1,0 +1,247 @@
+#include "collectives/shm/node_area.hpp"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "collectives/collective.hpp"
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+#include "comm/engine/backoff.hpp"
+
+namespace loom::coll::shm {
+namespace {
+
+template <class T>
+struct alignas(kCacheLine) Line {
+  std::atomic<T> value;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "shared counters must be lock-free (address-free)");
+
+struct alignas(kCacheLine) CallLine {
+  CallInfo call;  // plain data: published and read under the Arrived counter's release/acquire
+};
+
+struct RankControl {
+  Line<uint64_t> arrived;
+  Line<uint64_t> reduced;
+  Line<uint32_t> left;
+  CallLine calls[2];  // by step parity, like the data buffers
+};
+
+constexpr size_t kNameBytes = 64;
+constexpr auto kSleepSlice = std::chrono::milliseconds(10);  // how often a sleeper checks deadlines and peers
+
+size_t roundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+// The process-shared futex (not FUTEX_PRIVATE: the word lives in a segment
+// that other processes map).
+long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op, value, timeout, nullptr, 0);
+}
+
+}  // namespace
+
+struct NodeArea::Control {
+  Line<uint32_t> sleepers;    // ranks inside a futex wait (or about to be)
+  Line<uint32_t> generation;  // the futex word: bumped by a post that finds sleepers
+
+  RankControl& rank(int local) { return reinterpret_cast<RankControl*>(this + 1)[local]; }
+  std::atomic<uint64_t>& counter(int local, Counter c) {
+    return c == Counter::Arrived ? rank(local).arrived.value : rank(local).reduced.value;
+  }
+};
+
+NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotBytes_(slotBytes) {
+  const auto& peers = comm.peers();
+  const uint64_t host = peers[static_cast<size_t>(comm.rank())].hostId;
+  for (const auto& p : peers) {
+    if (p.hostId != host) continue;
+    if (p.rank == comm.rank()) localRank_ = static_cast<int>(localToRank_.size());
+    localToRank_.push_back(p.rank);
+  }
+  localSize_ = static_cast<int>(localToRank_.size());
+  const size_t controlBytes = roundUp(sizeof(Control) + sizeof(RankControl) * localToRank_.size(), 4096);
+  const size_t bytes = controlBytes + 2 * (localToRank_.size() + 1) * slotBytes_;
+
+  // The lowest rank of each node creates; everyone learns the names in one
+  // allgather, maps, and reports in a second, so that a failure anywhere
+  // fails every rank instead of leaving some waiting.
+  const auto self = static_cast<size_t>(comm.rank());
+  std::vector<std::byte> blocks(peers.size() * kNameBytes);
+  std::string error;
+  if (localRank_ == 0) {
+    try {
+      segment_ = transport::shm::Segment::create(bytes);
+      std::memcpy(&blocks[self * kNameBytes], segment_.name().data(), std::min(segment_.name().size(), kNameBytes - 1));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  comm.bootstrap().allgather(blocks, kNameBytes);
+  if (localRank_ != 0) {
+    const auto* leader = reinterpret_cast<const char*>(&blocks[static_cast<size_t>(localToRank_[0]) * kNameBytes]);
+    const std::string name(leader, strnlen(leader, kNameBytes));
+    if (name.empty()) {
+      error = "rank " + std::to_string(localToRank_[0]) + " could not create its node's shared segment";
+    } else {
+      try {
+        segment_ = transport::shm::Segment::open(name, bytes);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+  }
+  std::fill(blocks.begin(), blocks.end(), std::byte{0});
+  blocks[self * kNameBytes] = std::byte{error.empty() ? uint8_t{1} : uint8_t{0}};
+  comm.bootstrap().allgather(blocks, kNameBytes);
+  segment_.unlink();  // everyone has mapped it (or failed); the creator's unlink removes the name
+  if (!error.empty()) throw Error(loomSystemError, "shared-memory collectives: " + error);
+  for (size_t r = 0; r < peers.size(); ++r) {
+    if (blocks[r * kNameBytes] == std::byte{0}) {
+      throw Error(loomSystemError, "shared-memory collectives: rank " + std::to_string(r) +
+                                       " could not map its node's shared segment");
+    }
+  }
+  spin_ = !oversubscribed(localSize_);
+  control_ = reinterpret_cast<Control*>(segment_.data());
+  data_ = segment_.data() + controlBytes;
+  LOOM_INFO(Coll, "node segment %s: %d local ranks, 2 x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
+            localSize_ + 1, slotBytes_);
+}
+
+NodeArea::~NodeArea() {
+  if (control_ == nullptr) return;
+  control_->rank(localRank_).left.value.store(1, std::memory_order_release);
+  wake();
+}
+
+std::byte* NodeArea::stage(int local, uint64_t step) const {
+  return data_ + ((step % 2) * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
+}
+
+std::byte* NodeArea::result(uint64_t step) const { return stage(localSize_, step); }
+
+void NodeArea::post(Counter counter, uint64_t step) {
+  control_->counter(localRank_, counter).store(step, std::memory_order_seq_cst);
+  wake();
+}
+
+// Pairs with sleep() (Dekker's pattern, all seq_cst): the poster stores its
+// counter then reads `sleepers`, a sleeper increments `sleepers` then reads
+// the counter, so either the poster sees the sleeper or the sleeper's last
+// look sees the post.
+void NodeArea::wake() {
+  if (control_->sleepers.value.load(std::memory_order_seq_cst) == 0) return;
+  control_->generation.value.fetch_add(1, std::memory_order_seq_cst);
+  futex(control_->generation.value, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void NodeArea::sleep(int local, Counter counter, uint64_t step) {
+  auto& sleepers = control_->sleepers.value;
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t generation = control_->generation.value.load(std::memory_order_seq_cst);
+  if (control_->counter(local, counter).load(std::memory_order_seq_cst) < step) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kSleepSlice).count();
+    const timespec slice{.tv_sec = 0, .tv_nsec = static_cast<long>(ns)};
+    futex(control_->generation.value, FUTEX_WAIT, generation, &slice);  // EAGAIN/ETIMEDOUT/EINTR: look again
+  }
+  sleepers.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void NodeArea::startCall(const CallInfo& call) {
+  call_ = call;
+  callStep_ = 0;
+}
+
+uint64_t NodeArea::nextStep() {
+  const uint64_t step = ++step_;
+  if (callStep_ == 0) {
+    callStep_ = step;
+    control_->rank(localRank_).calls[step % 2].call = call_;  // published by post(Arrived, step)
+  }
+  return step;
+}
+
+void NodeArea::arrive(uint64_t step, const std::string& what) {
+  post(Counter::Arrived, step);
+  waitAll(Counter::Arrived, step, what);
+  if (step == callStep_) checkCalls(step, what);
+}
+
+void NodeArea::checkCalls(uint64_t step, const std::string& what) const {
+  const CallInfo& call = call_;
+  const auto describe = [](const CallInfo& c) {
+    const std::string kind = c.kind < kCollectiveKinds ? collectiveName(static_cast<CollectiveKind>(c.kind)) : "?";
+    return kind + " #" + std::to_string(c.sequence) + " of " + std::to_string(c.bytes) + " bytes, root " +
+           std::to_string(c.root);
+  };
+  for (int local = 0; local < localSize_; ++local) {
+    const CallInfo& theirs = control_->rank(local).calls[step % 2].call;
+    if (theirs == call) continue;
+    throw Error(loomInvalidUsage, what + ": rank " + std::to_string(localToRank_[static_cast<size_t>(local)]) +
+                                      " called " + describe(theirs) + " where this rank called " + describe(call) +
+                                      " (every rank must call the same collectives with matching counts and types)");
+  }
+}
+
+bool NodeArea::reached(int local, Counter counter, uint64_t step) const {
+  return control_->counter(local, counter).load(std::memory_order_acquire) >= step;
+}
+
+void NodeArea::waitAll(Counter counter, uint64_t step, const std::string& what) {
+  for (int local = 0; local < localSize_; ++local) {
+    if (local != localRank_) waitFor(local, counter, step, what);
+  }
+}
+
+void NodeArea::waitFor(int local, Counter counter, uint64_t step, const std::string& what) {
+  if (reached(local, counter, step)) return;
+  Backoff backoff(spin_);
+  const auto since = std::chrono::steady_clock::now();
+  while (!reached(local, counter, step)) {
+    const Backoff::Phase phase = backoff.next();
+    if (phase == Backoff::Phase::Spin) {
+      for (int i = 0; i < 16; ++i) cpuRelax();
+      continue;
+    }
+    check(local, counter, step, phase == Backoff::Phase::Sleep, since, what);
+    if (phase == Backoff::Phase::Yield) {
+      ::sched_yield();
+    } else {
+      sleep(local, counter, step);
+    }
+  }
+}
+
+void NodeArea::check(int local, Counter counter, uint64_t step, bool checkProcess,
+                     std::chrono::steady_clock::time_point since, const std::string& what) const {
+  if (comm_.engine().cancelled()) throw Error(loomInvalidUsage, what + ": aborted by loomCommAbort");
+  const int rank = localToRank_[static_cast<size_t>(local)];
+  const auto gone = [&](const std::string& why) {
+    // It may have reached the step just before going: only then is it fine.
+    if (reached(local, counter, step)) return;
+    throw Error(loomRemoteError, what + ": rank " + std::to_string(rank) + " " + why + " before step " +
+                                     std::to_string(step) + " of the shared-memory collectives");
+  };
+  if (control_->rank(local).left.value.load(std::memory_order_acquire) != 0) gone("left (its communicator was destroyed)");
+  if (checkProcess) {
+    const int pid = comm_.peers()[static_cast<size_t>(rank)].pid;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) gone("(pid " + std::to_string(pid) + ") exited");
+  }
+  const auto timeout = comm_.engine().context().timeout;
+  if (std::chrono::steady_clock::now() - since > timeout) {
+    throw Error(loomTimeout, what + ": rank " + std::to_string(rank) + " did not reach step " + std::to_string(step) +
+                                 " of the shared-memory collectives for " + std::to_string(timeout.count()) +
+                                 " ms (LOOM_TIMEOUT_MS)");
+  }
+}
+
+}  // namespace loom::coll::shm

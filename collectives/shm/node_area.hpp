@@ -1,0 +1,112 @@
+// The shared segment in which the ranks of one node run the shared-memory
+// collectives (algorithms/shm_*.cpp) without going through point-to-point.
+//
+//   control  — per local rank, one cache line per counter, written only by
+//              that rank (release) and read by the others (acquire):
+//                arrived: the last step whose input this rank has staged
+//                reduced: the last step whose slice of the result it has written
+//                left:    set when the rank's communicator goes away
+//              plus the sleepers' futex word (see wait()).
+//   data     — two buffers, each a staging slot per local rank and one
+//              result slot, `slotBytes` each.
+//
+// Every collective on the node advances all ranks through the same numbered
+// steps (one slot-sized piece each); step s uses buffer s % 2. A rank stages
+// step s only after it has seen every rank arrive at step s - 1, and each
+// rank is done reading step s - 2's buffer before it arrives at step s - 1,
+// so two buffers let a fast rank run one step ahead with no extra handshake.
+//
+// Waits spin, then yield, then sleep on a futex (ranks may outnumber cores),
+// and give up with a named error on LOOM_TIMEOUT_MS without progress, on
+// loomCommAbort, or when a rank they wait for has left or died.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "transport/shm/segment.hpp"
+
+namespace loom::coll::shm {
+
+constexpr size_t kCacheLine = 64;
+
+enum class Counter { Arrived, Reduced };
+
+// What a rank is running, as its peers must be running it too.
+struct CallInfo {
+  uint64_t sequence = 0;
+  uint64_t bytes = 0;
+  uint32_t kind = 0;  // a CollectiveKind
+  int32_t root = 0;
+
+  bool operator==(const CallInfo&) const = default;
+};
+
+class NodeArea {
+ public:
+  // Collective over the whole communicator (every rank calls it; it uses the
+  // bootstrap): the lowest rank of each node creates its node's segment and
+  // the others map it.
+  NodeArea(Communicator& comm, size_t slotBytes);
+  ~NodeArea();  // marks this rank as gone, so that waiters fail at once
+  NodeArea(const NodeArea&) = delete;
+  NodeArea& operator=(const NodeArea&) = delete;
+
+  int localRank() const { return localRank_; }
+  int localSize() const { return localSize_; }
+  size_t slotBytes() const { return slotBytes_; }
+
+  // Starts a collective: every rank runs at least one step for it, and the
+  // first carries `call`, so that ranks which called different collectives or
+  // counts fail at that step with a named error instead of falling out of step.
+  void startCall(const CallInfo& call);
+  // Numbers the next step; every rank draws the same sequence.
+  uint64_t nextStep();
+  // This rank has staged `step`: publishes it and waits until every local
+  // rank has. `what` names the collective in errors ("allreduce #12").
+  void arrive(uint64_t step, const std::string& what);
+
+  std::byte* stage(int local, uint64_t step) const;  // local rank's staging slot for `step`
+  std::byte* result(uint64_t step) const;            // the result slot for `step`
+
+  // Publishes that this rank has reached `step` on `counter`.
+  void post(Counter counter, uint64_t step);
+
+  // Returns once every local rank has posted `step` on `counter`.
+  void waitAll(Counter counter, uint64_t step, const std::string& what);
+  // The same for one local rank.
+  void waitFor(int local, Counter counter, uint64_t step, const std::string& what);
+
+ private:
+  // Throws loomInvalidUsage naming the first rank whose call differs from ours.
+  void checkCalls(uint64_t step, const std::string& what) const;
+  bool reached(int local, Counter counter, uint64_t step) const;
+  // Throws if `local` cannot reach `step` any more (it left, or its process
+  // died: looked up only when `checkProcess`), on abort, or past the timeout.
+  void check(int local, Counter counter, uint64_t step, bool checkProcess,
+             std::chrono::steady_clock::time_point since, const std::string& what) const;
+  void sleep(int local, Counter counter, uint64_t step);  // one futex wait, bounded by kSleepSlice
+  void wake();                                            // wakes the sleepers, if any
+
+  Communicator& comm_;
+  int localRank_ = 0;
+  int localSize_ = 1;
+  size_t slotBytes_;
+  uint64_t step_ = 0;
+  bool spin_ = true;  // false when the node's ranks outnumber this process's CPUs
+  CallInfo call_;
+  uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
+  std::vector<int> localToRank_;  // communicator rank of each local rank
+  transport::shm::Segment segment_;
+  struct Control;
+  Control* control_ = nullptr;
+  std::byte* data_ = nullptr;
+};
+
+}  // namespace loom::coll::shm

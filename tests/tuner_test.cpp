@@ -1,0 +1,68 @@
+// The tuner's choices: the shared segment wherever every rank shares a node,
+// never across nodes, and LOOM_ALGO obeyed or refused by name.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "collectives/tuner.hpp"
+#include "comm/base/error.hpp"
+#include "tests/support/ranks.hpp"
+
+namespace loom::coll {
+namespace {
+
+using loom::test::ScopedEnv;
+
+constexpr CollectiveKind kShmKinds[] = {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+                                        CollectiveKind::ReduceScatter, CollectiveKind::Broadcast,
+                                        CollectiveKind::Reduce};
+
+TEST(Tuner, OneNodeUsesTheSharedSegmentAtEverySize) {
+  Tuner tuner({.nranks = 4, .nodes = 1, .sharedMemory = true}, Overrides{});
+  for (CollectiveKind kind : kShmKinds) {
+    for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20, size_t{1} << 30}) {
+      const Choice choice = tuner.choose(kind, bytes);
+      EXPECT_EQ(choice.algorithm, Algorithm::Shm) << collectiveName(kind) << " " << bytes;
+      EXPECT_GT(choice.chunkBytes, 0u);
+      EXPECT_EQ(choice.chunkBytes % 64, 0u);
+    }
+  }
+}
+
+TEST(Tuner, AcrossNodesOrOverSocketsNeverPicksTheSegment) {
+  for (Layout layout : {Layout{.nranks = 4, .nodes = 2, .sharedMemory = false},
+                        Layout{.nranks = 4, .nodes = 1, .sharedMemory = false}}) {
+    Tuner tuner(layout, Overrides{});
+    for (CollectiveKind kind : kShmKinds) {
+      for (size_t bytes : {size_t{8}, size_t{1} << 20}) EXPECT_NE(tuner.choose(kind, bytes).algorithm, Algorithm::Shm);
+    }
+  }
+}
+
+TEST(Tuner, LoomAlgoShmAcrossNodesIsRefusedByName) {
+  ScopedEnv algo("LOOM_ALGO", "shm");
+  Tuner tuner({.nranks = 4, .nodes = 2, .sharedMemory = false}, Overrides::fromEnv());
+  try {
+    tuner.choose(CollectiveKind::AllReduce, 1024);
+    FAIL() << "LOOM_ALGO=shm across two nodes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), loomInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("LOOM_ALGO"), std::string::npos) << e.what();
+  }
+  // Where it applies, it is obeyed; and it does not claim the collectives it lacks.
+  Tuner oneNode({.nranks = 4, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
+  EXPECT_EQ(oneNode.choose(CollectiveKind::Reduce, 8).algorithm, Algorithm::Shm);
+  EXPECT_EQ(oneNode.choose(CollectiveKind::AlltoAll, 8).algorithm, Algorithm::Direct);
+}
+
+TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {
+  ScopedEnv chunk("LOOM_CHUNKSIZE", "65536");
+  Tuner tuner({.nranks = 2, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
+  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 1 << 20).chunkBytes, 65536u);
+  ScopedEnv huge("LOOM_CHUNKSIZE", std::to_string(1 << 30));
+  Tuner capped({.nranks = 2, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
+  EXPECT_LE(capped.choose(CollectiveKind::AllReduce, 1 << 20).chunkBytes, size_t{16} << 20);
+}
+
+}  // namespace
+}  // namespace loom::coll
