@@ -16,7 +16,7 @@ void shmReduce(const Plan& plan) {
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
   const size_t typeSize = plan.c.typeSize;
   const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), typeSize));
-  std::vector<const void*> sources(static_cast<size_t>(n));
+  const std::span<const void*> sources = node.sources();
 
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];

@@ -18,7 +18,7 @@ void shmReduceScatter(const Plan& plan) {
   // A slot holds one piece of each of the n blocks.
   const size_t stepBytes = wholeElements(node.slotBytes() / static_cast<size_t>(n), typeSize);
   const Pieces pieces(block, stepBytes);
-  std::vector<const void*> sources(static_cast<size_t>(n));
+  const std::span<const void*> sources = node.sources();
 
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];

@@ -37,6 +37,7 @@ struct RankControl {
 };
 
 constexpr size_t kNameBytes = 64;
+constexpr int kQuickLooks = 256;
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);  // how often a sleeper checks deadlines and peers
 
 size_t roundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
@@ -111,6 +112,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
     }
   }
   spin_ = !oversubscribed(localSize_);
+  sources_.resize(localToRank_.size());
   control_ = reinterpret_cast<Control*>(segment_.data());
   data_ = segment_.data() + controlBytes;
   LOOM_INFO(Coll, "node segment %s: %d local ranks, 2 x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
@@ -203,7 +205,12 @@ void NodeArea::waitAll(Counter counter, uint64_t step, const std::string& what) 
 }
 
 void NodeArea::waitFor(int local, Counter counter, uint64_t step, const std::string& what) {
-  if (reached(local, counter, step)) return;
+  // A peer on another core usually posts within a fraction of a microsecond:
+  // look a few hundred times before the clock-reading back-off starts.
+  for (int i = 0; i < (spin_ ? kQuickLooks : 1); ++i) {
+    if (reached(local, counter, step)) return;
+    cpuRelax();
+  }
   Backoff backoff(spin_);
   const auto since = std::chrono::steady_clock::now();
   while (!reached(local, counter, step)) {

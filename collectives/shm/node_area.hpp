@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ class NodeArea {
   // rank has. `what` names the collective in errors ("allreduce #12").
   void arrive(uint64_t step, const std::string& what);
 
+  // Room for one source pointer per local rank, for the reductions' use.
+  std::span<const void*> sources() { return sources_; }
+
   std::byte* stage(int local, uint64_t step) const;  // local rank's staging slot for `step`
   std::byte* result(uint64_t step) const;            // the result slot for `step`
 
@@ -103,6 +107,7 @@ class NodeArea {
   CallInfo call_;
   uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
   std::vector<int> localToRank_;  // communicator rank of each local rank
+  std::vector<const void*> sources_;
   transport::shm::Segment segment_;
   struct Control;
   Control* control_ = nullptr;

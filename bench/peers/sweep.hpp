@@ -1,0 +1,92 @@
+// The measurement loop that the peer programs (mpi_perf, gloo_perf) share
+// with loom-perf's method, so that their figures compare: for each size from
+// -b to -e by factor -f, -w warm-up iterations, then -n timed iterations back
+// to back, reporting the mean time of one and nccl-tests' bus bandwidth.
+// Output, one line per size on rank 0: "size_bytes time_us busbw_GBps".
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+namespace loom::bench {
+
+struct Sweep {
+  std::string collective = "all_reduce";  // all_reduce, all_gather, reduce_scatter, broadcast
+  size_t minBytes = 8;
+  size_t maxBytes = 64u << 20;
+  size_t factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  int nranks = 2;  // gloo_perf: ranks to fork; mpi_perf takes MPI's
+};
+
+// Parses "COLLECTIVE [-b N] [-e N] [-f N] [-n N] [-w N] [-N N]" (K/M/G suffixes).
+inline Sweep parseSweep(int argc, char** argv) {
+  Sweep s;
+  auto bytes = [](const char* text) {
+    char* end = nullptr;
+    double v = std::strtod(text, &end);
+    switch (end != nullptr ? *end : 0) {
+      case 'K': case 'k': v *= 1024; break;
+      case 'M': case 'm': v *= 1024 * 1024; break;
+      case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+      default: break;
+    }
+    return static_cast<size_t>(v);
+  };
+  if (argc > 1) s.collective = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    if (flag == "-b") s.minBytes = bytes(value);
+    else if (flag == "-e") s.maxBytes = bytes(value);
+    else if (flag == "-f") s.factor = static_cast<size_t>(std::atoi(value));
+    else if (flag == "-n") s.iters = std::atoi(value);
+    else if (flag == "-w") s.warmup = std::atoi(value);
+    else if (flag == "-N") s.nranks = std::atoi(value);
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  if (s.collective != "all_reduce" && s.collective != "all_gather" && s.collective != "reduce_scatter" &&
+      s.collective != "broadcast") {
+    std::fprintf(stderr, "collective must be all_reduce, all_gather, reduce_scatter or broadcast\n");
+    std::exit(2);
+  }
+  if (s.factor < 2) s.factor = 2;
+  return s;
+}
+
+// nccl-tests' bus bandwidth factor for `collective` on n ranks.
+inline double busFactor(const std::string& collective, int n) {
+  if (collective == "all_reduce") return 2.0 * (n - 1) / n;
+  if (collective == "broadcast") return 1.0;
+  return static_cast<double>(n - 1) / n;
+}
+
+// Runs the sweep: `run(bytes)` performs one collective of `bytes` (the
+// total size S of nccl-tests: the whole gathered buffer for all-gather and
+// reduce-scatter); `barrier()` aligns the ranks before each timed loop.
+inline void runSweep(const Sweep& s, int rank, int n, const std::function<void(size_t)>& run,
+                     const std::function<void()>& barrier) {
+  if (rank == 0) std::printf("# %s on %d ranks: size_bytes time_us busbw_GBps\n", s.collective.c_str(), n);
+  for (size_t bytes = s.minBytes; bytes <= s.maxBytes; bytes *= s.factor) {
+    for (int i = 0; i < s.warmup; ++i) run(bytes);
+    barrier();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < s.iters; ++i) run(bytes);
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / s.iters;
+    if (rank == 0) {
+      std::printf("%zu %.2f %.3f\n", bytes, us, static_cast<double>(bytes) / us / 1e3 * busFactor(s.collective, n));
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace loom::bench
