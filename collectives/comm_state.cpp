@@ -14,9 +14,15 @@ Layout layoutOf(Communicator& comm) {
   return {.nranks = comm.size(), .nodes = static_cast<int>(hosts.size()), .sharedMemory = hosts.size() == 1 && !socketsOnly};
 }
 
+Overrides overridesOf(const Communicator& comm) {
+  Overrides o = Overrides::fromEnv();
+  o.deterministic = comm.config().deterministic;
+  return o;
+}
+
 }  // namespace
 
-CommState::CommState(Communicator& comm) : tuner(layoutOf(comm), Overrides::fromEnv()), comm_(comm) {}
+CommState::CommState(Communicator& comm) : tuner(layoutOf(comm), overridesOf(comm)), comm_(comm) {}
 
 shm::NodeArea& CommState::nodeArea(size_t slotBytes) {
   if (!node_) node_ = std::make_unique<shm::NodeArea>(comm_, slotBytes);

@@ -48,6 +48,9 @@ void runAlgorithm(const Plan& plan, Algorithm algorithm) {
         case K::AlltoAll: return directAlltoAll(plan);
         case K::Gather: return directGather(plan);
         case K::Scatter: return directScatter(plan);
+        case K::AllReduce: return directAllReduce(plan);
+        case K::ReduceScatter: return directReduceScatter(plan);
+        case K::Reduce: return directReduce(plan);
         default: break;
       }
       break;

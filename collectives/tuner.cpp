@@ -45,6 +45,10 @@ std::string algorithmList() {
   return list;
 }
 
+bool reducesData(CollectiveKind kind) {
+  return kind == CollectiveKind::AllReduce || kind == CollectiveKind::Reduce || kind == CollectiveKind::ReduceScatter;
+}
+
 double log2Ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
 
 std::optional<Algorithm> parseAlgorithm(const std::string& name) {
@@ -72,9 +76,7 @@ bool applies(Algorithm algorithm, CollectiveKind kind) {
              kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::Broadcast ||
              kind == CollectiveKind::Reduce;
     case Algorithm::RecursiveDoubling: return kind == CollectiveKind::AllReduce;
-    case Algorithm::Direct:
-      return kind == CollectiveKind::AllGather || kind == CollectiveKind::AlltoAll ||
-             kind == CollectiveKind::Gather || kind == CollectiveKind::Scatter;
+    case Algorithm::Direct: return kind != CollectiveKind::Broadcast;
     case Algorithm::Shm:
       return kind == CollectiveKind::AllReduce || kind == CollectiveKind::AllGather ||
              kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::Broadcast ||
@@ -82,6 +84,8 @@ bool applies(Algorithm algorithm, CollectiveKind kind) {
   }
   return false;
 }
+
+bool foldsInRankOrder(Algorithm algorithm) { return algorithm == Algorithm::Direct || algorithm == Algorithm::Shm; }
 
 Overrides Overrides::fromEnv() {
   Overrides o;
@@ -151,7 +155,14 @@ double Tuner::estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes)
     }
     case Algorithm::Direct:
       steps = 1 + kPerPeerFraction * (n - 1);
-      moved = (n - 1) / n * s;
+      if (kind == CollectiveKind::AllReduce) {  // a reduce-scatter, then an all-gather
+        steps *= 2;
+        moved = 2 * (n - 1) / n * s;
+      } else if (kind == CollectiveKind::Reduce) {  // the root receives everything
+        moved = (n - 1) * s;
+      } else {
+        moved = (n - 1) / n * s;
+      }
       break;
     case Algorithm::Shm: {
       if (!layout_.sharedMemory) return std::numeric_limits<double>::infinity();
@@ -178,6 +189,11 @@ Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
                                            std::to_string(layout_.nodes) + " nodes" +
                                            (layout_.nodes == 1 ? " with LOOM_TRANSPORT=socket" : ""));
     }
+    if (overrides_.deterministic && reducesData(kind) && !foldsInRankOrder(*forced)) {
+      throw Error(loomInvalidArgument, std::string("LOOM_ALGO: ") + algorithmName(*forced) + " does not fold " +
+                                           collectiveName(kind) +
+                                           " in rank order, which LOOM_DETERMINISTIC=1 asks for (shm and direct do)");
+    }
     choice.algorithm = *forced;
   } else {
     why = "cost model";
@@ -185,6 +201,7 @@ Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
     for (int a = 0; a < kAlgorithms; ++a) {
       const auto algorithm = static_cast<Algorithm>(a);
       if (!applies(algorithm, kind)) continue;
+      if (overrides_.deterministic && reducesData(kind) && !foldsInRankOrder(algorithm)) continue;
       const double t = estimateUs(algorithm, kind, bytes);
       if (t < best) {
         best = t;

@@ -24,13 +24,16 @@ namespace loom::coll {
 enum class Algorithm {
   Ring,               // ring reduce-scatter + all-gather; chains for broadcast and reduce
   RecursiveDoubling,  // log2(n) pairwise exchanges, for small all-reduces
-  Direct,             // every rank to every rank (or to/from the root) at once
+  Direct,             // every rank to every rank (or to/from the root) at once; reductions in rank order
   Shm,                // one node's ranks on a shared segment, no point-to-point
 };
 constexpr int kAlgorithms = 4;
 
 const char* algorithmName(Algorithm algorithm);
 bool applies(Algorithm algorithm, CollectiveKind kind);
+// True if the algorithm folds every element's operands in rank order, one
+// pass (what LOOM_DETERMINISTIC keeps to for reductions).
+bool foldsInRankOrder(Algorithm algorithm);
 
 struct Layout {
   int nranks = 1;
@@ -47,6 +50,7 @@ struct Choice {
 struct Overrides {
   std::array<std::optional<Algorithm>, kCollectiveKinds> algorithm{};
   size_t chunkBytes = 0;  // 0: the tuner's
+  bool deterministic = false;  // reductions only with algorithms that fold in rank order
 
   // Throws loomInvalidArgument naming the variable and the bad entry.
   static Overrides fromEnv();
@@ -57,7 +61,8 @@ class Tuner {
   Tuner(Layout layout, Overrides overrides);
 
   // Throws loomInvalidArgument if LOOM_ALGO forces an algorithm that the
-  // layout cannot run (shm across nodes).
+  // layout cannot run (shm across nodes), or, under LOOM_DETERMINISTIC, a
+  // reduction algorithm that does not fold in rank order.
   Choice choose(CollectiveKind kind, size_t bytes);
   // The model's estimate in microseconds, for the tests and the log.
   double estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes) const;

@@ -11,6 +11,7 @@ namespace loom {
 struct Config {
   std::chrono::milliseconds timeout{300000};
   bool blocking = true;
+  bool deterministic = false;  // reductions fold in rank order (LOOM_DETERMINISTIC)
 
   // Validates `config` (NULL allowed); bad fields are loomInvalidArgument naming the field.
   static Config resolve(const loomConfig_t* config);

@@ -43,6 +43,9 @@ TEST(BadArgs, Config) {
   c = LOOM_CONFIG_INITIALIZER;
   c.timeoutMs = 0;
   expectInvalid(loomCommInitRankConfig(&comm, 1, id, 0, &c), nullptr, "config->timeoutMs");
+  c = LOOM_CONFIG_INITIALIZER;
+  c.deterministic = 2;
+  expectInvalid(loomCommInitRankConfig(&comm, 1, id, 0, &c), nullptr, "config->deterministic");
 }
 
 TEST(BadArgs, QueriesAndTeardown) {

@@ -157,7 +157,7 @@ TEST_P(Collectives, DataMovementIsExactForEveryCount) {
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
                                             ::testing::Values(std::string(""), std::string("ring"),
-                                                              std::string("allreduce:rd,allgather:direct"))),
+                                                              std::string("allreduce:rd,reducescatter:direct,reduce:direct,allgather:direct"))),
                          [](const auto& p) {
                            std::string algo = std::get<1>(p.param);
                            std::string name = algo.empty() ? "tuned" : algo == "ring" ? "ring" : "rd_direct";

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "collectives/collective.hpp"
@@ -39,6 +40,11 @@ struct Plan {
   }
 };
 
+// A local copy of a block: nothing when empty or in place.
+inline void copyBlock(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst != src && bytes != 0) std::memmove(dst, src, bytes);
+}
+
 void ringAllReduce(const Plan& plan);
 void ringAllGather(const Plan& plan);
 void ringReduceScatter(const Plan& plan);
@@ -49,6 +55,10 @@ void directAllGather(const Plan& plan);
 void directAlltoAll(const Plan& plan);
 void directGather(const Plan& plan);
 void directScatter(const Plan& plan);
+// Reductions folded in rank order (direct_reductions.cpp).
+void directAllReduce(const Plan& plan);
+void directReduceScatter(const Plan& plan);
+void directReduce(const Plan& plan);
 // Within one node, on the shared segment (shm/node_area.hpp).
 void shmAllReduce(const Plan& plan);
 void shmReduceScatter(const Plan& plan);

@@ -3,49 +3,10 @@
 // the engine interleaves them and nothing waits on a ring. All-to-all and
 // all-gather exchange with every peer; gather and scatter go to and from
 // the root. A rank's own block is a local copy.
-#include <cstring>
-#include <deque>
-#include <vector>
-
 #include "collectives/algorithms/algorithms.hpp"
-#include "comm/engine/wait.hpp"
+#include "collectives/algorithms/exchange.hpp"
 
 namespace loom::coll {
-namespace {
-
-// Posted ops of one direct collective.
-class Exchange {
- public:
-  explicit Exchange(const Plan& plan) : plan_(plan) {}
-
-  void send(int peer, const std::byte* buffer, size_t bytes) { add(OpKind::Send, peer, const_cast<std::byte*>(buffer), bytes); }
-  void recv(int peer, std::byte* buffer, size_t bytes) { add(OpKind::Recv, peer, buffer, bytes); }
-
-  void run() {
-    std::vector<P2pOp*> pointers;
-    for (auto& op : ops_) pointers.push_back(&op);
-    runOps(pointers);
-  }
-
- private:
-  void add(OpKind kind, int peer, std::byte* buffer, size_t bytes) {
-    P2pOp& op = ops_.emplace_back();
-    op.engine = &plan_.comm.engine();
-    op.kind = kind;
-    op.peer = peer;
-    op.buffer = buffer;
-    op.bytes = bytes;
-  }
-
-  const Plan& plan_;
-  std::deque<P2pOp> ops_;  // a deque: ops never move once added
-};
-
-void copyBlock(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (dst != src && bytes != 0) std::memmove(dst, src, bytes);
-}
-
-}  // namespace
 
 void directAllGather(const Plan& plan) {
   const size_t block = plan.c.blockBytes();

@@ -18,12 +18,12 @@ void shmAllGather(const Plan& plan) {
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     const uint64_t step = node.nextStep();
-    copyBytes(node.stage(me, step), in, piece.bytes);
+    copyBlock(node.stage(me, step), in, piece.bytes);
     node.arrive(step, plan.what);
 
     for (int q = 0; q < n; ++q) {
       std::byte* out = plan.c.recv + static_cast<size_t>(q) * block + piece.offset;
-      copyBytes(out, q == me ? in : node.stage(q, step), piece.bytes);
+      copyBlock(out, q == me ? in : node.stage(q, step), piece.bytes);
     }
   }
 }

@@ -31,7 +31,7 @@ void shmAllReduce(const Plan& plan) {
     const std::byte* in = plan.c.send + piece.offset;
     std::byte* out = plan.c.recv + piece.offset;
     const uint64_t step = node.nextStep();
-    copyBytes(node.stage(me, step), in, piece.bytes);
+    copyBlock(node.stage(me, step), in, piece.bytes);
     node.arrive(step, plan.what);
 
     if (reducesWhole(n, piece.bytes)) {
@@ -48,7 +48,7 @@ void shmAllReduce(const Plan& plan) {
     }
     node.post(shm::Counter::Reduced, step);
     node.waitAll(shm::Counter::Reduced, step, plan.what);
-    copyBytes(out, node.result(step), piece.bytes);
+    copyBlock(out, node.result(step), piece.bytes);
   }
 }
 

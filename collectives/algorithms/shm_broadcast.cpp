@@ -16,9 +16,9 @@ void shmBroadcast(const Plan& plan) {
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const uint64_t step = node.nextStep();
-    if (isRoot) copyBytes(node.stage(root, step), plan.c.send + piece.offset, piece.bytes);
+    if (isRoot) copyBlock(node.stage(root, step), plan.c.send + piece.offset, piece.bytes);
     node.arrive(step, plan.what);
-    copyBytes(plan.c.recv + piece.offset, isRoot ? plan.c.send + piece.offset : node.stage(root, step), piece.bytes);
+    copyBlock(plan.c.recv + piece.offset, isRoot ? plan.c.send + piece.offset : node.stage(root, step), piece.bytes);
   }
 }
 

@@ -23,7 +23,7 @@ void shmReduce(const Plan& plan) {
     const std::byte* in = plan.c.send + piece.offset;
     const bool whole = reducesWhole(n, piece.bytes);
     const uint64_t step = node.nextStep();
-    if (!whole || me != root) copyBytes(node.stage(me, step), in, piece.bytes);
+    if (!whole || me != root) copyBlock(node.stage(me, step), in, piece.bytes);
     node.arrive(step, plan.what);
 
     const Slice mine = whole ? Slice{0, me == root ? piece.bytes : 0} : sliceOf(piece.bytes, typeSize, n, me);
@@ -36,7 +36,7 @@ void shmReduce(const Plan& plan) {
     node.post(shm::Counter::Reduced, step);
     if (me == root) {
       node.waitAll(shm::Counter::Reduced, step, plan.what);
-      copyBytes(plan.c.recv + piece.offset, node.result(step), piece.bytes);
+      copyBlock(plan.c.recv + piece.offset, node.result(step), piece.bytes);
     }
   }
 }

@@ -25,7 +25,7 @@ void shmReduceScatter(const Plan& plan) {
     const uint64_t step = node.nextStep();
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
-      copyBytes(node.stage(me, step) + static_cast<size_t>(j) * stepBytes,
+      copyBlock(node.stage(me, step) + static_cast<size_t>(j) * stepBytes,
                 plan.c.send + static_cast<size_t>(j) * block + piece.offset, piece.bytes);
     }
     node.arrive(step, plan.what);

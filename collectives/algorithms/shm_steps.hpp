@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/shm/node_area.hpp"
@@ -44,11 +43,6 @@ inline bool reducesWhole(int nranks, size_t pieceBytes) {
 
 // The most whole elements that fit in `room` bytes, in bytes.
 inline size_t wholeElements(size_t room, size_t typeSize) { return room / typeSize * typeSize; }
-
-// memcpy that allows the empty and the in-place copy.
-inline void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);
-}
 
 // Announces plan's collective on the node and returns the node's area.
 inline shm::NodeArea& startOnNode(const Plan& plan) {

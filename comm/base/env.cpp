@@ -17,6 +17,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
     {"LOOM_DEBUG_FILE", "", "Write the log to this file instead of stderr; %h is replaced by the host name, %p by the pid."},
     {"LOOM_DEBUG_SUBSYS", "ALL", "Comma-separated subsystems to log: INIT, BOOTSTRAP, NET, COMM, LAUNCH, COLL, TUNING, ALL; a leading ^ excludes the listed ones."},
+    {"LOOM_DETERMINISTIC", "0", "1: reductions fold every element's operands in rank order in one pass (shared-segment and direct algorithms only), so float results are bitwise identical across runs, algorithms and message sizes for a given rank count. loomConfig_t.deterministic overrides it."},
     {"LOOM_HOSTID", "", "Overrides the host id (default: a hash of the host name and the kernel boot id); ranks with equal ids count as one node."},
     {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
     {"LOOM_RANK", "", "Rank of this process, for loomCommInitFromEnv (set by loomrun)."},

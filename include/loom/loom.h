@@ -89,13 +89,15 @@ typedef struct {
   unsigned int version; /* set by the initializer */
   int blocking;         /* 1 (default): init returns when done; 0: returns loomInProgress */
   int timeoutMs;        /* deadline of every wait; overrides LOOM_TIMEOUT_MS */
+  int deterministic;    /* 1: float reductions fold in rank order, bitwise reproducible
+                           across algorithms and sizes; overrides LOOM_DETERMINISTIC */
 } loomConfig_t;
 
 #define LOOM_CONFIG_MAGIC 0x4c4f4f4du /* "LOOM" */
 #define LOOM_CONFIG_INITIALIZER                                                   \
   {                                                                               \
     sizeof(loomConfig_t), LOOM_CONFIG_MAGIC, LOOM_VERSION_CODE,                   \
-        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT                              \
+        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT       \
   }
 
 /* Versions and errors. */

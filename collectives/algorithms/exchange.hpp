@@ -1,0 +1,43 @@
+// The direct algorithms' tool: point-to-point operations of one collective,
+// all posted at once on the engine (the point-to-point channel) and waited
+// for together, so the engine interleaves them and nothing waits on a ring.
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "comm/engine/wait.hpp"
+
+namespace loom::coll {
+
+class Exchange {
+ public:
+  explicit Exchange(const Plan& plan) : plan_(plan) {}
+
+  void send(int peer, const std::byte* buffer, size_t bytes) { add(OpKind::Send, peer, const_cast<std::byte*>(buffer), bytes); }
+  void recv(int peer, std::byte* buffer, size_t bytes) { add(OpKind::Recv, peer, buffer, bytes); }
+
+  // Posts every operation added and returns when all have completed.
+  void run() {
+    std::vector<P2pOp*> pointers;
+    for (auto& op : ops_) pointers.push_back(&op);
+    runOps(pointers);
+    ops_.clear();
+  }
+
+ private:
+  void add(OpKind kind, int peer, std::byte* buffer, size_t bytes) {
+    P2pOp& op = ops_.emplace_back();
+    op.engine = &plan_.comm.engine();
+    op.kind = kind;
+    op.peer = peer;
+    op.buffer = buffer;
+    op.bytes = bytes;
+  }
+
+  const Plan& plan_;
+  std::deque<P2pOp> ops_;  // a deque: ops never move once added
+};
+
+}  // namespace loom::coll
