@@ -31,11 +31,12 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "transport/shm/fifo.hpp"
 #include "transport/shm/segment.hpp"
 
 namespace loom::coll::shm {
 
-constexpr size_t kCacheLine = 64;
+using transport::shm::kCacheLine;
 
 enum class Counter { Arrived, Reduced };
 
