@@ -9,9 +9,9 @@
 //      slots into the shared result slot, says so (a second synchronization),
 //      and copies the whole reduced piece out.
 //
-// Either way the sources are combined in
-// rank order in one pass, so every rank gets the same bits whatever the path,
-// the step size or the message size (the LOOM_DETERMINISTIC order).
+// Either way the sources are combined in rank order in one pass, so every
+// rank gets the same bits whatever the path, the step size or the message
+// size (the LOOM_DETERMINISTIC order).
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 #include "collectives/algorithms/slices.hpp"

@@ -1,6 +1,6 @@
 // Shared-memory reduce among the ranks of one node: shmAllReduce's steps,
 // except that only the root takes the result. When reducesWhole(), the root
-// reduces every slot straight into its output (and stages nothing); otherwise
+// reduces every slot straight into its output (and stages nothing itself); otherwise
 // every rank reduces its slice into the result slot and the root copies the
 // finished piece out once all have. Rank order, one pass, as in all-reduce.
 #include "collectives/algorithms/algorithms.hpp"
