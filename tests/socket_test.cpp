@@ -114,7 +114,7 @@ TEST(Socket, CancellationUnblocksAWait) {
     EXPECT_EQ(e.code(), loomInvalidUsage);
     EXPECT_NE(std::string(e.what()).find("abort"), std::string::npos);
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);  // far below the 60 s deadline
   canceller.join();
 }
 

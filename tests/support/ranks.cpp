@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <thread>
+
+#include "comm/communicator.hpp"
 
 namespace loom::test {
 
@@ -28,6 +31,20 @@ void destroyAll(std::vector<loomComm_t>& comms) {
     if (c != nullptr) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
     c = nullptr;
   }
+}
+
+loomResult_t abortOnceInside(loomComm_t comm) {
+  using namespace std::chrono_literals;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (comm->activeCalls.load(std::memory_order_acquire) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "no call started on the communicator within 60 s";
+      break;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(50ms);
+  return loomCommAbort(comm);
 }
 
 ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {

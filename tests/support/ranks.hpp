@@ -17,6 +17,11 @@ void onThreads(int n, const std::function<void(int rank)>& fn);
 std::vector<loomComm_t> initThreadComms(int n);
 void destroyAll(std::vector<loomComm_t>& comms);
 
+// loomCommAbort(comm) from this thread once another thread's call on `comm`
+// is under way and has had time to settle into its wait. Aborting earlier
+// would free the communicator before that call even starts using it.
+loomResult_t abortOnceInside(loomComm_t comm);
+
 // Sets an environment variable for the scope of the object.
 class ScopedEnv {
  public:
