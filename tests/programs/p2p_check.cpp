@@ -1,9 +1,10 @@
 // A rank for the point-to-point process tests (and the network-namespace
 // script). Initializes from the launcher's environment, then runs one mode:
-//   matrix              every dtype x counts 0, 1, 7, 4095, 1Mi+3, with every
-//                       other rank at once (one group), unaligned buffers
-//   large TYPES         64 Mi elements of each listed dtype (e.g. int8,float64
-//                       or all) around the ring
+//   matrix [KI]         every dtype x counts 0, 1, 7, 4095, KI Ki+3 (default
+//                       1024), with every other rank at once (one group),
+//                       unaligned buffers
+//   large TYPES [MI]    MI Mi elements (default 64) of each listed dtype (e.g.
+//                       int8,float64 or all) around the ring
 //   flood               3000 one-element messages each way with every peer at once
 //   ring ITERS          grouped ring exchanges of 4 MiB
 //   victim R MS         rank R SIGKILLs itself MS ms into endless large transfers
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,10 +78,10 @@ bool exchangeAll(const Type& t, size_t count, uint64_t index) {
   return true;
 }
 
-bool matrix() {
+bool matrix(size_t kibi) {
   uint64_t index = 0;
   for (const auto& t : kTypes) {
-    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4095}, (size_t{1} << 20) + 3}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4095}, (kibi << 10) + 3}) {
       if (!exchangeAll(t, count, index++)) return false;
     }
   }
@@ -99,12 +101,19 @@ bool ringOnce(std::span<std::byte> out, std::span<std::byte> in, size_t count, c
   return bad < 0;
 }
 
-bool large(const std::string& types) {
-  const size_t count = size_t{64} << 20;
-  std::vector<std::byte> out(count * 8), in(count * 8);
+bool large(const std::string& types, size_t mebi) {
+  const auto listed = [&](const auto& t) {
+    return types == "all" || ("," + types + ",").find("," + std::string(t.name) + ",") != std::string::npos;
+  };
+  const size_t count = mebi << 20;
+  size_t widest = 0;
+  for (const auto& t : kTypes) {
+    if (listed(t)) widest = std::max(widest, t.size);
+  }
+  std::vector<std::byte> out(count * widest), in(count * widest);
   uint64_t index = 100;
   for (const auto& t : kTypes) {
-    if (types != "all" && ("," + types + ",").find("," + std::string(t.name) + ",") == std::string::npos) continue;
+    if (!listed(t)) continue;
     auto o = std::span(out).first(count * t.size), i = std::span(in).first(count * t.size);
     if (!ringOnce(o, i, count, t, index++)) return false;
   }
@@ -185,8 +194,8 @@ int main(int argc, char** argv) {
   loomCommUserRank(comm, &rank);
   loomCommCount(comm, &size);
   bool ok = false;
-  if (mode == "matrix") ok = matrix();
-  else if (mode == "large" && argc > 2) ok = large(argv[2]);
+  if (mode == "matrix") ok = matrix(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024);
+  else if (mode == "large" && argc > 2) ok = large(argv[2], argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 64);
   else if (mode == "flood") ok = flood();
   else if (mode == "ring" && argc > 2) ok = ring(std::atoi(argv[2]));
   else if (mode == "victim" && argc > 3) {
