@@ -165,13 +165,43 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
                          });
 
 TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
-  for (const std::string algo : kFull ? std::vector<std::string>{"ring", "rd", "shm"} : std::vector<std::string>{"ring", "shm"}) {
+  for (const std::string& algo : kFull ? std::vector<std::string>{"ring", "rd", "shm"} : std::vector<std::string>{"ring", "shm"}) {
     runMatrix(3, "allreduce:" + algo, {{Coll::AllReduce}, {kFull ? loomFloat32 : loomInt8}, {Op::Sum}, {(4u << 20) + 1}});
   }
 }
 
 TEST(CollectivesLarge, SixteenRanksAsThreads) {
   runMatrix(16, "", {kAllColls, {loomFloat32}, {Op::Sum, Op::Max}, {0, 7, kFull ? 65537u : 1023u}});
+}
+
+// The reference itself: it must see one wrong element, and data moved by a
+// whole number of periods of a simple pattern (here 8 elements).
+TEST(CollectiveCheck, SeesOneWrongElementAndShiftedData) {
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather}) {
+    const Case c{coll, loomInt32, Op::Sum, 3, 1, 0, 1000};
+    std::vector<std::byte> right(recvElements(c) * sizeof(int32_t));
+    // The right answer, built as the collective would: each rank's input, folded or placed.
+    std::vector<std::vector<std::byte>> inputs(3, std::vector<std::byte>(sendElements(c) * sizeof(int32_t)));
+    for (int r = 0; r < 3; ++r) fillSend(Case{coll, loomInt32, Op::Sum, 3, r, 0, 1000}, inputs[static_cast<size_t>(r)].data());
+    for (size_t e = 0; e < recvElements(c); ++e) {
+      int32_t v = 0;
+      if (coll == Coll::AllReduce) {
+        for (const auto& in : inputs) v += reinterpret_cast<const int32_t*>(in.data())[e];
+      } else {
+        v = reinterpret_cast<const int32_t*>(inputs[e / c.count].data())[e % c.count];
+      }
+      std::memcpy(right.data() + e * sizeof v, &v, sizeof v);
+    }
+    EXPECT_EQ(checkResult(c, right.data()), "") << collName(coll);
+
+    auto wrong = right;
+    reinterpret_cast<int32_t*>(wrong.data())[517] += 1;
+    EXPECT_EQ(wrongElements(c, wrong.data()), 1u) << collName(coll);
+
+    auto shifted = right;
+    std::memmove(shifted.data() + 8 * sizeof(int32_t), right.data(), right.size() - 8 * sizeof(int32_t));
+    EXPECT_GT(wrongElements(c, shifted.data()), recvElements(c) / 2) << collName(coll);
+  }
 }
 
 }  // namespace

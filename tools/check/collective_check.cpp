@@ -1,5 +1,7 @@
 #include "tools/check/collective_check.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +11,19 @@
 
 namespace loom::check {
 namespace {
+
+// Element i of every input takes one of kKeys values, picked by a mix of i
+// (a plain i % 8 would hide data moved by a multiple of 8 elements). A
+// reduction's expected value depends only on that key, so it is computed
+// once per key, and inputs are filled from a table of kKeys stored values.
+constexpr size_t kKeys = 8;
+
+size_t indexKey(size_t i) {
+  uint64_t x = (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64's finalizer
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<size_t>((x ^ (x >> 31)) % kKeys);
+}
 
 bool isFloat(loomDataType_t t) {
   return t == loomFloat16 || t == loomBfloat16 || t == loomFloat32 || t == loomFloat64;
@@ -109,16 +124,24 @@ double preMulScalar(int rank) { return 1 + rank % 2; }
 
 // Sums of up to 16 ranks stay below 256 (exact in bfloat16's 8 bits, also
 // after PreMulSum's factor 2); products have at most 4 factors of 2.
-double inputValue(Op op, loomDataType_t type, int rank, size_t i) {
-  if (op == Op::Prod) return (static_cast<size_t>(rank) + i) % 4 == 0 ? 2 : 1;
-  const double v = static_cast<double>((static_cast<size_t>(rank) * 7 + i * 13 + 3) % 8);
+namespace {
+double keyValue(Op op, loomDataType_t type, int rank, size_t key) {
+  if (op == Op::Prod) return (static_cast<size_t>(rank) + key) % 4 == 0 ? 2 : 1;
+  const double v = static_cast<double>((static_cast<size_t>(rank) * 7 + key * 13 + 3) % 8);
   return isSigned(type) ? v - 3 : v;
 }
+}  // namespace
+
+double inputValue(Op op, loomDataType_t type, int rank, size_t i) { return keyValue(op, type, rank, indexKey(i)); }
 
 void storeValue(loomDataType_t type, void* buffer, size_t i, double v) { store(type, buffer, i, v); }
 
 void fillInput(void* buffer, Op op, loomDataType_t type, int rank, size_t first, size_t count) {
-  for (size_t i = 0; i < count; ++i) store(type, buffer, i, inputValue(op, type, rank, first + i));
+  const size_t size = typeSize(type);
+  std::array<std::byte, kKeys * 8> stored{};  // each key's value, as `type`
+  for (size_t key = 0; key < kKeys; ++key) store(type, stored.data() + key * size, 0, keyValue(op, type, rank, key));
+  auto* bytes = static_cast<std::byte*>(buffer);
+  for (size_t i = 0; i < count; ++i) std::memcpy(bytes + i * size, stored.data() + indexKey(first + i) * size, size);
 }
 
 size_t sendElements(const Case& c) {
@@ -147,24 +170,30 @@ namespace {
 template <class OnWrong>
 void compare(const Case& c, const void* recv, OnWrong&& onWrong) {
   if (!hasResult(c)) return;
+  // The reduction over every rank of the elements with this key, as stored in the type.
+  const auto reduction = [&](size_t key) {
+    double acc = 0;
+    for (int r = 0; r < c.nranks; ++r) {
+      double v = keyValue(c.op, c.type, r, key);
+      if (c.op == Op::PreMulSum) v = asStored(c.type, v * preMulScalar(r));
+      switch (c.op) {
+        case Op::Sum: case Op::Avg: case Op::PreMulSum: acc = r == 0 ? v : acc + v; break;
+        case Op::Prod: acc = r == 0 ? v : acc * v; break;
+        case Op::Min: acc = r == 0 ? v : std::min(acc, v); break;
+        case Op::Max: acc = r == 0 ? v : std::max(acc, v); break;
+      }
+    }
+    if (c.op == Op::Avg) return isFloat(c.type) ? acc / c.nranks : integerAverage(c.type, acc, c.nranks);
+    return asStored(c.type, acc);
+  };
+  std::array<double, kKeys> folded{};
+  if (reduces(c.coll)) {
+    for (size_t key = 0; key < kKeys; ++key) folded[key] = reduction(key);
+  }
+  const auto fold = [&](size_t index) { return folded[indexKey(index)]; };
   for (size_t e = 0; e < recvElements(c); ++e) {
     // Which input element(s) land at e: (source rank, index in its send buffer).
     double expected = 0;
-    auto fold = [&](size_t index) {
-      double acc = 0;
-      for (int r = 0; r < c.nranks; ++r) {
-        double v = inputValue(c.op, c.type, r, index);
-        if (c.op == Op::PreMulSum) v = asStored(c.type, v * preMulScalar(r));
-        switch (c.op) {
-          case Op::Sum: case Op::Avg: case Op::PreMulSum: acc = r == 0 ? v : acc + v; break;
-          case Op::Prod: acc = r == 0 ? v : acc * v; break;
-          case Op::Min: acc = r == 0 ? v : std::min(acc, v); break;
-          case Op::Max: acc = r == 0 ? v : std::max(acc, v); break;
-        }
-      }
-      if (c.op == Op::Avg) return isFloat(c.type) ? acc / c.nranks : integerAverage(c.type, acc, c.nranks);
-      return asStored(c.type, acc);
-    };
     switch (c.coll) {
       case Coll::Broadcast: expected = inputValue(c.op, c.type, c.root, e); break;
       case Coll::Reduce: case Coll::AllReduce: expected = fold(e); break;
