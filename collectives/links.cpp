@@ -57,14 +57,14 @@ bool Links::progressAll() {
   return moved;
 }
 
-void Links::pause(Backoff::Phase phase, std::chrono::steady_clock::time_point since, int peer) {
+void Links::pause(Backoff& backoff, std::chrono::steady_clock::time_point since, int peer) {
   if (engine_.cancelled()) throw Error(loomInvalidUsage, what_ + ": aborted by loomCommAbort");
   const auto timeout = engine_.context().timeout;
   if (std::chrono::steady_clock::now() - since > timeout) {
     throw Error(loomTimeout, what_ + ": nothing moved to or from rank " + std::to_string(peer) + " for " +
                                  std::to_string(timeout.count()) + " ms (LOOM_TIMEOUT_MS)");
   }
-  switch (phase) {
+  switch (backoff.next()) {
     case Backoff::Phase::Spin:
       for (int i = 0; i < 16; ++i) cpuRelax();
       return;
@@ -80,9 +80,8 @@ void Links::pause(Backoff::Phase phase, std::chrono::steady_clock::time_point si
   std::vector<pollfd> fds;
   for (const auto& w : waits) fds.push_back({w.fd, w.events, 0});
   if (engine_.cancelFd() >= 0) fds.push_back({engine_.cancelFd(), POLLIN, 0});
-  if (::poll(fds.data(), fds.size(), static_cast<int>(Backoff::kSleep.count())) < 0 && errno != EINTR) {
-    throwSystemError("poll", errno);
-  }
+  const timespec sleep = toTimespec(backoff.sleepTime());
+  if (::ppoll(fds.data(), fds.size(), &sleep, nullptr) < 0 && errno != EINTR) throwSystemError("ppoll", errno);
   for (auto& u : used_) {
     if (u.lost) continue;
     try {

@@ -41,7 +41,7 @@ class Links {
         since = std::chrono::steady_clock::now();
         continue;
       }
-      pause(backoff.next(), since, peer);
+      pause(backoff, since, peer);
     }
   }
 
@@ -65,7 +65,7 @@ class Links {
   bool progressAll();
   // One idle step: throws on abort or silence past the timeout; in the sleep
   // phase polls the connections' fds and checks that their peers live.
-  void pause(Backoff::Phase phase, std::chrono::steady_clock::time_point since, int peer);
+  void pause(Backoff& backoff, std::chrono::steady_clock::time_point since, int peer);
 
   Engine& engine_;
   std::string what_;

@@ -151,8 +151,7 @@ void NodeArea::sleep(int local, Counter counter, uint64_t step) {
   sleepers.fetch_add(1, std::memory_order_seq_cst);
   const uint32_t generation = control_->generation.value.load(std::memory_order_seq_cst);
   if (control_->counter(local, counter).load(std::memory_order_seq_cst) < step) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kSleepSlice).count();
-    const timespec slice{.tv_sec = 0, .tv_nsec = static_cast<long>(ns)};
+    const timespec slice = toTimespec(kSleepSlice);
     futex(control_->generation.value, FUTEX_WAIT, generation, &slice);  // EAGAIN/ETIMEDOUT/EINTR: look again
   }
   sleepers.fetch_sub(1, std::memory_order_relaxed);

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 namespace loom {
 
 Backoff::Phase Backoff::next() {
@@ -14,6 +16,16 @@ Backoff::Phase Backoff::next() {
   if (spin_ && idle < kSpin) return Phase::Spin;
   if (idle < kYield) return Phase::Yield;
   return Phase::Sleep;
+}
+
+std::chrono::microseconds Backoff::sleepTime() {
+  const auto now = sleep_;
+  sleep_ = std::min(sleep_ * 2, kSleep);
+  return now;
+}
+
+timespec toTimespec(std::chrono::microseconds d) {
+  return {.tv_sec = static_cast<time_t>(d.count() / 1000000), .tv_nsec = static_cast<long>(d.count() % 1000000 * 1000)};
 }
 
 bool oversubscribed(int ranks) {

@@ -30,7 +30,7 @@ std::vector<Posting> byEngine(std::span<P2pOp* const> ops) {
 
 // Sleeps in poll() on what the engines wait for, then lets them look at their
 // peers: a readable control socket is a dead peer.
-void sleepOn(std::span<const Posting> postings, std::chrono::milliseconds timeout) {
+void sleepOn(std::span<const Posting> postings, std::chrono::microseconds timeout) {
   std::vector<transport::WaitFd> waits;
   for (const auto& p : postings) p.engine->addWaitFds(waits);
   std::vector<pollfd> fds;
@@ -39,8 +39,8 @@ void sleepOn(std::span<const Posting> postings, std::chrono::milliseconds timeou
   for (const auto& p : postings) {
     if (p.engine->cancelFd() >= 0) fds.push_back({p.engine->cancelFd(), POLLIN, 0});
   }
-  int rc = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
-  if (rc < 0 && errno != EINTR) throwSystemError("poll", errno);
+  const timespec sleep = toTimespec(timeout);
+  if (::ppoll(fds.data(), fds.size(), &sleep, nullptr) < 0 && errno != EINTR) throwSystemError("ppoll", errno);
   for (const auto& p : postings) p.engine->checkPeers();
 }
 
@@ -81,10 +81,10 @@ void runOps(std::span<P2pOp* const> ops) {
         break;
       case Backoff::Phase::Yield:
         ::sched_yield();
-        if (++yields % 256 == 0) sleepOn(postings, std::chrono::milliseconds(0));
+        if (++yields % 256 == 0) sleepOn(postings, std::chrono::microseconds(0));
         break;
       case Backoff::Phase::Sleep:
-        sleepOn(postings, Backoff::kSleep);
+        sleepOn(postings, backoff.sleepTime());
         break;
     }
   }
