@@ -51,6 +51,19 @@ TEST(CollectiveErrors, BadArgumentsAreNamed) {
   loom::test::destroyAll(comms);
 }
 
+TEST(CollectiveErrors, LoomMemAllocNamesBadArguments) {
+  void* p = nullptr;
+  expectInvalid(loomMemAlloc(nullptr, 16), nullptr, "ptr is NULL");
+  expectInvalid(loomMemAlloc(&p, 0), nullptr, "size is 0");
+  int onTheStack = 0;
+  expectInvalid(loomMemFree(&onTheStack), nullptr, "not returned by loomMemAlloc");
+  ASSERT_EQ(loomMemAlloc(&p, 1000), loomSuccess);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[999], 0);  // zero-filled
+  static_cast<unsigned char*>(p)[999] = 1;            // and writable
+  EXPECT_EQ(loomMemFree(p), loomSuccess);
+  expectInvalid(loomMemFree(p), nullptr, "not returned by loomMemAlloc (or was freed)");
+}
+
 TEST(CollectiveErrors, PreMulSumOpsBelongToTheirCommunicatorAndDatatype) {
   auto a = loom::test::initThreadComms(1);
   auto b = loom::test::initThreadComms(1);

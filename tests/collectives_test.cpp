@@ -47,14 +47,45 @@ loomResult_t call(const Case& c, const std::byte* send, std::byte* recv, loomRed
   return loomInternalError;
 }
 
+// Where a case's buffers come from: loomMemAlloc lets the shared-memory
+// engine read peers' buffers in place.
+enum class Buffers { Heap, LoomMemAlloc };
+
+class Buffer {
+ public:
+  Buffer(size_t bytes, Buffers from) : from_(from) {
+    if (from == Buffers::Heap) {
+      heap_.resize(bytes);
+      data_ = heap_.data();
+      return;
+    }
+    void* p = nullptr;
+    EXPECT_EQ(loomMemAlloc(&p, bytes), loomSuccess) << loomGetLastError(nullptr);
+    data_ = static_cast<std::byte*>(p);
+  }
+  ~Buffer() {
+    if (from_ == Buffers::LoomMemAlloc) {
+      EXPECT_EQ(loomMemFree(data_), loomSuccess);
+    }
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  std::byte* data() { return data_; }
+
+ private:
+  Buffers from_;
+  std::vector<std::byte> heap_;
+  std::byte* data_ = nullptr;
+};
+
 // Runs one case on this rank; "" or what went wrong.
-std::string runCase(const Case& c, bool inPlace, loomComm_t comm) {
+std::string runCase(const Case& c, bool inPlace, loomComm_t comm, Buffers from) {
   const size_t size = typeSize(c.type);
   const size_t sendBytes = sendElements(c) * size;
   const size_t recvBytes = recvElements(c) * size;
   const size_t own = static_cast<size_t>(c.coll == Coll::Gather || c.coll == Coll::Scatter ? c.root : c.rank) *
                      c.count * size;
-  std::vector<std::byte> a(std::max(sendBytes, recvBytes) + 1), b(recvBytes + 1);
+  Buffer a(std::max(sendBytes, recvBytes) + 1, from), b(recvBytes + 1, from);
   std::byte* send = a.data();
   std::byte* recv = b.data();
   if (inPlace) {
@@ -89,7 +120,7 @@ struct Matrix {
 };
 
 // Every rank walks the same cases in the same order.
-void runMatrix(int nranks, const std::string& algo, const Matrix& m) {
+void runMatrix(int nranks, const std::string& algo, const Matrix& m, Buffers from = Buffers::Heap) {
   ScopedEnv timeout("LOOM_TIMEOUT_MS", "30000");
   ScopedEnv algorithm("LOOM_ALGO", algo);
   auto comms = initThreadComms(nranks);
@@ -105,7 +136,7 @@ void runMatrix(int nranks, const std::string& algo, const Matrix& m) {
               for (bool inPlace : {false, true}) {
                 if (inPlace && coll == Coll::AlltoAll) continue;
                 Case c{coll, type, op, nranks, rank, root, count};
-                std::string error = runCase(c, inPlace, comms[static_cast<size_t>(rank)]);
+                std::string error = runCase(c, inPlace, comms[static_cast<size_t>(rank)], from);
                 if (!error.empty()) {
                   ADD_FAILURE() << collName(coll) << " " << typeName(type) << " " << opName(op) << " count " << count
                                 << " root " << root << (inPlace ? " in place" : " out of place") << " rank " << rank
@@ -172,6 +203,19 @@ TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
 
 TEST(CollectivesLarge, SixteenRanksAsThreads) {
   runMatrix(16, "", {kAllColls, {loomFloat32}, {Op::Sum, Op::Max}, {0, 7, kFull ? 65537u : 1023u}});
+}
+
+// Buffers from loomMemAlloc: past one step the engine reads the peers'
+// buffers in place (PreMulSum, which scales a copy first, stays staged).
+TEST(CollectivesOnLoomMemAlloc, AreExactReadingPeersInPlace) {
+  for (int n : {2, 3, 4}) {
+    runMatrix(n, "shm",
+              {{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather},
+               {loomInt8, loomBfloat16, loomFloat64},
+               {Op::Sum, Op::Avg, Op::PreMulSum},
+               {0, 7, (1u << 16) + 3, 300007}},  // up to 1, 2 and several 256 KiB steps
+              Buffers::LoomMemAlloc);
+  }
 }
 
 // The reference itself: it must see one wrong element, and data moved by a

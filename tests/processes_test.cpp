@@ -72,6 +72,19 @@ TEST(LoomPerf, ACorruptedResultIsCountedAndFailsTheRun) {
   EXPECT_NE(r.output.find("FAILED"), std::string::npos) << r.output;
 }
 
+// Buffers from loomMemAlloc in separate processes: each rank maps its peers'
+// buffers through /proc/<pid>/fd and the results are still exact.
+TEST(LoomPerf, AllReduceOnLoomMemAllocBuffersReadsPeersInPlace) {
+  for (const char* n : {"2", "3"}) {
+    auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", n, "-b", "1M", "-e", "4M", "-f", "4", "-n", "2", "-w", "1",
+                         "-R", "1", "-d", "int32"},
+                        {{"LOOM_DEBUG", "INFO"}, {"LOOM_DEBUG_SUBSYS", "COLL"}});
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("loomMemAlloc buffers in place"), std::string::npos) << r.output;
+  }
+}
+
 TEST(Processes, HostIdOverrideMakesTwoNodes) {
   // Ranks 0-1 claim node "a", ranks 2-3 node "b": local rank and size follow.
   std::string store = "file://" + ::testing::TempDir() + "loom-hostid-store-" + std::to_string(::getpid());

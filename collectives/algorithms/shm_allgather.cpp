@@ -2,10 +2,25 @@
 // stages a piece of its block, arrives, and copies the same piece of every
 // other rank's block out of their slots (its own straight from its input).
 // One synchronization per step.
+//
+// When every rank's buffers come from loomMemAlloc and a block takes more than
+// one step, the first step's arrive tells each rank where its peers' inputs
+// are, and it copies their blocks straight from there (readInPlace).
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 
 namespace loom::coll {
+namespace {
+
+void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers) {
+  const size_t block = plan.c.blockBytes();
+  for (int q = 0; q < node.localSize(); ++q) {
+    copyBlock(plan.c.recv + static_cast<size_t>(q) * block, peers.send[static_cast<size_t>(q)], block);
+  }
+  node.sync(plan.what);  // no rank reuses its input while another still reads it
+}
+
+}  // namespace
 
 void shmAllGather(const Plan& plan) {
   shm::NodeArea& node = startOnNode(plan);
@@ -13,6 +28,7 @@ void shmAllGather(const Plan& plan) {
   const int me = node.localRank();
   const size_t block = plan.c.blockBytes();
   const Pieces pieces(block, wholeElements(node.slotBytes(), plan.c.typeSize));
+  if (pieces.count() > 1) node.offerBuffers(plan.c.send, block, plan.c.recv, block * static_cast<size_t>(n));
 
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
@@ -20,6 +36,10 @@ void shmAllGather(const Plan& plan) {
     const uint64_t step = node.nextStep();
     copyBlock(node.stage(me, step), in, piece.bytes);
     node.arrive(step, plan.what);
+    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
+      readInPlace(plan, node, *peers);
+      return;
+    }
 
     for (int q = 0; q < n; ++q) {
       std::byte* out = plan.c.recv + static_cast<size_t>(q) * block + piece.offset;

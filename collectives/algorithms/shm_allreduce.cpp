@@ -9,6 +9,12 @@
 //      slots into the shared result slot, says so (a second synchronization),
 //      and copies the whole reduced piece out.
 //
+// When every rank's buffers come from loomMemAlloc and the message takes more
+// than one step, the first step's arrive also tells each rank where its peers'
+// buffers are (shm::NodeArea::offerBuffers), and no more is staged: each rank
+// reduces its 1/n slice straight from every rank's input into its own output,
+// then copies the other slices from their owners' outputs (readInPlace).
+//
 // Either way the sources are combined in rank order in one pass, so every
 // rank gets the same bits whatever the path, the step size or the message
 // size (the LOOM_DETERMINISTIC order).
@@ -17,6 +23,34 @@
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
+namespace {
+
+// After the first step's arrive: every rank's input and output are readable here.
+void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers) {
+  const int n = node.localSize();
+  const int me = node.localRank();
+  const size_t bytes = plan.c.blockBytes();
+  const std::span<const void*> sources = node.sources();
+
+  // Reduce-scatter: this rank's slice, from every rank's input, into its output.
+  const Slice mine = sliceOf(bytes, plan.c.typeSize, n, me);
+  for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + mine.offset;
+  if (mine.bytes != 0) {
+    cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset, mine.bytes / plan.c.typeSize);
+  }
+  node.sync(plan.what);  // every slice is final, and every input has been read
+
+  // All-gather: the other slices, from their owners' outputs.
+  for (int q = 0; q < n; ++q) {
+    if (q == me) continue;
+    const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
+    copyBlock(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
+  }
+  // No rank may return, and reuse its buffers, while another still reads them.
+  node.sync(plan.what);
+}
+
+}  // namespace
 
 void shmAllReduce(const Plan& plan) {
   shm::NodeArea& node = startOnNode(plan);
@@ -25,6 +59,7 @@ void shmAllReduce(const Plan& plan) {
   const size_t typeSize = plan.c.typeSize;
   const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), typeSize));
   const std::span<const void*> sources = node.sources();
+  if (pieces.count() > 1) node.offerBuffers(plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes());
 
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
@@ -33,6 +68,10 @@ void shmAllReduce(const Plan& plan) {
     const uint64_t step = node.nextStep();
     copyBlock(node.stage(me, step), in, piece.bytes);
     node.arrive(step, plan.what);
+    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
+      readInPlace(plan, node, *peers);
+      return;
+    }
 
     if (reducesWhole(n, piece.bytes)) {
       for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = q == me ? in : node.stage(q, step);

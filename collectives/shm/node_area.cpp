@@ -26,7 +26,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t
               "shared counters must be lock-free (address-free)");
 
 struct alignas(kCacheLine) CallLine {
-  CallInfo call;  // plain data: published and read under the Arrived counter's release/acquire
+  // Plain data: published and read under the Arrived counter's release/acquire.
+  CallInfo call;
+  CallBuffers buffers;
 };
 
 struct RankControl {
@@ -160,13 +162,41 @@ void NodeArea::sleep(int local, Counter counter, uint64_t step) {
 void NodeArea::startCall(const CallInfo& call) {
   call_ = call;
   callStep_ = 0;
+  offered_ = {};
+  peersShared_ = false;
+}
+
+void NodeArea::offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
+  const auto s = transport::shm::findShared(send, sendBytes);
+  const auto r = transport::shm::findShared(recv, recvBytes);
+  if (s && r) offered_ = {.shared = 1, .send = *s, .recv = *r};
+}
+
+void NodeArea::resolveBuffers(uint64_t step) {
+  for (int local = 0; local < localSize_; ++local) {
+    if (control_->rank(local).calls[step % 2].buffers.shared == 0) return;
+  }
+  peerBuffers_.send.resize(static_cast<size_t>(localSize_));
+  peerBuffers_.recv.resize(static_cast<size_t>(localSize_));
+  for (int local = 0; local < localSize_; ++local) {
+    const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
+    peerBuffers_.send[static_cast<size_t>(local)] = mappings_.map(theirs.send);
+    peerBuffers_.recv[static_cast<size_t>(local)] = mappings_.map(theirs.recv);
+  }
+  peersShared_ = true;
+  if (!announcedShared_) {
+    announcedShared_ = true;
+    LOOM_INFO(Coll, "reading the %d local ranks' loomMemAlloc buffers in place", localSize_);
+  }
 }
 
 uint64_t NodeArea::nextStep() {
   const uint64_t step = ++step_;
   if (callStep_ == 0) {
     callStep_ = step;
-    control_->rank(localRank_).calls[step % 2].call = call_;  // published by post(Arrived, step)
+    auto& line = control_->rank(localRank_).calls[step % 2];  // published by post(Arrived, step)
+    line.call = call_;
+    line.buffers = offered_;
   }
   return step;
 }
@@ -174,7 +204,10 @@ uint64_t NodeArea::nextStep() {
 void NodeArea::arrive(uint64_t step, const std::string& what) {
   post(Counter::Arrived, step);
   waitAll(Counter::Arrived, step, what);
-  if (step == callStep_) checkCalls(step, what);
+  if (step == callStep_) {
+    checkCalls(step, what);
+    resolveBuffers(step);
+  }
 }
 
 void NodeArea::checkCalls(uint64_t step, const std::string& what) const {

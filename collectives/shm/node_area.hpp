@@ -33,6 +33,7 @@
 #include "comm/communicator.hpp"
 #include "transport/shm/fifo.hpp"
 #include "transport/shm/segment.hpp"
+#include "transport/shm/shared_buffers.hpp"
 
 namespace loom::coll::shm {
 
@@ -48,6 +49,20 @@ struct CallInfo {
   int32_t root = 0;
 
   bool operator==(const CallInfo&) const = default;
+};
+
+// Where a rank's buffers for a call can be read in place by its peers
+// (loomMemAlloc'd), published with the call. Plain data.
+struct CallBuffers {
+  uint32_t shared = 0;  // 1: both refs below are valid
+  transport::shm::SharedRef send;
+  transport::shm::SharedRef recv;
+};
+
+// Every local rank's buffers of the current call, readable from this process.
+struct PeerBuffers {
+  std::vector<const std::byte*> send;
+  std::vector<const std::byte*> recv;
 };
 
 class NodeArea {
@@ -68,11 +83,20 @@ class NodeArea {
   // first carries `call`, so that ranks which called different collectives or
   // counts fail at that step with a named error instead of falling out of step.
   void startCall(const CallInfo& call);
+  // Offers this rank's buffers of the call just started for its peers to read
+  // in place, if both lie in loomMemAlloc'd memory (else does nothing).
+  // Call before the call's first step.
+  void offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes);
+  // After the call's first arrive(): every local rank's buffers, if every
+  // local rank offered them; null otherwise. The same answer on every rank.
+  const PeerBuffers* peerBuffers() const { return peersShared_ ? &peerBuffers_ : nullptr; }
   // Numbers the next step; every rank draws the same sequence.
   uint64_t nextStep();
   // This rank has staged `step`: publishes it and waits until every local
   // rank has. `what` names the collective in errors ("allreduce #12").
   void arrive(uint64_t step, const std::string& what);
+  // A step with nothing staged: returns once every local rank has got here.
+  void sync(const std::string& what) { arrive(nextStep(), what); }
 
   // Room for one source pointer per local rank, for the reductions' use.
   std::span<const void*> sources() { return sources_; }
@@ -91,6 +115,8 @@ class NodeArea {
  private:
   // Throws loomInvalidUsage naming the first rank whose call differs from ours.
   void checkCalls(uint64_t step, const std::string& what) const;
+  // Maps the buffers every local rank offered for the call at `step`, if all did.
+  void resolveBuffers(uint64_t step);
   bool reached(int local, Counter counter, uint64_t step) const;
   // Throws if `local` cannot reach `step` any more (it left, or its process
   // died: looked up only when `checkProcess`), on abort, or past the timeout.
@@ -107,6 +133,11 @@ class NodeArea {
   bool spin_ = true;  // false when the node's ranks outnumber this process's CPUs
   CallInfo call_;
   uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
+  CallBuffers offered_;
+  bool peersShared_ = false;
+  bool announcedShared_ = false;  // logged once per communicator
+  PeerBuffers peerBuffers_;
+  transport::shm::PeerMappings mappings_;
   std::vector<int> localToRank_;  // communicator rank of each local rank
   std::vector<const void*> sources_;
   transport::shm::Segment segment_;

@@ -107,6 +107,13 @@ const char* loomGetErrorString(loomResult_t result);
  * call when comm is NULL (init failures have no communicator yet). */
 const char* loomGetLastError(loomComm_t comm);
 
+/* Host buffers that the ranks of one node read in place: the shared-memory
+ * collectives skip copying them into the node's segment when every local
+ * rank's buffers come from here. Zero-filled; size > 0. Free with loomMemFree
+ * (not free()). */
+loomResult_t loomMemAlloc(void** ptr, size_t size);
+loomResult_t loomMemFree(void* ptr);
+
 /* Communicator creation. loomGetUniqueId starts the rendezvous root in the
  * calling process; the id carries its address and a random secret. */
 loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);

@@ -43,13 +43,14 @@ struct Options {
   loomDataType_t type = loomFloat32;
   Op op = Op::Sum;
   int root = 0;
+  bool loomMemAlloc = false;  // -R 1: buffers from loomMemAlloc, which peers on the node read in place
   bool corruptOne = false;  // test hook: flips one result element before the check
 };
 
 int usage(int status) {
   std::fprintf(status == 0 ? stdout : stderr,
                "usage: loom-perf COLLECTIVE [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-c 0|1]\n"
-               "                 [-d type] [-o op] [-r root] [-N ranks]\n"
+               "                 [-d type] [-o op] [-r root] [-N ranks] [-R 0|1]\n"
                "  COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce, gather, scatter,\n"
                "              alltoall, or barrier (the out-of-band bootstrap barrier)\n"
                "  -b/-e  smallest and largest size in bytes (K, M, G suffixes; default 8)\n"
@@ -60,6 +61,7 @@ int usage(int status) {
                "  -o     sum prod min max avg premulsum (default sum)\n"
                "  -r     root of rooted collectives (default 0)\n"
                "  -N     ranks to start on this machine when not under a launcher (default 4)\n"
+               "  -R     buffers from malloc (0, default) or loomMemAlloc (1: read in place by the node's ranks)\n"
                "  --test-corrupt-one  flip one result element of rank 0 before each check (tests the check)\n"
                "  The algorithm follows LOOM_ALGO like every Loom program.\n");
   return status;
@@ -140,6 +142,46 @@ void must(loomResult_t r, const char* call, loomComm_t comm) {
 }
 #define CHECK(comm, call) must((call), #call, (comm))
 
+// A buffer that only grows, from the heap or from loomMemAlloc.
+class HostBuffer {
+ public:
+  explicit HostBuffer(bool loomMemAlloc) : shared_(loomMemAlloc) {}
+  ~HostBuffer() { release(); }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+
+  void reserve(size_t bytes) {
+    if (bytes <= bytes_) return;
+    release();
+    void* p = nullptr;
+    if (shared_) {
+      CHECK(nullptr, loomMemAlloc(&p, bytes));
+    } else {
+      p = std::calloc(bytes, 1);
+      if (p == nullptr) must(loomSystemError, "calloc", nullptr);
+    }
+    data_ = static_cast<std::byte*>(p);
+    bytes_ = bytes;
+  }
+  std::byte* data() const { return data_; }
+
+ private:
+  void release() {
+    if (data_ == nullptr) return;
+    if (shared_) {
+      CHECK(nullptr, loomMemFree(data_));
+    } else {
+      std::free(data_);
+    }
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+  bool shared_;
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 class Runner {
  public:
   Runner(const Options& o, loomComm_t comm, int rank, int size) : o_(o), comm_(comm), rank_(rank), size_(size) {}
@@ -180,8 +222,8 @@ class Runner {
     const size_t recvBytes = loom::check::recvElements(c) * size;
     const size_t own = static_cast<size_t>(c.coll == Coll::Gather || c.coll == Coll::Scatter ? c.root : c.rank) *
                        c.count * size;
-    a_.resize(std::max(sendBytes, recvBytes) + 1);
-    b_.resize(recvBytes + 1);
+    a_.reserve(std::max(sendBytes, recvBytes) + 1);
+    b_.reserve(recvBytes + 1);
     send_ = a_.data();
     recv_ = b_.data();
     if (inPlace) {
@@ -226,7 +268,7 @@ class Runner {
   loomComm_t comm_;
   int rank_;
   int size_;
-  std::vector<std::byte> a_, b_;
+  HostBuffer a_{o_.loomMemAlloc}, b_{o_.loomMemAlloc};
   std::byte* send_ = nullptr;
   std::byte* recv_ = nullptr;
   std::byte scalar_[8] = {};
@@ -239,8 +281,9 @@ void printHeader(const Options& o, loomComm_t comm, int rank, int size) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   if (rank == 0) {
-    std::printf("# loom-perf %d.%d.%d: %s, %d ranks, %d iterations, %d warm-up, check %d\n", LOOM_MAJOR, LOOM_MINOR,
-                LOOM_PATCH, o.collective.c_str(), size, o.iters, o.warmup, o.check);
+    std::printf("# loom-perf %d.%d.%d: %s, %d ranks, %d iterations, %d warm-up, check %d, buffers from %s\n", LOOM_MAJOR,
+                LOOM_MINOR, LOOM_PATCH, o.collective.c_str(), size, o.iters, o.warmup, o.check,
+                o.loomMemAlloc ? "loomMemAlloc" : "malloc");
   }
   for (int r = 0; r < size; ++r) {  // one line per rank, in rank order
     if (r == rank) {
@@ -360,6 +403,7 @@ int main(int argc, char** argv) {
     else if (a == "-d") o.type = parseType(v);
     else if (a == "-o") o.op = parseOp(v);
     else if (a == "-r") o.root = parseInt("-r", v, 0);
+    else if (a == "-R") o.loomMemAlloc = parseInt("-R", v, 0) != 0;
     else return usage(2);
   }
   if (o.maxBytes < o.minBytes) o.maxBytes = o.minBytes;
