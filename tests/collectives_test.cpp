@@ -199,6 +199,8 @@ TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
   for (const std::string& algo : kFull ? std::vector<std::string>{"ring", "rd", "shm"} : std::vector<std::string>{"ring", "shm"}) {
     runMatrix(3, "allreduce:" + algo, {{Coll::AllReduce}, {kFull ? loomFloat32 : loomInt8}, {Op::Sum}, {(4u << 20) + 1}});
   }
+  ScopedEnv staged("LOOM_SHM_SINGLE_COPY", "0");
+  runMatrix(3, "allreduce:shm", {{Coll::AllReduce}, {kFull ? loomFloat32 : loomInt8}, {Op::Sum}, {(4u << 20) + 1}});
 }
 
 TEST(CollectivesLarge, SixteenRanksAsThreads) {
@@ -206,7 +208,9 @@ TEST(CollectivesLarge, SixteenRanksAsThreads) {
 }
 
 // Buffers from loomMemAlloc: past one step the engine reads the peers'
-// buffers in place (PreMulSum, which scales a copy first, stays staged).
+// buffers in place (PreMulSum, which scales a copy first, stays staged). So it
+// does for heap buffers of ranks that are threads of one process, as in the
+// other tests here; LOOM_SHM_SINGLE_COPY=0 stages them all.
 TEST(CollectivesOnLoomMemAlloc, AreExactReadingPeersInPlace) {
   for (int n : {2, 3, 4}) {
     runMatrix(n, "shm",
@@ -214,6 +218,18 @@ TEST(CollectivesOnLoomMemAlloc, AreExactReadingPeersInPlace) {
                {loomInt8, loomBfloat16, loomFloat64},
                {Op::Sum, Op::Avg, Op::PreMulSum},
                {0, 7, (1u << 16) + 3, 300007}},  // up to 1, 2 and several 256 KiB steps
+              Buffers::LoomMemAlloc);
+  }
+}
+
+TEST(CollectivesOnLoomMemAlloc, StagedWhenSingleCopyIsOff) {
+  ScopedEnv staged("LOOM_SHM_SINGLE_COPY", "0");
+  for (int n : {2, 3}) {
+    runMatrix(n, "shm",
+              {{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather},
+               {loomInt8, loomBfloat16, loomFloat64},
+               {Op::Sum, Op::Avg},
+               {(1u << 16) + 3, 300007}},
               Buffers::LoomMemAlloc);
   }
 }

@@ -13,6 +13,7 @@
 #include "collectives/collective.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
+#include "comm/base/env.hpp"
 #include "comm/engine/backoff.hpp"
 
 namespace loom::coll::shm {
@@ -114,6 +115,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
     }
   }
   spin_ = !oversubscribed(localSize_);
+  singleCopy_ = env::getInt("LOOM_SHM_SINGLE_COPY", 0, 1) == 1;
   sources_.resize(localToRank_.size());
   control_ = reinterpret_cast<Control*>(segment_.data());
   data_ = segment_.data() + controlBytes;
@@ -167,14 +169,31 @@ void NodeArea::startCall(const CallInfo& call) {
 }
 
 void NodeArea::offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
+  if (!singleCopy_) return;
   const auto s = transport::shm::findShared(send, sendBytes);
   const auto r = transport::shm::findShared(recv, recvBytes);
-  if (s && r) offered_ = {.shared = 1, .send = *s, .recv = *r};
+  if (s && r) {
+    offered_ = {.offered = 1, .shared = 1, .send = *s, .recv = *r};
+    return;
+  }
+  const int pid = ::getpid();
+  offered_ = {.offered = 1,
+              .shared = 0,
+              .send = {.pid = pid, .address = reinterpret_cast<uintptr_t>(send)},
+              .recv = {.pid = pid, .address = reinterpret_cast<uintptr_t>(recv)}};
 }
 
 void NodeArea::resolveBuffers(uint64_t step) {
+  // Every rank sees the same published buffers, so every rank decides the
+  // same: a rank of another process with heap buffers stages them all.
+  // (Cross-memory reads, process_vm_readv, were measured slower than staging:
+  // the staged copy stays in cache, and pinning pages costs.)
+  const int pid = ::getpid();
+  bool allShared = true;
   for (int local = 0; local < localSize_; ++local) {
-    if (control_->rank(local).calls[step % 2].buffers.shared == 0) return;
+    const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
+    if (theirs.offered == 0 || (theirs.shared == 0 && theirs.send.pid != pid)) return;
+    allShared = allShared && theirs.shared == 1;
   }
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));
   peerBuffers_.recv.resize(static_cast<size_t>(localSize_));
@@ -186,7 +205,8 @@ void NodeArea::resolveBuffers(uint64_t step) {
   peersShared_ = true;
   if (!announcedShared_) {
     announcedShared_ = true;
-    LOOM_INFO(Coll, "reading the %d local ranks' loomMemAlloc buffers in place", localSize_);
+    LOOM_INFO(Coll, "reading the %d local ranks' buffers in place (%s)", localSize_,
+              allShared ? "loomMemAlloc" : "one process");
   }
 }
 

@@ -51,10 +51,11 @@ struct CallInfo {
   bool operator==(const CallInfo&) const = default;
 };
 
-// Where a rank's buffers for a call can be read in place by its peers
-// (loomMemAlloc'd), published with the call. Plain data.
+// Where a rank's buffers for a call are, for its peers to read them in
+// place, published with the call. Plain data.
 struct CallBuffers {
-  uint32_t shared = 0;  // 1: both refs below are valid
+  uint32_t offered = 0;  // 1: send and recv hold at least the buffers' pid and addresses
+  uint32_t shared = 0;   // 1: both are loomMemAlloc'd (their memfds are there too)
   transport::shm::SharedRef send;
   transport::shm::SharedRef recv;
 };
@@ -84,11 +85,11 @@ class NodeArea {
   // counts fail at that step with a named error instead of falling out of step.
   void startCall(const CallInfo& call);
   // Offers this rank's buffers of the call just started for its peers to read
-  // in place, if both lie in loomMemAlloc'd memory (else does nothing).
-  // Call before the call's first step.
+  // in place (unless LOOM_SHM_SINGLE_COPY=0). Call before the call's first step.
   void offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes);
   // After the call's first arrive(): every local rank's buffers, if every
-  // local rank offered them; null otherwise. The same answer on every rank.
+  // rank offered them and each is loomMemAlloc'd or in this process; null
+  // otherwise. The same answer on every rank.
   const PeerBuffers* peerBuffers() const { return peersShared_ ? &peerBuffers_ : nullptr; }
   // Numbers the next step; every rank draws the same sequence.
   uint64_t nextStep();
@@ -131,6 +132,7 @@ class NodeArea {
   size_t slotBytes_;
   uint64_t step_ = 0;
   bool spin_ = true;  // false when the node's ranks outnumber this process's CPUs
+  bool singleCopy_ = true;  // LOOM_SHM_SINGLE_COPY
   CallInfo call_;
   uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
   CallBuffers offered_;
