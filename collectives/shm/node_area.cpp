@@ -6,6 +6,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -38,6 +42,20 @@ struct RankControl {
   Line<uint32_t> left;
   CallLine calls[2];  // by step parity, like the data buffers
 };
+
+// Each rank maps the segment at its own address, so ThreadSanitizer cannot
+// link a post on one mapping to the wait that sees it on another; ranks that
+// are threads of one process then read each other's buffers "unsynchronized".
+// This one object stands in for the counters: released by every post,
+// acquired by every completed wait.
+#if defined(__SANITIZE_THREAD__)
+char tsanCounters;
+void releaseCounters() { __tsan_release(&tsanCounters); }
+void acquireCounters() { __tsan_acquire(&tsanCounters); }
+#else
+void releaseCounters() {}
+void acquireCounters() {}
+#endif
 
 constexpr size_t kNameBytes = 64;
 constexpr int kQuickLooks = 256;
@@ -136,6 +154,7 @@ std::byte* NodeArea::stage(int local, uint64_t step) const {
 std::byte* NodeArea::result(uint64_t step) const { return stage(localSize_, step); }
 
 void NodeArea::post(Counter counter, uint64_t step) {
+  releaseCounters();
   control_->counter(localRank_, counter).store(step, std::memory_order_seq_cst);
   wake();
 }
@@ -260,7 +279,10 @@ void NodeArea::waitFor(int local, Counter counter, uint64_t step, const std::str
   // A peer on another core usually posts within a fraction of a microsecond:
   // look a few hundred times before the clock-reading back-off starts.
   for (int i = 0; i < (spin_ ? kQuickLooks : 1); ++i) {
-    if (reached(local, counter, step)) return;
+    if (reached(local, counter, step)) {
+      acquireCounters();
+      return;
+    }
     cpuRelax();
   }
   Backoff backoff(spin_);
@@ -278,6 +300,7 @@ void NodeArea::waitFor(int local, Counter counter, uint64_t step, const std::str
       sleep(local, counter, step);
     }
   }
+  acquireCounters();
 }
 
 void NodeArea::check(int local, Counter counter, uint64_t step, bool checkProcess,
