@@ -3,9 +3,10 @@
 // other rank's block out of their slots (its own straight from its input).
 // One synchronization per step.
 //
-// When every rank's buffers come from loomMemAlloc and a block takes more than
-// one step, the first step's arrive tells each rank where its peers' inputs
-// are, and it copies their blocks straight from there (readInPlace).
+// When a block takes more than one step and every rank's buffers are
+// reachable here (loomMemAlloc'd, or ranks that are threads of one process),
+// the first step's arrive tells each rank where its peers' inputs are, and it
+// copies their blocks straight from there (readInPlace).
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 

@@ -9,9 +9,10 @@
 //      slots into the shared result slot, says so (a second synchronization),
 //      and copies the whole reduced piece out.
 //
-// When every rank's buffers come from loomMemAlloc and the message takes more
-// than one step, the first step's arrive also tells each rank where its peers'
-// buffers are (shm::NodeArea::offerBuffers), and no more is staged: each rank
+// When the message takes more than one step and every rank's buffers are
+// reachable here (loomMemAlloc'd, or ranks that are threads of one process),
+// the first step's arrive also tells each rank where its peers' buffers are
+// (shm::NodeArea::offerBuffers), and no more is staged: each rank
 // reduces its 1/n slice straight from every rank's input into its own output,
 // then copies the other slices from their owners' outputs (readInPlace).
 //

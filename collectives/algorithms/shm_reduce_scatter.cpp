@@ -5,9 +5,10 @@
 // its output. One synchronization per step, and no result slot: each rank's
 // output is private.
 //
-// When every rank's buffers come from loomMemAlloc and a block takes more than
-// one step, the first step's arrive tells each rank where its peers' inputs
-// are, and it reduces its block straight from them (readInPlace).
+// When a block takes more than one step and every rank's buffers are
+// reachable here (loomMemAlloc'd, or ranks that are threads of one process),
+// the first step's arrive tells each rank where its peers' inputs are, and it
+// reduces its block straight from them (readInPlace).
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 

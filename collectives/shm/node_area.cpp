@@ -16,8 +16,8 @@
 
 #include "collectives/collective.hpp"
 #include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
 #include "comm/base/env.hpp"
+#include "comm/base/log.hpp"
 #include "comm/engine/backoff.hpp"
 
 namespace loom::coll::shm {
@@ -184,7 +184,7 @@ void NodeArea::startCall(const CallInfo& call) {
   call_ = call;
   callStep_ = 0;
   offered_ = {};
-  peersShared_ = false;
+  peersInPlace_ = false;
 }
 
 void NodeArea::offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
@@ -221,7 +221,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
     peerBuffers_.send[static_cast<size_t>(local)] = mappings_.map(theirs.send);
     peerBuffers_.recv[static_cast<size_t>(local)] = mappings_.map(theirs.recv);
   }
-  peersShared_ = true;
+  peersInPlace_ = true;
   if (!announcedShared_) {
     announcedShared_ = true;
     LOOM_INFO(Coll, "reading the %d local ranks' buffers in place (%s)", localSize_,

@@ -90,7 +90,7 @@ class NodeArea {
   // After the call's first arrive(): every local rank's buffers, if every
   // rank offered them and each is loomMemAlloc'd or in this process; null
   // otherwise. The same answer on every rank.
-  const PeerBuffers* peerBuffers() const { return peersShared_ ? &peerBuffers_ : nullptr; }
+  const PeerBuffers* peerBuffers() const { return peersInPlace_ ? &peerBuffers_ : nullptr; }
   // Numbers the next step; every rank draws the same sequence.
   uint64_t nextStep();
   // This rank has staged `step`: publishes it and waits until every local
@@ -136,7 +136,7 @@ class NodeArea {
   CallInfo call_;
   uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
   CallBuffers offered_;
-  bool peersShared_ = false;
+  bool peersInPlace_ = false;
   bool announcedShared_ = false;  // logged once per communicator
   PeerBuffers peerBuffers_;
   transport::shm::PeerMappings mappings_;
