@@ -22,7 +22,8 @@ Overrides overridesOf(const Communicator& comm) {
 
 }  // namespace
 
-CommState::CommState(Communicator& comm) : tuner(layoutOf(comm), overridesOf(comm)), comm_(comm) {}
+CommState::CommState(Communicator& comm)
+    : tuner(layoutOf(comm), overridesOf(comm)), ring(comm.placement().ring), comm_(comm) {}
 
 shm::NodeArea& CommState::nodeArea(size_t slotBytes) {
   if (!node_) node_ = std::make_unique<shm::NodeArea>(comm_, slotBytes);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/redop.hpp"
+#include "collectives/ring.hpp"
 #include "collectives/shm/node_area.hpp"
 #include "collectives/tuner.hpp"
 #include "comm/communicator.hpp"
@@ -28,6 +29,7 @@ class CommState final : public CommExtension {
   uint32_t sequence = 0;  // collectives started, under runMutex
   Tuner tuner;
   RedOpTable ops;
+  const Ring ring;  // the topology ring the ring and chain algorithms walk
 
   // At least `bytes` of scratch memory, under runMutex; kept between calls.
   std::span<std::byte> scratch(size_t bytes);

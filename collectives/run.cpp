@@ -121,7 +121,8 @@ void runCollective(Communicator& comm, Collective c) {
               .sequence = sequence,
               .chunkBytes = std::min(choice.chunkBytes, comm.engine().context().fifo.totalBytes() / 2),
               .what = what,
-              .node = node};
+              .node = node,
+              .ring = &state.ring};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
                algorithmName(choice.algorithm));
     runAlgorithm(plan, choice.algorithm);

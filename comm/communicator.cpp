@@ -5,6 +5,7 @@
 #include "comm/base/env.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
+#include "comm/comm_topology.hpp"
 #include "comm/device/cuda.hpp"
 #include "comm/host_id.hpp"
 #include "transport/socket/interfaces.hpp"
@@ -81,6 +82,7 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
       ++localSize_;
     }
   }
+  placement_ = planTopology(*bootstrap_, self.hostId, localRank_, localSize_);
   LOOM_INFO(Init, "communicator ready: rank %d of %d, local rank %d of %d", rank_, size_, localRank_, localSize_);
   asyncError_.store(loomSuccess, std::memory_order_release);
 }
@@ -101,6 +103,11 @@ void Communicator::startEngine(const UniqueIdData& id, const PeerInfo& self) {
 const std::vector<PeerInfo>& Communicator::peers() const {
   requireReady();
   return bootstrap_->peers();
+}
+
+const topo::Placement& Communicator::placement() const {
+  requireReady();
+  return placement_;
 }
 
 Bootstrap& Communicator::bootstrap() {

@@ -17,6 +17,7 @@
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "comm/engine/engine.hpp"
+#include "topology/placement.hpp"
 
 namespace loom {
 
@@ -45,6 +46,8 @@ class Communicator {
   int localRank() const { return localRank_; }
   int localSize() const { return localSize_; }
   const std::vector<PeerInfo>& peers() const;
+  // Every rank's place and the ring, trees and NICs planned from them.
+  const topo::Placement& placement() const;
   Bootstrap& bootstrap();
   // The data path: connections to peers and the ops posted on them.
   Engine& engine();
@@ -83,6 +86,7 @@ class Communicator {
   int localRank_ = -1;
   int localSize_ = 0;
   std::unique_ptr<Bootstrap> bootstrap_;
+  topo::Placement placement_;
   std::unique_ptr<Engine> engine_;  // after bootstrap_: destroyed first
   std::atomic<loomResult_t> asyncError_{loomInProgress};
   mutable std::mutex errorMutex_;

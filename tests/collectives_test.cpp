@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"
 #include "tests/support/ranks.hpp"
 
@@ -205,6 +206,21 @@ TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
 
 TEST(CollectivesLarge, SixteenRanksAsThreads) {
   runMatrix(16, "", {kAllColls, {loomFloat32}, {Op::Sum, Op::Max}, {0, 7, kFull ? 65537u : 1023u}});
+}
+
+// The ring and chain algorithms walk the topology's ring, not rank order.
+// Ten ranks on the 8-GPU fixture: ranks 8 and 9 share GPUs 0 and 1, so the
+// ring is 0 8 1 9 2 3 4 5 6 7, and every ring step and chain link differs
+// from rank order somewhere.
+TEST(CollectivesOnATopologyRing, AreExactWhenTheRingIsNotRankOrder) {
+  ScopedEnv machine("LOOM_TOPO_FILE", LOOM_SOURCE_DIR "/tests/fixtures/topology/pcie-8gpu.xml");
+  auto comms = initThreadComms(10);
+  EXPECT_EQ(comms[3]->placement().ring, (std::vector<int>{0, 8, 1, 9, 2, 3, 4, 5, 6, 7}));
+  destroyAll(comms);
+  runMatrix(10, "ring", {{Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather},
+                         {loomInt32, loomFloat16},
+                         {Op::Sum, Op::Max},
+                         {0, 7, kFull ? 65537u : 1023u}});
 }
 
 // Buffers from loomMemAlloc: past one step the engine reads the peers'

@@ -12,6 +12,7 @@
 #include "collectives/collective.hpp"
 #include "collectives/links.hpp"
 #include "collectives/primitives.hpp"
+#include "collectives/ring.hpp"
 #include "comm/communicator.hpp"
 
 namespace loom::coll {
@@ -33,6 +34,7 @@ struct Plan {
   size_t chunkBytes;
   std::string what;   // "allreduce #12", for errors
   shm::NodeArea* node = nullptr;  // the node's shared segment, for the shm algorithms
+  const Ring* ring = nullptr;     // the order of the ring and chain algorithms
 
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {

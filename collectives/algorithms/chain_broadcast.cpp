@@ -1,5 +1,5 @@
-// Pipelined chain broadcast: the ranks form a chain starting at the root
-// (root, root+1, ..., root-1); the data streams down it slot by slot, each
+// Pipelined chain broadcast: the ranks form a chain along the ring starting
+// at the root (root, the next on the ring, ..., the one before it); the data streams down it slot by slot, each
 // rank storing and forwarding as it receives, so a large message costs about
 // one transfer plus the time to fill the chain.
 #include "collectives/algorithms/algorithms.hpp"
@@ -9,9 +9,11 @@ namespace loom::coll {
 
 void chainBroadcast(const Plan& plan) {
   const int n = plan.nranks;
-  const int position = ringIndex(plan.rank - plan.c.root, n);  // 0 at the root
-  const int prev = position == 0 ? -1 : ringIndex(plan.rank - 1, n);
-  const int next = position == n - 1 ? -1 : ringIndex(plan.rank + 1, n);
+  const Ring& ring = *plan.ring;
+  const int self = ring.position(plan.rank);
+  const int position = ringIndex(self - ring.position(plan.c.root), n);  // 0 at the root
+  const int prev = position == 0 ? -1 : ring.at(self - 1);
+  const int next = position == n - 1 ? -1 : ring.at(self + 1);
   const size_t bytes = plan.c.blockBytes();
   Links links(plan.comm.engine(), plan.what);
   Primitives prims = plan.primitives(links, prev, next);

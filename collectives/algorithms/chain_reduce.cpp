@@ -1,5 +1,5 @@
-// Pipelined chain reduce: the ranks form a chain ending at the root
-// (root+1, ..., root-1, root); partial sums stream down it slot by slot,
+// Pipelined chain reduce: the ranks form a chain along the ring ending at
+// the root (the one after it on the ring, ..., the root); partial sums stream down it slot by slot,
 // each rank adding its own input, and the root stores the total.
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/slices.hpp"
@@ -8,9 +8,11 @@ namespace loom::coll {
 
 void chainReduce(const Plan& plan) {
   const int n = plan.nranks;
-  const int position = ringIndex(plan.rank - plan.c.root - 1, n);  // n-1 at the root
-  const int prev = position == 0 ? -1 : ringIndex(plan.rank - 1, n);
-  const int next = position == n - 1 ? -1 : ringIndex(plan.rank + 1, n);
+  const Ring& ring = *plan.ring;
+  const int self = ring.position(plan.rank);
+  const int position = ringIndex(self - ring.position(plan.c.root) - 1, n);  // n-1 at the root
+  const int prev = position == 0 ? -1 : ring.at(self - 1);
+  const int next = position == n - 1 ? -1 : ring.at(self + 1);
   const size_t bytes = plan.c.blockBytes();
   Links links(plan.comm.engine(), plan.what);
   Primitives prims = plan.primitives(links, prev, next);

@@ -3,7 +3,8 @@
 // slice once around the ring, each rank adding its own part as the slice
 // passes, until rank r holds the full sum of slice r+1; an all-gather pass
 // then carries the finished slices around once more. Each primitive streams
-// slot by slot, so the 2(n-1) steps pipeline through the FIFOs.
+// slot by slot, so the 2(n-1) steps pipeline through the FIFOs. Ranks and
+// slices are numbered by ring position (the topology's order).
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/slices.hpp"
 
@@ -11,11 +12,12 @@ namespace loom::coll {
 
 void ringAllReduce(const Plan& plan) {
   const int n = plan.nranks;
-  const int r = plan.rank;
+  const Ring& ring = *plan.ring;
+  const int r = ring.position(plan.rank);
   const size_t total = plan.c.blockBytes();
   const size_t loopBytes = plan.chunkBytes * static_cast<size_t>(n);
   Links links(plan.comm.engine(), plan.what);
-  Primitives prims = plan.primitives(links, ringIndex(r - 1, n), ringIndex(r + 1, n));
+  Primitives prims = plan.primitives(links, ring.at(r - 1), ring.at(r + 1));
 
   for (size_t base = 0; base < total; base += loopBytes) {
     const size_t len = std::min(loopBytes, total - base);
@@ -23,7 +25,7 @@ void ringAllReduce(const Plan& plan) {
     std::byte* out = plan.c.recv + base;
     auto slice = [&](int k) { return sliceOf(len, plan.c.typeSize, n, ringIndex(k, n)); };
 
-    // Reduce-scatter: at step j, rank r adds its part of slice r-j and passes it on.
+    // Reduce-scatter: at step j, position r adds its part of slice r-j and passes it on.
     Slice s = slice(r);
     prims.send(in + s.offset, s.bytes);
     for (int j = 1; j < n - 1; ++j) {
@@ -34,7 +36,7 @@ void ringAllReduce(const Plan& plan) {
     s = slice(r + 1);
     prims.recvReduceCopySend(in + s.offset, out + s.offset, s.bytes);
 
-    // All-gather: at step j, rank r keeps and forwards finished slice r+1-j.
+    // All-gather: at step j, position r keeps and forwards finished slice r+1-j.
     for (int j = 1; j < n - 1; ++j) {
       s = slice(r + 1 - j);
       prims.recvCopySend(out + s.offset, s.bytes);

@@ -16,7 +16,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_CHUNKSIZE", "", "Bytes per ring slice and pipelining step of the collectives, and per slot of the shared-memory collectives' segment (a multiple of 64; default: 4 MiB for rings, 256 KiB per slot, at most 16 MiB)."},
     {"LOOM_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
     {"LOOM_DEBUG_FILE", "", "Write the log to this file instead of stderr; %h is replaced by the host name, %p by the pid."},
-    {"LOOM_DEBUG_SUBSYS", "ALL", "Comma-separated subsystems to log: INIT, BOOTSTRAP, NET, COMM, LAUNCH, COLL, TUNING, ALL; a leading ^ excludes the listed ones."},
+    {"LOOM_DEBUG_SUBSYS", "ALL", "Comma-separated subsystems to log: INIT, BOOTSTRAP, NET, COMM, LAUNCH, COLL, TUNING, GRAPH, ALL; a leading ^ excludes the listed ones."},
     {"LOOM_DETERMINISTIC", "0", "1: reductions fold every element's operands in rank order in one pass (shared-segment and direct algorithms only), so float results are bitwise identical across runs, algorithms and message sizes for a given rank count. loomConfig_t.deterministic overrides it."},
     {"LOOM_HOSTID", "", "Overrides the host id (default: a hash of the host name and the kernel boot id); ranks with equal ids count as one node."},
     {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
@@ -26,6 +26,8 @@ constexpr Variable kVariables[] = {
     {"LOOM_SOCKET_NSOCKS", "2", "TCP sockets per socket-transport connection (1 to 16); consecutive slots travel on different sockets."},
     {"LOOM_STORE_ADDR", "", "Rendezvous store for loomCommInitFromEnv: host:port (rank 0 serves a TCP store there) or file:///dir (a directory all ranks share)."},
     {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds: bootstrap, connection set-up, barriers, and a send or receive whose peer moves nothing for that long."},
+    {"LOOM_TOPO_DUMP_FILE", "", "Write the machine and the communicator's plan (system graph, paths, places, ring, trees, NIC per rank) as JSON to this file: rank 0 writes it, or every rank when the name holds %r (replaced by the rank)."},
+    {"LOOM_TOPO_FILE", "", "Describe this machine with this hwloc v2.0 XML file (lstopo --of xml) instead of discovering it; ranks are then placed on its GPUs, or its NUMA nodes in blocks, by local rank."},
     {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only) or socket. Default: the fastest that reaches each peer (shm within a host, else socket)."},
     {"LOOM_WORLD_SIZE", "", "Number of ranks, for loomCommInitFromEnv (set by loomrun)."},
 };

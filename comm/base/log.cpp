@@ -17,7 +17,7 @@
 namespace loom {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, Subsys>, 7> kSubsysNames{{
+constexpr std::array<std::pair<std::string_view, Subsys>, 8> kSubsysNames{{
     {"INIT", Subsys::Init},
     {"BOOTSTRAP", Subsys::Bootstrap},
     {"NET", Subsys::Net},
@@ -25,6 +25,7 @@ constexpr std::array<std::pair<std::string_view, Subsys>, 7> kSubsysNames{{
     {"LAUNCH", Subsys::Launch},
     {"COLL", Subsys::Coll},
     {"TUNING", Subsys::Tuning},
+    {"GRAPH", Subsys::Graph},
 }};
 
 std::string_view subsysName(Subsys s) {

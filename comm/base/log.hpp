@@ -18,6 +18,7 @@ enum class Subsys : uint32_t {
   Launch = 1u << 4,
   Coll = 1u << 5,
   Tuning = 1u << 6,
+  Graph = 1u << 7,  // topology: discovery, placement
 };
 
 struct LogConfig {

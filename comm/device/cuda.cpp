@@ -1,5 +1,7 @@
 #include "comm/device/cuda.hpp"
 
+#include <cctype>
+
 #ifdef LOOM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -24,6 +26,26 @@ int deviceCount() {
   return count;
 #else
   return 0;
+#endif
+}
+
+std::string currentDeviceBusId() {
+#ifdef LOOM_HAVE_CUDA
+  int device = 0;
+  char id[32] = {};
+  if (deviceCount() == 0 || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  std::string out(id);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // CUDA may print the domain with 8 digits; hwloc and Loom use 4.
+  const size_t colon = out.find(':');
+  if (colon > 4 && colon != std::string::npos) out.erase(0, colon - 4);
+  return out;
+#else
+  return "";
 #endif
 }
 

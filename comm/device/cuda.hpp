@@ -2,9 +2,14 @@
 // without a driver or device.
 #pragma once
 
+#include <string>
+
 namespace loom::cuda {
 
 bool compiledWithCuda();
 int deviceCount();
+// The PCI bus id of this thread's current device ("0000:1a:00.0", lower
+// case), or "" without CUDA or a device.
+std::string currentDeviceBusId();
 
 }  // namespace loom::cuda

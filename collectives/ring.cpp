@@ -1,0 +1,20 @@
+#include "collectives/ring.hpp"
+
+#include "collectives/algorithms/slices.hpp"
+#include "comm/base/error.hpp"
+
+namespace loom::coll {
+
+Ring::Ring(std::vector<int> order) : order_(std::move(order)), position_(order_.size(), -1) {
+  for (size_t p = 0; p < order_.size(); ++p) {
+    const int r = order_[p];
+    if (r < 0 || static_cast<size_t>(r) >= order_.size() || position_[static_cast<size_t>(r)] >= 0) {
+      throw Error(loomInternalError, "the topology ring is not a permutation of the ranks");
+    }
+    position_[static_cast<size_t>(r)] = static_cast<int>(p);
+  }
+}
+
+int Ring::at(int position) const { return order_[static_cast<size_t>(ringIndex(position, size()))]; }
+
+}  // namespace loom::coll
