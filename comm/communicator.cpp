@@ -12,11 +12,12 @@
 
 namespace loom {
 
-net::Socket listenOnBootstrapInterface(const std::string& label) {
+net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const std::string> preferred) {
   auto interfaces = net::selectInterfaces(env::get("LOOM_SOCKET_IFNAME"), net::listInterfaces());
-  net::SocketAddress address = interfaces.front().address;
+  const net::Interface& chosen = net::preferNamed(interfaces, preferred);
+  net::SocketAddress address = chosen.address;
   address.setPort(0);
-  LOOM_INFO(Bootstrap, "%s on interface %s", label.c_str(), interfaces.front().name.c_str());
+  LOOM_INFO(Bootstrap, "%s on interface %s", label.c_str(), chosen.name.c_str());
   return net::Socket::listen(address, label);
 }
 
@@ -73,8 +74,6 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, self, std::move(listener), config_.timeout, &cancel_);
 
-  startEngine(id, self);
-
   localSize_ = 0;
   for (const auto& p : bootstrap_->peers()) {
     if (p.hostId == self.hostId) {
@@ -83,12 +82,17 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
     }
   }
   placement_ = planTopology(*bootstrap_, self.hostId, localRank_, localSize_);
+
+  startEngine(id, self);
   LOOM_INFO(Init, "communicator ready: rank %d of %d, local rank %d of %d", rank_, size_, localRank_, localSize_);
   asyncError_.store(loomSuccess, std::memory_order_release);
 }
 
 void Communicator::startEngine(const UniqueIdData& id, const PeerInfo& self) {
-  auto listener = listenOnBootstrapInterface("data listener of rank " + std::to_string(rank_));
+  const int nic = processSystem().find(topo::NodeKind::Nic, placement_.ranks[static_cast<size_t>(rank_)].nic);
+  const std::vector<std::string> netdevs = nic >= 0 ? processSystem().nodes[static_cast<size_t>(nic)].netdevs
+                                                    : std::vector<std::string>{};
+  auto listener = listenOnBootstrapInterface("data listener of rank " + std::to_string(rank_), netdevs);
   transport::Context context;
   context.self = {.rank = rank_, .hostId = self.hostId, .pid = self.pid, .listener = listener.localAddress()};
   context.secret = id.secret;

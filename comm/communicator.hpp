@@ -76,7 +76,8 @@ class Communicator {
 
  private:
   void runInit(const UniqueIdData& id, int rank, int nranks);
-  // Opens the data listener, exchanges endpoints, creates the engine.
+  // Opens the data listener (on the interface of this rank's NIC when it has
+  // one here), exchanges endpoints, creates the engine.
   void startEngine(const UniqueIdData& id, const PeerInfo& self);
 
   Config config_;
@@ -95,9 +96,9 @@ class Communicator {
   std::thread initThread_;
 };
 
-// Creates a listener for this rank's bootstrap on the interface chosen by
-// LOOM_SOCKET_IFNAME (port 0: any free port).
-net::Socket listenOnBootstrapInterface(const std::string& label);
+// Creates a listener on the interface chosen by LOOM_SOCKET_IFNAME (port 0:
+// any free port), the first of them named in `preferred` if any is.
+net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const std::string> preferred = {});
 
 }  // namespace loom
 

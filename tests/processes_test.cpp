@@ -66,6 +66,26 @@ TEST(LoomPerf, EveryCollectiveRunsCheckedAcrossProcesses) {
   }
 }
 
+// -d all and -o all: one row per type and op, every one checked.
+TEST(LoomPerf, AllTypesAndOpsSweepEveryCombination) {
+  auto r = runProcess({LOOM_PERF_BIN, "reduce_scatter", "-N", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "-d",
+                       "all", "-o", "all"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
+  for (const char* type : {"int8", "uint64", "float16", "bfloat16", "float64"}) {
+    for (const char* op : {"sum", "prod", "min", "max", "avg", "premulsum"}) {
+      const std::regex row(std::string("\n +1024 +[0-9]+ +") + type + " +" + op + " ");
+      EXPECT_TRUE(std::regex_search(r.output, row)) << type << " " << op << "\n" << r.output;
+    }
+  }
+  // A collective without a reduction sweeps the types once each.
+  auto g = runProcess({LOOM_PERF_BIN, "all_gather", "-N", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "-d", "all",
+                       "-o", "all"});
+  ASSERT_EQ(g.exitCode, 0) << g.output;
+  const std::regex anyRow("\n +1024 +[0-9]+ +[a-z0-9]+ +none ");
+  EXPECT_EQ(std::distance(std::sregex_iterator(g.output.begin(), g.output.end(), anyRow), std::sregex_iterator()), 10);
+}
+
 TEST(LoomPerf, ACorruptedResultIsCountedAndFailsTheRun) {
   auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-b", "1K", "-e", "1K", "--test-corrupt-one"});
   EXPECT_EQ(r.exitCode, 1) << r.output;

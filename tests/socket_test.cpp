@@ -57,6 +57,19 @@ TEST(Interfaces, NoMatchIsAClearError) {
   }
 }
 
+// The topology's NIC for a rank (its netdevs, e.g. {"mlx5_1", "ib0"}) wins
+// among the selected interfaces; a NIC without one of them changes nothing.
+TEST(Interfaces, TheRanksNicIsPreferredAmongTheSelected) {
+  const auto chosen = net::selectInterfaces("", fakeInterfaces());
+  const std::vector<std::string> ib{"mlx5_1", "ib0"};
+  EXPECT_EQ(net::preferNamed(chosen, ib).name, "ib0");
+  const std::vector<std::string> none{"mlx5_0", "ens9"};
+  EXPECT_EQ(net::preferNamed(chosen, none).name, "eth0");
+  EXPECT_EQ(net::preferNamed(chosen, {}).name, "eth0");
+  // LOOM_SOCKET_IFNAME decides first: an excluded interface is not brought back.
+  EXPECT_EQ(net::preferNamed(net::selectInterfaces("eth", fakeInterfaces()), ib).name, "eth0");
+}
+
 TEST(Interfaces, OnlyLoopbackFallsBackToIt) {
   auto lo = fakeInterfaces();
   lo.resize(1);

@@ -7,10 +7,15 @@
 #   netns_up N            create N nodes (exit 77, "skipped", without root or netns)
 #   netns_rank NODE R N LR STORE_PORT ARGS...   run ARGS as rank R of N (local rank LR)
 #                         in NODE, with LOOM_HOSTID=nodeNODE and the store on node 0
+#   netns_job NAME "NODE_OF_RANK..." ARGS...    run ARGS as one process per rank, rank r in
+#                         node NODE_OF_RANK[r] (rank 0 on node 0: it serves the store);
+#                         logs in $NETNS_DIR/NAME.r.log; a failure prints the failed
+#                         ranks' logs and counts in NETNS_FAILURES
 
 NETNS_TAG="loom$$"
 NETNS_NODES=()
 NETNS_DIR=""
+NETNS_FAILURES=0
 
 netns_down() {
   local ns
@@ -48,4 +53,23 @@ netns_rank() {
   shift 5
   ip netns exec "${NETNS_TAG}n$node" env LOOM_RANK="$rank" LOOM_LOCAL_RANK="$localRank" LOOM_WORLD_SIZE="$size" \
     LOOM_STORE_ADDR="10.77.0.1:$port" LOOM_HOSTID="node$node" LOOM_SOCKET_IFNAME=veth "$@"
+}
+
+netns_job() {
+  local name=$1; local -a placement=($2); shift 2
+  local n=${#placement[@]} port=$((20000 + RANDOM % 20000)) pids=() r
+  local -A local_count=()
+  for ((r = 0; r < n; r++)); do
+    local node=${placement[r]}
+    local lr=${local_count[$node]:-0}
+    local_count[$node]=$((lr + 1))
+    netns_rank "$node" $r $n $lr $port timeout 240 "$@" >"$NETNS_DIR/$name.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  local status=0
+  for ((r = 0; r < n; r++)); do
+    if ! wait "${pids[r]}"; then status=1; echo "--- $name: rank $r failed:"; tail -20 "$NETNS_DIR/$name.$r.log"; fi
+  done
+  if ((status == 0)); then echo "ok   $name"; else echo "FAIL $name ($*)"; NETNS_FAILURES=$((NETNS_FAILURES + 1)); fi
+  return $status
 }

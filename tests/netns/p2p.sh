@@ -16,28 +16,7 @@ source "$(dirname "$0")/../../scripts/lib/netns.sh"
 netns_up 4
 work=$NETNS_DIR
 
-failures=0
-# run_job NAME "NODE_OF_RANK..." MODE [ARGS...]: one process per rank, rank r in
-# node NODE_OF_RANK[r] (rank 0 on node 0: it serves the store).
-run_job() {
-  local name=$1; local -a placement=($2); shift 2
-  local n=${#placement[@]} port=$((20000 + RANDOM % 20000)) pids=() r
-  declare -A local_count=()
-  for ((r = 0; r < n; r++)); do
-    local node=${placement[r]}
-    local lr=${local_count[$node]:-0}
-    local_count[$node]=$((lr + 1))
-    LOOM_TIMEOUT_MS=60000 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET \
-      netns_rank "$node" $r $n $lr $port timeout 240 "$bin" "$@" >"$work/$name.$r.log" 2>&1 &
-    pids+=($!)
-  done
-  local status=0
-  for ((r = 0; r < n; r++)); do
-    if ! wait "${pids[r]}"; then status=1; echo "--- $name: rank $r failed:"; tail -20 "$work/$name.$r.log"; fi
-  done
-  if ((status == 0)); then echo "ok   $name ($*)"; else echo "FAIL $name ($*)"; failures=$((failures + 1)); fi
-  return $status
-}
+export LOOM_TIMEOUT_MS=60000 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET
 
 # expect_transport NAME RANK PEER KIND: rank RANK's log shows a KIND connection to PEER.
 expect_transport() {
@@ -45,21 +24,21 @@ expect_transport() {
     echo "ok   $1: rank $2 -> rank $3 over $4"
   else
     echo "FAIL $1: rank $2 -> rank $3 did not use $4"; grep -h "connection to" "$work/$1.$2.log"
-    failures=$((failures + 1))
+    NETNS_FAILURES=$((NETNS_FAILURES + 1))
   fi
 }
 
-run_job sockets4 "0 1 2 3" matrix
+netns_job sockets4 "0 1 2 3" "$bin" matrix
 expect_transport sockets4 0 3 socket
-run_job sockets4-large "0 1 2 3" large "$large_types"
-run_job sockets4-flood "0 1 2 3" flood
-run_job sockets4-ring "0 1 2 3" ring 5
-run_job mixed "0 0 1 1" matrix
+netns_job sockets4-large "0 1 2 3" "$bin" large "$large_types"
+netns_job sockets4-flood "0 1 2 3" "$bin" flood
+netns_job sockets4-ring "0 1 2 3" "$bin" ring 5
+netns_job mixed "0 0 1 1" "$bin" matrix
 expect_transport mixed 0 1 shm
 expect_transport mixed 2 3 shm
 expect_transport mixed 1 2 socket
 expect_transport mixed 3 0 socket
-run_job mixed-ring "0 0 1 1" ring 5
+netns_job mixed-ring "0 0 1 1" "$bin" ring 5
 
-((failures == 0)) && echo "all network-namespace jobs passed"
-exit $((failures > 0))
+((NETNS_FAILURES == 0)) && echo "all network-namespace jobs passed"
+exit $((NETNS_FAILURES > 0))

@@ -40,8 +40,8 @@ struct Options {
   size_t minBytes = 8;
   size_t maxBytes = 8;
   double factor = 2;
-  loomDataType_t type = loomFloat32;
-  Op op = Op::Sum;
+  std::vector<loomDataType_t> types{loomFloat32};  // -d: one, or all
+  std::vector<Op> ops{Op::Sum};                    // -o: one, or all
   int root = 0;
   bool loomMemAlloc = false;  // -R 1: buffers from loomMemAlloc, which peers on the node read in place
   bool corruptOne = false;  // test hook: flips one result element before the check
@@ -57,8 +57,8 @@ int usage(int status) {
                "  -f     size factor between steps (default 2)\n"
                "  -n/-w  timed and warm-up iterations per size (default 20, 5)\n"
                "  -c     check results (1, default) or not (0)\n"
-               "  -d     int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default float)\n"
-               "  -o     sum prod min max avg premulsum (default sum)\n"
+               "  -d     int8 uint8 int32 uint32 int64 uint64 half float double bfloat16, or all (default float)\n"
+               "  -o     sum prod min max avg premulsum, or all (default sum)\n"
                "  -r     root of rooted collectives (default 0)\n"
                "  -N     ranks to start on this machine when not under a launcher (default 4)\n"
                "  -R     buffers from malloc (0, default) or loomMemAlloc (1: read in place by the node's ranks)\n"
@@ -105,21 +105,28 @@ bool parseCollective(const std::string& name, Options& o) {
   return false;
 }
 
-loomDataType_t parseType(const char* text) {
+std::vector<loomDataType_t> parseTypes(const char* text) {
   const std::pair<const char*, loomDataType_t> kNames[] = {
       {"int8", loomInt8},     {"uint8", loomUint8},   {"int32", loomInt32}, {"uint32", loomUint32},
       {"int64", loomInt64},   {"uint64", loomUint64}, {"half", loomFloat16}, {"float16", loomFloat16},
       {"float", loomFloat32}, {"float32", loomFloat32}, {"double", loomFloat64}, {"float64", loomFloat64},
       {"bfloat16", loomBfloat16}};
+  if (std::strcmp(text, "all") == 0) {
+    return {loomInt8,    loomUint8,   loomInt32,   loomUint32,  loomInt64,
+            loomUint64,  loomFloat16, loomFloat32, loomFloat64, loomBfloat16};
+  }
   for (auto [n, t] : kNames) {
-    if (std::strcmp(text, n) == 0) return t;
+    if (std::strcmp(text, n) == 0) return {t};
   }
   bad("-d", text);
 }
 
-Op parseOp(const char* text) {
-  for (int op = 0; op <= static_cast<int>(Op::PreMulSum); ++op) {
-    if (std::strcmp(text, loom::check::opName(static_cast<Op>(op))) == 0) return static_cast<Op>(op);
+std::vector<Op> parseOps(const char* text) {
+  std::vector<Op> all;
+  for (int op = 0; op <= static_cast<int>(Op::PreMulSum); ++op) all.push_back(static_cast<Op>(op));
+  if (std::strcmp(text, "all") == 0) return all;
+  for (Op op : all) {
+    if (std::strcmp(text, loom::check::opName(op)) == 0) return {op};
   }
   bad("-o", text);
 }
@@ -192,8 +199,8 @@ class Runner {
     double wrong;
   };
 
-  Result measure(size_t count, bool inPlace) {
-    Case c{o_.coll, o_.type, o_.op, size_, rank_, o_.root, count};
+  Result measure(loomDataType_t type, Op reduction, size_t count, bool inPlace) {
+    Case c{o_.coll, type, reduction, size_, rank_, o_.root, count};
     prepare(c, inPlace);
     loomRedOp_t op = makeOp(c);
     for (int i = 0; i < o_.warmup; ++i) run(c, op);
@@ -312,7 +319,6 @@ int runBarrier(const Options& o, loomComm_t comm, int rank) {
 }
 
 int runCollective(const Options& o, loomComm_t comm, int rank, int size) {
-  const size_t typeSize = loom::check::typeSize(o.type);
   const bool blocks = o.coll == Coll::AllGather || o.coll == Coll::ReduceScatter || o.coll == Coll::AlltoAll ||
                       o.coll == Coll::Gather || o.coll == Coll::Scatter;
   const bool reduces = loom::check::reduces(o.coll);
@@ -327,29 +333,35 @@ int runCollective(const Options& o, loomComm_t comm, int rank, int size) {
   }
   double wrongTotal = 0, busSum = 0;
   int sizes = 0;
-  for (size_t bytes = o.minBytes;; bytes = std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * o.factor))) {
-    if (bytes > o.maxBytes) break;
-    const size_t unit = typeSize * (blocks ? static_cast<size_t>(size) : 1);
-    const size_t count = bytes / unit;  // per-rank block for the n-block collectives
-    const size_t total = count * unit;
-    auto out = runner.measure(count, false);
-    const bool hasInPlace = o.coll != Coll::AlltoAll;  // NCCL defines no in-place all-to-all
-    auto in = hasInPlace ? runner.measure(count, true) : out;
-    auto algbw = [&](double us) { return us > 0 ? static_cast<double>(total) / us / 1e3 : 0.0; };
-    const double factor = busFactor(o.coll, size);
-    if (rank == 0) {
-      std::printf(" %11zu %12zu %8s %9s %5d  %8.1f %7.2f %7.2f %6.0f", total, total / typeSize,
-                  loom::check::typeName(o.type), reduces ? loom::check::opName(o.op) : "none",
-                  o.coll == Coll::Broadcast || o.coll == Coll::Reduce || o.coll == Coll::Gather || o.coll == Coll::Scatter ? o.root : -1,
-                  out.us, algbw(out.us), algbw(out.us) * factor, out.wrong);
-      if (hasInPlace) std::printf("  %8.1f %7.2f %7.2f %6.0f\n", in.us, algbw(in.us), algbw(in.us) * factor, in.wrong);
-      else std::printf("  %8s %7s %7s %6s\n", "n/a", "n/a", "n/a", "n/a");
-      std::fflush(stdout);
+  // -d all and -o all: one sweep per type and (for reductions) per op.
+  for (loomDataType_t type : o.types) {
+    const size_t typeSize = loom::check::typeSize(type);
+    for (Op op : reduces ? o.ops : std::vector<Op>{Op::Sum}) {
+      for (size_t bytes = o.minBytes;; bytes = std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * o.factor))) {
+        if (bytes > o.maxBytes) break;
+        const size_t unit = typeSize * (blocks ? static_cast<size_t>(size) : 1);
+        const size_t count = bytes / unit;  // per-rank block for the n-block collectives
+        const size_t total = count * unit;
+        auto out = runner.measure(type, op, count, false);
+        const bool hasInPlace = o.coll != Coll::AlltoAll;  // NCCL defines no in-place all-to-all
+        auto in = hasInPlace ? runner.measure(type, op, count, true) : out;
+        auto algbw = [&](double us) { return us > 0 ? static_cast<double>(total) / us / 1e3 : 0.0; };
+        const double factor = busFactor(o.coll, size);
+        if (rank == 0) {
+          std::printf(" %11zu %12zu %8s %9s %5d  %8.1f %7.2f %7.2f %6.0f", total, total / typeSize,
+                      loom::check::typeName(type), reduces ? loom::check::opName(op) : "none",
+                      o.coll == Coll::Broadcast || o.coll == Coll::Reduce || o.coll == Coll::Gather || o.coll == Coll::Scatter ? o.root : -1,
+                      out.us, algbw(out.us), algbw(out.us) * factor, out.wrong);
+          if (hasInPlace) std::printf("  %8.1f %7.2f %7.2f %6.0f\n", in.us, algbw(in.us), algbw(in.us) * factor, in.wrong);
+          else std::printf("  %8s %7s %7s %6s\n", "n/a", "n/a", "n/a", "n/a");
+          std::fflush(stdout);
+        }
+        wrongTotal += out.wrong + (hasInPlace ? in.wrong : 0);
+        busSum += (algbw(out.us) + algbw(in.us)) / 2 * factor;
+        ++sizes;
+        if (o.factor <= 1) break;
+      }
     }
-    wrongTotal += out.wrong + (hasInPlace ? in.wrong : 0);
-    busSum += (algbw(out.us) + algbw(in.us)) / 2 * factor;
-    ++sizes;
-    if (o.factor <= 1) break;
   }
   if (rank == 0) {
     std::printf("# Out of bounds values : %.0f %s\n", wrongTotal, wrongTotal == 0 ? "OK" : "FAILED");
@@ -400,8 +412,8 @@ int main(int argc, char** argv) {
     else if (a == "-b") o.minBytes = parseBytes("-b", v);
     else if (a == "-e") o.maxBytes = parseBytes("-e", v);
     else if (a == "-f") o.factor = std::strtod(v, nullptr);
-    else if (a == "-d") o.type = parseType(v);
-    else if (a == "-o") o.op = parseOp(v);
+    else if (a == "-d") o.types = parseTypes(v);
+    else if (a == "-o") o.ops = parseOps(v);
     else if (a == "-r") o.root = parseInt("-r", v, 0);
     else if (a == "-R") o.loomMemAlloc = parseInt("-R", v, 0) != 0;
     else return usage(2);

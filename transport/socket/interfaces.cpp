@@ -82,4 +82,11 @@ std::vector<Interface> selectInterfaces(std::string_view spec, const std::vector
   return chosen;
 }
 
+const Interface& preferNamed(const std::vector<Interface>& chosen, std::span<const std::string> preferred) {
+  for (const auto& i : chosen) {
+    if (std::find(preferred.begin(), preferred.end(), i.name) != preferred.end()) return i;
+  }
+  return chosen.front();
+}
+
 }  // namespace loom::net

@@ -3,6 +3,7 @@
 // exact names, "^" in front to exclude the listed ones.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,5 +36,10 @@ class InterfaceFilter {
 // and docker*, else lo. With a spec that matches nothing: loomInvalidArgument
 // naming the spec and the interfaces there are.
 std::vector<Interface> selectInterfaces(std::string_view spec, const std::vector<Interface>& available);
+
+// The first of `chosen` (selectInterfaces' order) whose name is in
+// `preferred` (the netdevs of the NIC the topology gave this rank), else the
+// first of `chosen`.
+const Interface& preferNamed(const std::vector<Interface>& chosen, std::span<const std::string> preferred);
 
 }  // namespace loom::net

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Collectives across "nodes", for real: two network namespaces with two ranks
+# each, dealt alternately (rank r on node r mod 2), so each host's ranks talk
+# over shared memory, the hosts over sockets, and the topology ring is
+# 0 2 1 3 rather than rank order. Every collective through loom-perf with its
+# checks on (it exits non-zero on any wrong element), on the ring and chain
+# algorithms and on the tuner's choice; the dumped plan must give that ring on
+# every rank. Exit 77 (skipped) without root or network namespaces.
+#
+#   collectives.sh LOOM_PERF_BIN
+set -uo pipefail
+perf=${1:?usage: collectives.sh LOOM_PERF_BIN}
+source "$(dirname "$0")/../../scripts/lib/netns.sh"
+netns_up 2
+export LOOM_TIMEOUT_MS=60000
+
+sweep=(-b 8 -e 1M -f 32 -n 2 -w 1)
+for coll in all_reduce all_gather reduce_scatter broadcast reduce; do
+  netns_job "ring-$coll" "0 1 0 1" env LOOM_ALGO=ring "$perf" "$coll" "${sweep[@]}" -d all
+done
+for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter; do
+  netns_job "tuned-$coll" "0 1 0 1" "$perf" "$coll" "${sweep[@]}" -o all
+done
+
+netns_job plan "0 1 0 1" env LOOM_TOPO_DUMP_FILE="$NETNS_DIR/plan.%r.json" "$perf" all_reduce -b 8 -e 8
+for r in 0 1 2 3; do
+  if grep -q '"ring": \[0, 2, 1, 3\]' "$NETNS_DIR/plan.$r.json"; then
+    echo "ok   plan: rank $r's ring is 0 2 1 3"
+  else
+    echo "FAIL plan: rank $r's ring:"; grep '"ring"' "$NETNS_DIR/plan.$r.json"
+    NETNS_FAILURES=$((NETNS_FAILURES + 1))
+  fi
+done
+
+((NETNS_FAILURES == 0)) && echo "all network-namespace collective jobs passed"
+exit $((NETNS_FAILURES > 0))
