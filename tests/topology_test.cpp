@@ -139,6 +139,13 @@ TEST(TopologyPaths, PcieServer) {
   // Bandwidth is the narrowest link: the fixture's 31.5 GB/s PCIe, then the socket link.
   EXPECT_NEAR(pathBetween(sys, node(sys, "gpu0"), node(sys, "gpu1")).GBs, 31.5, 0.01);
   EXPECT_DOUBLE_EQ(pathBetween(sys, node(sys, "gpu0"), node(sys, "gpu4")).GBs, LinkModel::kInterSocket);
+  // Latency grows with the links crossed: GPU, switch, GPU < through the CPU < across sockets.
+  const double pix = pathBetween(sys, node(sys, "gpu0"), node(sys, "gpu1")).latencyUs;
+  const double phb = pathBetween(sys, node(sys, "gpu0"), node(sys, "gpu2")).latencyUs;
+  const double sys2 = pathBetween(sys, node(sys, "gpu0"), node(sys, "gpu4")).latencyUs;
+  EXPECT_DOUBLE_EQ(pix, 2 * LinkModel::kPcieLinkUs);
+  EXPECT_DOUBLE_EQ(phb, 4 * LinkModel::kPcieLinkUs);
+  EXPECT_DOUBLE_EQ(sys2, 4 * LinkModel::kPcieLinkUs + LinkModel::kInterSocketUs);
   // Symmetric.
   for (int a : pathEndpoints(sys)) {
     for (int b : pathEndpoints(sys)) EXPECT_EQ(pathBetween(sys, a, b).type, pathBetween(sys, b, a).type);

@@ -69,6 +69,18 @@ void writeSystem(JsonWriter& json, const System& sys) {
     for (int b : ends) json.value(pathName(pathBetween(sys, a, b).type));
     json.endArray();
   }
+  json.endArray().key("GBs").beginArray();
+  for (int a : ends) {
+    json.beginArray(true);
+    for (int b : ends) json.value(pathBetween(sys, a, b).GBs);
+    json.endArray();
+  }
+  json.endArray().key("latency_us").beginArray();
+  for (int a : ends) {
+    json.beginArray(true);
+    for (int b : ends) json.value(pathBetween(sys, a, b).latencyUs);
+    json.endArray();
+  }
   json.endArray().endObject();
   json.endObject();
 }

@@ -22,16 +22,16 @@ double nvlinkGBs(const System& sys, int a, int b) {
 std::optional<Path> nvlinkPath(const System& sys, int a, int b) {
   const auto isGpu = [&](int i) { return at(sys, i).kind == NodeKind::Gpu; };
   if (!isGpu(a) || !isGpu(b)) return std::nullopt;
-  if (double direct = nvlinkGBs(sys, a, b); direct > 0) return Path{PathType::NVL, direct};
+  if (double direct = nvlinkGBs(sys, a, b); direct > 0) return Path{PathType::NVL, direct, LinkModel::kNvLinkUs};
   // Through NVSwitches: what both GPUs reach of every switch they share.
   double viaSwitch = 0;
   for (int s : sys.all(NodeKind::NvSwitch)) viaSwitch += std::min(nvlinkGBs(sys, a, s), nvlinkGBs(sys, b, s));
-  if (viaSwitch > 0) return Path{PathType::NVL, viaSwitch};
+  if (viaSwitch > 0) return Path{PathType::NVL, viaSwitch, 2 * LinkModel::kNvLinkUs};
   double viaGpu = 0;
   for (int g : sys.all(NodeKind::Gpu)) {
     if (g != a && g != b) viaGpu = std::max(viaGpu, std::min(nvlinkGBs(sys, a, g), nvlinkGBs(sys, g, b)));
   }
-  if (viaGpu > 0) return Path{PathType::NVB, viaGpu};
+  if (viaGpu > 0) return Path{PathType::NVB, viaGpu, 2 * LinkModel::kNvLinkUs};
   return std::nullopt;
 }
 
@@ -59,7 +59,7 @@ std::string_view pathName(PathType type) {
 }
 
 Path pathBetween(const System& sys, int a, int b) {
-  if (a == b) return {PathType::LOC, 0};
+  if (a == b) return {PathType::LOC, 0, 0};
   if (auto nv = nvlinkPath(sys, a, b)) return *nv;
 
   const std::vector<int> up = chainUp(sys, a);
@@ -75,20 +75,24 @@ Path pathBetween(const System& sys, int a, int b) {
     if (j == down.end()) continue;
     const size_t jdx = static_cast<size_t>(j - down.begin());
     const double gbs = std::min(narrowest(up, i), narrowest(down, jdx));
-    if (at(sys, up[i]).kind == NodeKind::Cpu) return {PathType::PHB, gbs};
+    const double us = static_cast<double>(i + jdx) * LinkModel::kPcieLinkUs;
+    if (at(sys, up[i]).kind == NodeKind::Cpu) return {PathType::PHB, gbs, us};
     // The switches crossed: the common one and every one below it on either side.
     const auto switches = [&](const std::vector<int>& chain, size_t stop) {
       return std::count_if(chain.begin() + 1, chain.begin() + static_cast<long>(stop),
                            [&](int k) { return at(sys, k).kind == NodeKind::PciSwitch; });
     };
     const long crossed = 1 + switches(up, i) + switches(down, jdx);
-    return {crossed == 1 ? PathType::PIX : PathType::PXB, gbs};
+    return {crossed == 1 ? PathType::PIX : PathType::PXB, gbs, us};
   }
   // Different CPUs: up to each, then across the link between them.
   const Node& ca = at(sys, up.back());
   const Node& cb = at(sys, down.back());
-  const double between = ca.package == cb.package ? LinkModel::kSamePackage : LinkModel::kInterSocket;
-  return {PathType::SYS, std::min({narrowest(up, up.size() - 1), narrowest(down, down.size() - 1), between})};
+  const bool samePackage = ca.package == cb.package;
+  const double between = samePackage ? LinkModel::kSamePackage : LinkModel::kInterSocket;
+  const double us = static_cast<double>(up.size() + down.size() - 2) * LinkModel::kPcieLinkUs +
+                    (samePackage ? LinkModel::kSamePackageUs : LinkModel::kInterSocketUs);
+  return {PathType::SYS, std::min({narrowest(up, up.size() - 1), narrowest(down, down.size() - 1), between}), us};
 }
 
 }  // namespace loom::topo

@@ -22,7 +22,8 @@ std::string_view pathName(PathType type);
 
 struct Path {
   PathType type = PathType::LOC;
-  double GBs = 0;  // the narrowest link crossed, one direction; 0 for LOC
+  double GBs = 0;        // the narrowest link crossed, one direction; 0 for LOC
+  double latencyUs = 0;  // the links' latencies added up (LinkModel)
 };
 
 // Between nodes `a` and `b` of `sys` (indexes into sys.nodes).

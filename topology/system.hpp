@@ -40,8 +40,14 @@ struct NvLink {
 };
 
 // The bandwidths the graph assumes where the machine does not say (one
-// direction, GB/s). PCIe links carry hwloc's measured link speed when known.
+// direction, GB/s), and the one-way latency each link adds (µs, assumed
+// orders of magnitude for ranking paths, not measurements). PCIe links carry
+// hwloc's link speed when known.
 struct LinkModel {
+  static constexpr double kPcieLinkUs = 0.25;       // per PCIe link crossed (a switch hop is two)
+  static constexpr double kNvLinkUs = 0.5;          // per NVLink crossed (through an NVSwitch: two)
+  static constexpr double kSamePackageUs = 0.1;     // between NUMA nodes of one socket
+  static constexpr double kInterSocketUs = 0.3;     // across the socket link
   static constexpr double kPcieDefault = 12.0;      // PCIe link of unknown speed (Gen3 x16, after overhead)
   static constexpr double kSamePackage = 40.0;      // between NUMA nodes of one socket
   static constexpr double kInterSocket = 20.0;      // one UPI/xGMI link set between sockets
