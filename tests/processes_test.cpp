@@ -1,7 +1,10 @@
 // Bootstrap and barrier with ranks as real processes started by loomrun.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -84,6 +87,77 @@ TEST(LoomPerf, AllTypesAndOpsSweepEveryCombination) {
   ASSERT_EQ(g.exitCode, 0) << g.output;
   const std::regex anyRow("\n +1024 +[0-9]+ +[a-z0-9]+ +none ");
   EXPECT_EQ(std::distance(std::sregex_iterator(g.output.begin(), g.output.end(), anyRow), std::sregex_iterator()), 10);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// --json and --csv: every collective's rows, read back from the files. In
+// the JSON every half has busbw = algbw x nccl-tests' factor for 3 ranks and
+// no wrong element; -I adds per-iteration statistics (min <= p50 <= p99);
+// the CSV has a line per half.
+TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
+  const std::pair<const char*, double> kFactors[] = {
+      {"all_reduce", 4.0 / 3}, {"all_gather", 2.0 / 3}, {"reduce_scatter", 2.0 / 3}, {"alltoall", 2.0 / 3},
+      {"gather", 2.0 / 3},     {"scatter", 2.0 / 3},    {"broadcast", 1.0},         {"reduce", 1.0}};
+  const std::string dir = ::testing::TempDir();
+  const std::string json = dir + "loom-perf-" + std::to_string(::getpid()) + ".json";
+  const std::string csv = dir + "loom-perf-" + std::to_string(::getpid()) + ".csv";
+  const std::regex half(R"("time_us": ([-0-9.e+]+),\s*"algbw_GBps": ([-0-9.e+]+),\s*"busbw_GBps": ([-0-9.e+]+),\s*)"
+                        R"("wrong": ([0-9]+),\s*"min_us": ([-0-9.e+]+),\s*"p50_us": ([-0-9.e+]+),\s*"p99_us": ([-0-9.e+]+))");
+  for (auto [collective, factor] : kFactors) {
+    auto r = runProcess({LOOM_PERF_BIN, collective, "-N", "3", "-b", "96", "-e", "96K", "-f", "32", "-n", "3", "-w",
+                         "1", "-I", "1", "-a", "avg", "--json", json, "--csv", csv});
+    ASSERT_EQ(r.exitCode, 0) << collective << "\n" << r.output;
+    const std::string text = slurp(json);
+    EXPECT_NE(text.find("\"collective\": \"" + std::string(collective) + "\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"aggregate\": \"avg\""), std::string::npos) << text;
+    int halves = 0;
+    for (std::sregex_iterator it(text.begin(), text.end(), half), end; it != end; ++it, ++halves) {
+      const double algbw = std::stod((*it)[2]), busbw = std::stod((*it)[3]);
+      EXPECT_NEAR(busbw, algbw * factor, 1e-5 * busbw + 1e-9) << collective << ": " << it->str();
+      EXPECT_EQ((*it)[4], "0") << it->str();
+      const double min = std::stod((*it)[5]), p50 = std::stod((*it)[6]), p99 = std::stod((*it)[7]);
+      EXPECT_LE(min, p50);
+      EXPECT_LE(p50, p99);
+    }
+    const int expected = std::string(collective) == "alltoall" ? 3 : 6;  // 3 sizes, no in-place all-to-all
+    EXPECT_EQ(halves, expected) << collective << "\n" << text;
+    const std::string lines = slurp(csv);
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), expected + 1) << lines;
+    EXPECT_EQ(lines.rfind("collective,ranks,size_bytes,", 0), 0u) << lines;
+  }
+  std::remove(json.c_str());
+  std::remove(csv.c_str());
+}
+
+TEST(LoomPerf, BadFlagsAreNamed) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"-a", "median"}, {"-I", "2"}, {"-f", "0.5"},
+                                               {"-d", "float128"}, {"-b", "lots"}, {"--bogus", "1"}}) {
+    std::vector<std::string> argv{LOOM_PERF_BIN, "all_reduce", "-N", "2"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = runProcess(argv);
+    EXPECT_EQ(r.exitCode, 2) << args[0] << "\n" << r.output;
+    EXPECT_NE(r.output.find(args[0]), std::string::npos) << r.output;
+  }
+}
+
+// --algo is LOOM_ALGO for the run: the header says so, the tuner's log
+// shows the forced choice, and a name that is no algorithm is refused.
+TEST(LoomPerf, AlgoFlagSetsTheAlgorithm) {
+  auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-b", "1K", "-e", "1K", "--algo", "rd"},
+                      {{"LOOM_DEBUG", "INFO"}, {"LOOM_DEBUG_SUBSYS", "TUNING"}});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("LOOM_ALGO=rd"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("allreduce of 1024 bytes (size class 2^10) on 2 ranks, 1 nodes: rd, "), std::string::npos)
+      << r.output;
+  auto bad = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "--algo", "nosuch"});
+  EXPECT_NE(bad.exitCode, 0);
+  EXPECT_NE(bad.output.find("'nosuch' is not an algorithm"), std::string::npos) << bad.output;
 }
 
 TEST(LoomPerf, ACorruptedResultIsCountedAndFailsTheRun) {

@@ -117,7 +117,7 @@ pid_t spawn(const JobOptions& options, int rank, const std::string& store, int o
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
   if (::getppid() != parent) ::_exit(127);
   ::dup2(outFd, STDOUT_FILENO);
-  ::dup2(errFd, STDERR_FILENO);
+  if (errFd >= 0) ::dup2(errFd, STDERR_FILENO);
   ::setenv("LOOM_RANK", rankText.c_str(), 1);
   ::setenv("LOOM_LOCAL_RANK", rankText.c_str(), 1);
   ::setenv("LOOM_WORLD_SIZE", sizeText.c_str(), 1);
@@ -143,12 +143,16 @@ JobResult runLocalJob(const JobOptions& options) {
 
   std::vector<Rank> ranks(static_cast<size_t>(options.nranks));
   for (int r = 0; r < options.nranks; ++r) {
-    int outPipe[2], errPipe[2];
-    if (::pipe2(outPipe, O_CLOEXEC) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    // Unprefixed stderr is the launcher's own, so a rank can see a terminal
+    // there (loom-perf's progress line); stdout stays piped, whole lines at a time.
+    int outPipe[2], errPipe[2] = {-1, -1};
+    if (::pipe2(outPipe, O_CLOEXEC) != 0 || (options.prefixOutput && ::pipe2(errPipe, O_CLOEXEC) != 0)) {
+      throw std::runtime_error("pipe failed");
+    }
     auto& rank = ranks[static_cast<size_t>(r)];
     rank.pid = spawn(options, r, store, outPipe[1], errPipe[1]);
     ::close(outPipe[1]);
-    ::close(errPipe[1]);
+    if (errPipe[1] >= 0) ::close(errPipe[1]);
     rank.out = outPipe[0];
     rank.err = errPipe[0];
   }
