@@ -1,6 +1,7 @@
 // Gloo's collectives (TCP transport on loopback, file-store rendezvous)
 // measured with loom-perf's method (sweep.hpp), as the peer in bench/compare.
-// Forks -N ranks itself; float32 sums, out of place. Gloo's reduce-scatter
+// Forks -N ranks itself (or, with --rank, runs one rank of a job spread over
+// machines); float32 sums, out of place. Gloo's reduce-scatter
 // has no options-style API in this version, so it is not measured.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -24,7 +25,7 @@
 namespace {
 
 void runRank(const loom::bench::Sweep& s, int rank, const std::string& storeDir) {
-  gloo::transport::tcp::attr attr("127.0.0.1");
+  gloo::transport::tcp::attr attr(s.address.c_str());
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(storeDir);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, s.nranks);
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
   if (s.collective == "reduce_scatter") {
     std::fprintf(stderr, "gloo_perf: reduce_scatter is not measured (no options-style API in this Gloo)\n");
     return 3;
+  }
+  if (s.rank >= 0) {  // one rank of a job spread over machines (or network namespaces)
+    runRank(s, s.rank, s.store);
+    return 0;
   }
   char dir[] = "/tmp/gloo-perf-XXXXXX";
   if (::mkdtemp(dir) == nullptr) return 1;

@@ -22,9 +22,15 @@ struct Sweep {
   int iters = 20;
   int warmup = 5;
   int nranks = 2;  // gloo_perf: ranks to fork; mpi_perf takes MPI's
+  // gloo_perf across machines: run only this rank (of -N), meeting the others
+  // in the file store --store, its TCP device on --addr.
+  int rank = -1;
+  std::string store;
+  std::string address = "127.0.0.1";
 };
 
-// Parses "COLLECTIVE [-b N] [-e N] [-f N] [-n N] [-w N] [-N N]" (K/M/G suffixes).
+// Parses "COLLECTIVE [-b N] [-e N] [-f N] [-n N] [-w N] [-N N] [--rank R --store DIR --addr IP]"
+// (K/M/G suffixes).
 inline Sweep parseSweep(int argc, char** argv) {
   Sweep s;
   auto bytes = [](const char* text) {
@@ -48,6 +54,9 @@ inline Sweep parseSweep(int argc, char** argv) {
     else if (flag == "-n") s.iters = std::atoi(value);
     else if (flag == "-w") s.warmup = std::atoi(value);
     else if (flag == "-N") s.nranks = std::atoi(value);
+    else if (flag == "--rank") s.rank = std::atoi(value);
+    else if (flag == "--store") s.store = value;
+    else if (flag == "--addr") s.address = value;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       std::exit(2);
