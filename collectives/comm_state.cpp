@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "collectives/signature_check.hpp"
 #include "comm/base/env.hpp"
 
 namespace loom::coll {
@@ -23,7 +24,10 @@ Overrides overridesOf(const Communicator& comm) {
 }  // namespace
 
 CommState::CommState(Communicator& comm)
-    : tuner(layoutOf(comm), overridesOf(comm)), ring(comm.placement().ring), comm_(comm) {}
+    : checkSignatures(signatureCheckEnabled()),
+      tuner(layoutOf(comm), overridesOf(comm)),
+      ring(comm.placement().ring),
+      comm_(comm) {}
 
 shm::NodeArea& CommState::nodeArea(size_t slotBytes) {
   if (!node_) node_ = std::make_unique<shm::NodeArea>(comm_, slotBytes);

@@ -27,6 +27,7 @@ class CommState final : public CommExtension {
 
   std::mutex runMutex;
   uint32_t sequence = 0;  // collectives started, under runMutex
+  const bool checkSignatures;  // LOOM_CHECK, read once per communicator
   Tuner tuner;
   RedOpTable ops;
   const Ring ring;  // the topology ring the ring and chain algorithms walk

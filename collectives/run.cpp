@@ -6,6 +6,7 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/comm_state.hpp"
+#include "collectives/signature_check.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
 
@@ -81,6 +82,7 @@ void runCollective(Communicator& comm, Collective c) {
   CommState& state = CommState::of(comm);
   std::lock_guard lock(state.runMutex);
   const uint32_t sequence = ++state.sequence;
+  if (state.checkSignatures) checkSignatures(comm, c, sequence);
   const int n = comm.size();
   const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
                        c.kind == CollectiveKind::ReduceScatter;

@@ -25,6 +25,24 @@ size_t datatypeSize(loomDataType_t datatype) {
   throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(datatype)) + " is not a loomDataType_t");
 }
 
+const char* datatypeName(loomDataType_t datatype) {
+  switch (datatype) {
+    case loomInt8: return "int8";
+    case loomUint8: return "uint8";
+    case loomInt32: return "int32";
+    case loomUint32: return "uint32";
+    case loomInt64: return "int64";
+    case loomUint64: return "uint64";
+    case loomFloat16: return "float16";
+    case loomBfloat16: return "bfloat16";
+    case loomFloat32: return "float32";
+    case loomFloat64: return "float64";
+    case loomNumTypes:
+    case loomMaxDataType: break;
+  }
+  return "?";
+}
+
 size_t bufferBytes(size_t count, loomDataType_t datatype) {
   const size_t size = datatypeSize(datatype);
   if (count > SIZE_MAX / size) throw Error(loomInvalidArgument, "count=" + std::to_string(count) + " overflows the buffer size");

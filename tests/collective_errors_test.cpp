@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,6 +118,68 @@ TEST(CollectiveErrors, MismatchedCountsFailInsteadOfCorrupting) {
     EXPECT_TRUE(named) << algorithm << ": " << loomGetLastError(comms[0]) << " / " << loomGetLastError(comms[1]);
     for (auto& c : comms) loomCommAbort(c);
   }
+}
+
+// LOOM_CHECK=1: ranks that call different collectives, counts, types, ops or
+// roots all fail with the same message naming each group and its call, on
+// any algorithm (here the shared segment, rings, direct); agreeing calls run.
+TEST(CollectiveErrors, LoomCheckNamesRanksThatCallDifferentCollectives) {
+  ScopedEnv check("LOOM_CHECK", "1");
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "30000");
+  using Call = std::function<loomResult_t(loomComm_t, std::vector<float>&)>;
+  const Call allreduce100 = [](loomComm_t c, std::vector<float>& b) {
+    return loomAllReduce(b.data(), b.data(), 100, loomFloat32, loomSum, c, nullptr);
+  };
+  struct Case {
+    Call odd;  // what rank 1 calls while ranks 0 and 2 call allreduce100
+    std::string mentions;
+  };
+  const std::vector<Case> cases = {
+      {[](loomComm_t c, std::vector<float>& b) { return loomAllReduce(b.data(), b.data(), 101, loomFloat32, loomSum, c, nullptr); },
+       "ranks 0,2 called allreduce #1 of count 100 float32 sum; rank 1 called allreduce #1 of count 101 float32 sum"},
+      {[](loomComm_t c, std::vector<float>& b) { return loomAllGather(b.data(), b.data() + 100, 100, loomFloat32, c, nullptr); },
+       "rank 1 called allgather #1 of count 100 float32"},
+      {[](loomComm_t c, std::vector<float>& b) { return loomAllReduce(b.data(), b.data(), 100, loomFloat32, loomMax, c, nullptr); },
+       "rank 1 called allreduce #1 of count 100 float32 max"},
+      {[](loomComm_t c, std::vector<float>& b) { return loomAllReduce(b.data(), b.data(), 100, loomInt32, loomSum, c, nullptr); },
+       "rank 1 called allreduce #1 of count 100 int32 sum"}};
+  for (const char* algorithm : {"shm", "ring", "direct"}) {
+    ScopedEnv algo("LOOM_ALGO", algorithm);
+    for (const Case& k : cases) {
+      auto comms = loom::test::initThreadComms(3);
+      std::vector<loomResult_t> results(3);
+      loom::test::onThreads(3, [&](int r) {
+        std::vector<float> buf(1000, 1.0f);
+        loomComm_t comm = comms[static_cast<size_t>(r)];
+        results[static_cast<size_t>(r)] = r == 1 ? k.odd(comm, buf) : allreduce100(comm, buf);
+      });
+      for (int r = 0; r < 3; ++r) {
+        SCOPED_TRACE(std::string(algorithm) + ", rank " + std::to_string(r));
+        expectError(results[static_cast<size_t>(r)], loomInvalidUsage, comms[static_cast<size_t>(r)], k.mentions);
+      }
+      loom::test::destroyAll(comms);
+    }
+    // Agreeing ranks are not disturbed, and the sequence numbers stay in step.
+    auto comms = loom::test::initThreadComms(3);
+    loom::test::onThreads(3, [&](int r) {
+      std::vector<float> buf(1000, 1.0f);
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(allreduce100(comms[static_cast<size_t>(r)], buf), loomSuccess);
+      EXPECT_EQ(buf[0], 27.0f);
+    });
+    loom::test::destroyAll(comms);
+  }
+  // A rooted collective whose root differs.
+  auto comms = loom::test::initThreadComms(2);
+  std::vector<loomResult_t> results(2);
+  loom::test::onThreads(2, [&](int r) {
+    std::vector<float> buf(10, 1.0f);
+    results[static_cast<size_t>(r)] = loomBroadcast(buf.data(), buf.data(), 10, loomFloat32, r, comms[static_cast<size_t>(r)], nullptr);
+  });
+  for (int r = 0; r < 2; ++r) {
+    expectError(results[static_cast<size_t>(r)], loomInvalidUsage, comms[static_cast<size_t>(r)],
+                "rank 0 called broadcast #1 of count 10 float32 root 0; rank 1 called broadcast #1 of count 10 float32 root 1");
+  }
+  loom::test::destroyAll(comms);
 }
 
 // On the shared segment, a rank whose communicator goes away while the
