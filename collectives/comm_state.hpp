@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "collectives/flight_recorder.hpp"
 #include "collectives/redop.hpp"
 #include "collectives/ring.hpp"
 #include "collectives/shm/node_area.hpp"
@@ -30,6 +31,7 @@ class CommState final : public CommExtension {
   const bool checkSignatures;  // LOOM_CHECK, read once per communicator
   Tuner tuner;
   RedOpTable ops;
+  FlightRecorder recorder;  // under runMutex
   const Ring ring;  // the topology ring the ring and chain algorithms walk
 
   // At least `bytes` of scratch memory, under runMutex; kept between calls.

@@ -78,11 +78,10 @@ const char* collectiveName(CollectiveKind kind) {
   return kNames[static_cast<int>(kind)];
 }
 
-void runCollective(Communicator& comm, Collective c) {
-  CommState& state = CommState::of(comm);
-  std::lock_guard lock(state.runMutex);
-  const uint32_t sequence = ++state.sequence;
-  if (state.checkSignatures) checkSignatures(comm, c, sequence);
+namespace {
+
+// One collective, under the state's runMutex; `entry` learns its algorithm.
+void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, FlightRecorder::Entry& entry) {
   const int n = comm.size();
   const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
                        c.kind == CollectiveKind::ReduceScatter;
@@ -102,11 +101,13 @@ void runCollective(Communicator& comm, Collective c) {
 
   const bool hasResult = c.kind != CollectiveKind::Reduce || comm.rank() == c.root;
   if (n == 1) {
+    entry.algorithm = "alone";
     runAlone(c);
   } else {
     const size_t bytes = c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(n)
                                                              : contributionBytes(c, n);
     const Choice choice = state.tuner.choose(c.kind, bytes);
+    entry.algorithm = algorithmName(choice.algorithm);
     const std::string what = std::string(collectiveName(c.kind)) + " #" + std::to_string(sequence);
     shm::NodeArea* node = nullptr;
     if (choice.algorithm == Algorithm::Shm) {
@@ -137,6 +138,24 @@ void runCollective(Communicator& comm, Collective c) {
       cpu::divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));
     }
   }
+}
+
+}  // namespace
+
+void runCollective(Communicator& comm, Collective c) {
+  CommState& state = CommState::of(comm);
+  std::lock_guard lock(state.runMutex);
+  const uint32_t sequence = ++state.sequence;
+  FlightRecorder::Entry& entry = state.recorder.start(sequence, c);
+  try {
+    if (state.checkSignatures) checkSignatures(comm, c, sequence);
+    runLocked(comm, state, c, sequence, entry);
+  } catch (const Error& e) {
+    state.recorder.fail(entry, e.what());
+    reportFlight(state.recorder, comm.rank());
+    throw;
+  }
+  state.recorder.finish(entry);
 }
 
 }  // namespace loom::coll

@@ -1,7 +1,6 @@
 #include "comm/comm_topology.hpp"
 
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -9,6 +8,7 @@
 #include "comm/base/env.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
+#include "comm/base/rank_file.hpp"
 #include "comm/device/cuda.hpp"
 #include "topology/discovery.hpp"
 #include "topology/dump.hpp"
@@ -33,17 +33,6 @@ std::vector<Record> allgather(Bootstrap& bootstrap, const Record& mine) {
   all[static_cast<size_t>(bootstrap.rank())] = mine;
   bootstrap.allgather(std::as_writable_bytes(std::span(all)), sizeof(Record));
   return all;
-}
-
-void writeDump(const std::string& pattern, int rank, const std::string& json) {
-  std::string path = pattern;
-  const size_t at = path.find("%r");
-  if (at == std::string::npos && rank != 0) return;
-  if (at != std::string::npos) path.replace(at, 2, std::to_string(rank));
-  std::ofstream out(path, std::ios::trunc);
-  out << json;
-  if (!out.flush()) throw Error(loomSystemError, "LOOM_TOPO_DUMP_FILE: cannot write '" + path + "': " + std::strerror(errno));
-  LOOM_INFO(Graph, "topology written to %s", path.c_str());
 }
 
 }  // namespace
@@ -103,7 +92,12 @@ topo::Placement planTopology(Bootstrap& bootstrap, uint64_t hostId, int localRan
   topo::Placement placement = topo::plan(std::move(all));
   LOOM_INFO(Graph, "rank %d: NUMA node %d, GPU %d, NIC %s", bootstrap.rank(), self.numa, self.gpu,
             mine.nic >= 0 ? mine.name : "none");
-  if (auto dump = env::getIfSet("LOOM_TOPO_DUMP_FILE")) writeDump(*dump, bootstrap.rank(), topo::dumpJson(sys, &placement));
+  if (auto dump = env::getIfSet("LOOM_TOPO_DUMP_FILE")) {
+    if (auto path = rankFilePath(*dump, bootstrap.rank(), false)) {
+      writeTextFile(*path, topo::dumpJson(sys, &placement), "LOOM_TOPO_DUMP_FILE");
+      LOOM_INFO(Graph, "topology written to %s", path->c_str());
+    }
+  }
   return placement;
 }
 

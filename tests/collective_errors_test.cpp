@@ -2,11 +2,15 @@
 // naming the argument or the peer, never a crash or a hang.
 #include <gtest/gtest.h>
 #include <loom/loom.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <functional>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -211,6 +215,43 @@ TEST(CollectiveErrors, AMissingRankTimesOutNamingIt) {
   auto comms = loom::test::initThreadComms(2);
   float x = 1;
   expectError(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comms[0], nullptr), loomTimeout, comms[0], "rank 1");
+  for (auto& c : comms) loomCommAbort(c);
+}
+
+// The flight recorder: rank 0 runs three all-reduces, rank 1 only two. Rank
+// 0's third times out, and its record (JSON, LOOM_FLIGHT_RECORDER_FILE with
+// %r) shows #1 and #2 done on the tuner's algorithm and #3 failed with the
+// timeout's message; rank 1, which failed nothing, wrote nothing.
+TEST(CollectiveErrors, FlightRecorderKeepsWhatRanBeforeAFailure) {
+  const std::string pattern = ::testing::TempDir() + "loom-flight-" + std::to_string(::getpid()) + ".%r.json";
+  auto path = [&](int r) { return ::testing::TempDir() + "loom-flight-" + std::to_string(::getpid()) + "." + std::to_string(r) + ".json"; };
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "1000");
+  ScopedEnv file("LOOM_FLIGHT_RECORDER_FILE", pattern);
+  auto comms = loom::test::initThreadComms(2);
+  loom::test::onThreads(2, [&](int r) {
+    std::vector<float> x(256, 1.0f);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(loomAllReduce(x.data(), x.data(), x.size(), loomFloat32, loomSum, comms[static_cast<size_t>(r)], nullptr),
+                loomSuccess);
+    }
+  });
+  float y = 1;
+  expectError(loomAllReduce(&y, &y, 1, loomFloat32, loomSum, comms[0], nullptr), loomTimeout, comms[0], "rank 1");
+  std::ifstream in(path(0));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  EXPECT_NE(json.find("\"rank\": 0"), std::string::npos) << json;
+  const std::regex entry(R"re("sequence": ([0-9]+),\s*"collective": "allreduce",\s*"count": ([0-9]+),\s*"datatype": "float32",\s*"algorithm": "([a-z]+)",\s*"state": "([a-z]+)")re");
+  std::vector<std::string> seen;
+  for (std::sregex_iterator it(json.begin(), json.end(), entry), end; it != end; ++it) {
+    seen.push_back((*it)[1].str() + " " + (*it)[2].str() + " " + (*it)[4].str());
+    EXPECT_NE((*it)[3].str(), "-") << it->str();
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"1 256 done", "2 256 done", "3 1 failed"})) << json;
+  EXPECT_NE(json.find("\"error\": \""), std::string::npos) << json;
+  EXPECT_FALSE(std::ifstream(path(1)).good()) << "rank 1 failed nothing";
+  std::remove(path(0).c_str());
   for (auto& c : comms) loomCommAbort(c);
 }
 

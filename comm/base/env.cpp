@@ -19,6 +19,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_DEBUG_FILE", "", "Write the log to this file instead of stderr; %h is replaced by the host name, %p by the pid."},
     {"LOOM_DEBUG_SUBSYS", "ALL", "Comma-separated subsystems to log: INIT, BOOTSTRAP, NET, COMM, LAUNCH, COLL, TUNING, GRAPH, ALL; a leading ^ excludes the listed ones."},
     {"LOOM_DETERMINISTIC", "0", "1: reductions fold every element's operands in rank order in one pass (shared-segment and direct algorithms only), so float results are bitwise identical across runs, algorithms and message sizes for a given rank count. loomConfig_t.deterministic overrides it."},
+    {"LOOM_FLIGHT_RECORDER_FILE", "", "When a collective fails, each rank writes its flight recorder (its last 64 collectives: sequence, collective, count, datatype, algorithm, state, start and end times in µs since the epoch, the error) as JSON to this file, %r replaced by the rank (without %r: the name plus .RANK). The record is logged at WARN either way."},
     {"LOOM_HOSTID", "", "Overrides the host id (default: a hash of the host name and the kernel boot id); ranks with equal ids count as one node."},
     {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
     {"LOOM_RANK", "", "Rank of this process, for loomCommInitFromEnv (set by loomrun)."},

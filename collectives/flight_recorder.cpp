@@ -1,0 +1,106 @@
+#include "collectives/flight_recorder.hpp"
+
+#include <cstdio>
+
+#include "comm/base/env.hpp"
+#include "comm/base/error.hpp"
+#include "comm/base/json.hpp"
+#include "comm/base/log.hpp"
+#include "comm/base/rank_file.hpp"
+#include "comm/datatype.hpp"
+
+namespace loom::coll {
+namespace {
+
+const char* stateName(FlightRecorder::State s) {
+  switch (s) {
+    case FlightRecorder::State::Running: return "running";
+    case FlightRecorder::State::Done: return "done";
+    case FlightRecorder::State::Failed: return "failed";
+  }
+  return "?";
+}
+
+long long micros(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+FlightRecorder::Entry& FlightRecorder::start(uint32_t sequence, const Collective& c) {
+  Entry& e = ring_[started_++ % kCapacity];
+  e = Entry{};
+  e.sequence = sequence;
+  e.kind = c.kind;
+  e.count = c.count;
+  e.type = c.type;
+  e.started = std::chrono::system_clock::now();
+  return e;
+}
+
+void FlightRecorder::finish(Entry& e) {
+  e.state = State::Done;
+  e.ended = std::chrono::system_clock::now();
+}
+
+void FlightRecorder::fail(Entry& e, const std::string& error) {
+  e.state = State::Failed;
+  e.ended = std::chrono::system_clock::now();
+  e.error = error;
+}
+
+std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
+  std::vector<Entry> out;
+  const uint64_t first = started_ > kCapacity ? started_ - kCapacity : 0;
+  for (uint64_t i = first; i < started_; ++i) out.push_back(ring_[i % kCapacity]);
+  return out;
+}
+
+std::string FlightRecorder::text(int rank) const {
+  const auto all = entries();
+  std::string out = "flight recorder of rank " + std::to_string(rank) + ", last " + std::to_string(all.size()) +
+                    " collectives:";
+  for (const Entry& e : all) {
+    char line[256];
+    const double us = e.state == State::Running
+                          ? 0.0
+                          : std::chrono::duration<double, std::micro>(e.ended - e.started).count();
+    std::snprintf(line, sizeof line, "\n  #%u %s count %zu %s, %s: %s after %.1f us", e.sequence,
+                  collectiveName(e.kind), e.count, datatypeName(e.type), e.algorithm, stateName(e.state), us);
+    out += line;
+    if (!e.error.empty()) out += " (" + e.error + ")";
+  }
+  return out;
+}
+
+std::string FlightRecorder::json(int rank) const {
+  JsonWriter json;
+  json.beginObject().field("rank", rank).key("collectives").beginArray();
+  for (const Entry& e : entries()) {
+    json.beginObject().field("sequence", static_cast<long long>(e.sequence)).field("collective", collectiveName(e.kind));
+    json.field("count", static_cast<long long>(e.count)).field("datatype", datatypeName(e.type));
+    json.field("algorithm", e.algorithm).field("state", stateName(e.state));
+    json.field("started_us", micros(e.started));
+    if (e.state == State::Running) json.key("ended_us").null();
+    else json.field("ended_us", micros(e.ended));
+    if (!e.error.empty()) json.field("error", e.error);
+    json.endObject();
+  }
+  json.endArray().endObject();
+  return json.str();
+}
+
+void reportFlight(const FlightRecorder& recorder, int rank) {
+  LOOM_WARN(Coll, "%s", recorder.text(rank).c_str());
+  if (auto pattern = env::getIfSet("LOOM_FLIGHT_RECORDER_FILE")) {
+    if (auto path = rankFilePath(*pattern, rank, true)) {
+      try {
+        writeTextFile(*path, recorder.json(rank), "LOOM_FLIGHT_RECORDER_FILE");
+      } catch (const Error& e) {
+        LOOM_WARN(Coll, "%s", e.what());  // the collective's own error is the one to report
+      }
+    }
+  }
+}
+
+}  // namespace loom::coll
