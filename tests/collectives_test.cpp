@@ -44,6 +44,12 @@ loomResult_t call(const Case& c, const std::byte* send, std::byte* recv, loomRed
     case Coll::AlltoAll: return loomAlltoAll(send, recv, c.count, c.type, comm, nullptr);
     case Coll::Gather: return loomGather(send, recv, c.count, c.type, c.root, comm, nullptr);
     case Coll::Scatter: return loomScatter(send, recv, c.count, c.type, c.root, comm, nullptr);
+    case Coll::SendRecv: {
+      loomGroupStart();
+      loomSend(send, c.count, c.type, (c.rank + 1) % c.nranks, comm, nullptr);
+      loomRecv(recv, c.count, c.type, (c.rank + c.nranks - 1) % c.nranks, comm, nullptr);
+      return loomGroupEnd();
+    }
   }
   return loomInternalError;
 }

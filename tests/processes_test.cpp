@@ -47,7 +47,8 @@ TEST(LoomPerf, UnknownCollectiveIsRefused) {
 TEST(LoomPerf, EveryCollectiveRunsCheckedAcrossProcesses) {
   const std::pair<const char*, double> kFactors[] = {
       {"all_reduce", 4.0 / 3}, {"all_gather", 2.0 / 3}, {"reduce_scatter", 2.0 / 3}, {"alltoall", 2.0 / 3},
-      {"gather", 2.0 / 3},     {"scatter", 2.0 / 3},    {"broadcast", 1.0},         {"reduce", 1.0}};
+      {"gather", 2.0 / 3},     {"scatter", 2.0 / 3},    {"broadcast", 1.0},         {"reduce", 1.0},
+      {"sendrecv", 1.0}};
   const std::regex row("\n +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ +-?[0-9]+  +[0-9.]+ +([0-9.]+) +([0-9.]+) +([0-9]+)"
                        "(?:  +[0-9.]+ +([0-9.]+) +([0-9.]+) +([0-9]+)|  +n/a +n/a +n/a +n/a)");
   for (auto [collective, factor] : kFactors) {
@@ -103,7 +104,8 @@ std::string slurp(const std::string& path) {
 TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
   const std::pair<const char*, double> kFactors[] = {
       {"all_reduce", 4.0 / 3}, {"all_gather", 2.0 / 3}, {"reduce_scatter", 2.0 / 3}, {"alltoall", 2.0 / 3},
-      {"gather", 2.0 / 3},     {"scatter", 2.0 / 3},    {"broadcast", 1.0},         {"reduce", 1.0}};
+      {"gather", 2.0 / 3},     {"scatter", 2.0 / 3},    {"broadcast", 1.0},         {"reduce", 1.0},
+      {"sendrecv", 1.0}};
   const std::string dir = ::testing::TempDir();
   const std::string json = dir + "loom-perf-" + std::to_string(::getpid()) + ".json";
   const std::string csv = dir + "loom-perf-" + std::to_string(::getpid()) + ".csv";
@@ -125,7 +127,9 @@ TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
       EXPECT_LE(min, p50);
       EXPECT_LE(p50, p99);
     }
-    const int expected = std::string(collective) == "alltoall" ? 3 : 6;  // 3 sizes, no in-place all-to-all
+    // 3 sizes, out of place and in place; all-to-all and sendrecv have no in-place half.
+    const bool oneHalf = std::string(collective) == "alltoall" || std::string(collective) == "sendrecv";
+    const int expected = oneHalf ? 3 : 6;
     EXPECT_EQ(halves, expected) << collective << "\n" << text;
     const std::string lines = slurp(csv);
     EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), expected + 1) << lines;

@@ -103,7 +103,7 @@ double ulp(loomDataType_t t, double v) {
 
 const char* collName(Coll c) {
   constexpr const char* kNames[] = {"Broadcast", "Reduce", "AllReduce", "ReduceScatter",
-                                    "AllGather", "AlltoAll", "Gather",   "Scatter"};
+                                    "AllGather", "AlltoAll", "Gather",   "Scatter", "SendRecv"};
   return kNames[static_cast<int>(c)];
 }
 const char* opName(Op op) {
@@ -205,6 +205,7 @@ void compare(const Case& c, const void* recv, OnWrong&& onWrong) {
         expected = inputValue(c.op, c.type, static_cast<int>(e / c.count), static_cast<size_t>(c.rank) * c.count + e % c.count);
         break;
       case Coll::Scatter: expected = inputValue(c.op, c.type, c.root, static_cast<size_t>(c.rank) * c.count + e); break;
+      case Coll::SendRecv: expected = inputValue(c.op, c.type, (c.rank + c.nranks - 1) % c.nranks, e); break;
     }
     if (!reduces(c.coll)) expected = asStored(c.type, expected);
     const double got = load(c.type, recv, e);

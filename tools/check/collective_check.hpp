@@ -13,7 +13,8 @@
 
 namespace loom::check {
 
-enum class Coll { Broadcast, Reduce, AllReduce, ReduceScatter, AllGather, AlltoAll, Gather, Scatter };
+// SendRecv: nccl-tests' sendrecv, each rank sending to rank+1 and receiving from rank-1.
+enum class Coll { Broadcast, Reduce, AllReduce, ReduceScatter, AllGather, AlltoAll, Gather, Scatter, SendRecv };
 // Sum, Prod, Min, Max, Avg, then PreMulSum (not a loomRedOp_t value of its own).
 enum class Op { Sum, Prod, Min, Max, Avg, PreMulSum };
 

@@ -202,6 +202,12 @@ class Runner {
       case Coll::AlltoAll: CHECK(comm_, loomAlltoAll(send_, recv_, c.count, c.type, comm_, nullptr)); break;
       case Coll::Gather: CHECK(comm_, loomGather(send_, recv_, c.count, c.type, c.root, comm_, nullptr)); break;
       case Coll::Scatter: CHECK(comm_, loomScatter(send_, recv_, c.count, c.type, c.root, comm_, nullptr)); break;
+      case Coll::SendRecv:
+        CHECK(comm_, loomGroupStart());
+        CHECK(comm_, loomSend(send_, c.count, c.type, (rank_ + 1) % size_, comm_, nullptr));
+        CHECK(comm_, loomRecv(recv_, c.count, c.type, (rank_ + size_ - 1) % size_, comm_, nullptr));
+        CHECK(comm_, loomGroupEnd());
+        break;
     }
   }
 
@@ -351,7 +357,8 @@ int runCollective(const Options& o, loomComm_t comm, int rank, int size) {
         row.redop = reduces ? loom::check::opName(op) : "none";
         row.root = rooted ? o.root : -1;
         row.out = runner.measure(type, op, row.count, false);
-        if (o.coll != Coll::AlltoAll) row.in = runner.measure(type, op, row.count, true);
+        // NCCL defines no in-place all-to-all; a send and a receive on one buffer would race.
+        if (o.coll != Coll::AlltoAll && o.coll != Coll::SendRecv) row.in = runner.measure(type, op, row.count, true);
         row.count = row.bytes / typeSize;  // the column counts every rank's elements, as nccl-tests
         if (rank == 0) report.add(row);
         progress.step(bytes);

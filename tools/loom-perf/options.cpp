@@ -17,7 +17,8 @@ using check::Op;
                "                 [-c 0|1] [-d type] [-o op] [-r root] [-a min|max|avg] [-I 0|1] [-N ranks]\n"
                "                 [-R 0|1] [--algo NAME] [--json FILE] [--csv FILE]\n"
                "  COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce, gather, scatter,\n"
-               "              alltoall, or barrier (the out-of-band bootstrap barrier)\n"
+               "              alltoall, sendrecv (to rank+1, from rank-1, in a group), or barrier (the\n"
+               "              out-of-band bootstrap barrier)\n"
                "  -b/-e  smallest and largest size in bytes (K, M, G suffixes; default 8)\n"
                "  -f     size factor between steps (default 2); -i: a fixed increment in bytes instead\n"
                "  -n/-w  timed and warm-up iterations per size (default 20, 5)\n"
@@ -63,7 +64,7 @@ bool parseCollective(const std::string& name, Options& o) {
   const std::pair<const char*, Coll> kNames[] = {
       {"all_reduce", Coll::AllReduce}, {"all_gather", Coll::AllGather}, {"reduce_scatter", Coll::ReduceScatter},
       {"broadcast", Coll::Broadcast},  {"reduce", Coll::Reduce},         {"gather", Coll::Gather},
-      {"scatter", Coll::Scatter},      {"alltoall", Coll::AlltoAll}};
+      {"scatter", Coll::Scatter},      {"alltoall", Coll::AlltoAll},     {"sendrecv", Coll::SendRecv}};
   if (name == "barrier") return o.barrier = true;
   for (auto [n, c] : kNames) {
     if (name == n) {
