@@ -10,11 +10,11 @@
 #include <fstream>
 #include <functional>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/support/files.hpp"
 #include "tests/support/ranks.hpp"
 
 namespace {
@@ -237,10 +237,7 @@ TEST(CollectiveErrors, FlightRecorderKeepsWhatRanBeforeAFailure) {
   });
   float y = 1;
   expectError(loomAllReduce(&y, &y, 1, loomFloat32, loomSum, comms[0], nullptr), loomTimeout, comms[0], "rank 1");
-  std::ifstream in(path(0));
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string json = text.str();
+  const std::string json = loom::test::readFile(path(0));
   EXPECT_NE(json.find("\"rank\": 0"), std::string::npos) << json;
   const std::regex entry(R"re("sequence": ([0-9]+),\s*"collective": "allreduce",\s*"count": ([0-9]+),\s*"datatype": "float32",\s*"algorithm": "([a-z]+)",\s*"state": "([a-z]+)")re");
   std::vector<std::string> seen;

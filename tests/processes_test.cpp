@@ -2,12 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
 #include <unistd.h>
 
+#include "tests/support/files.hpp"
 #include "tests/support/processes.hpp"
 
 using loom::test::runProcess;
@@ -90,13 +89,6 @@ TEST(LoomPerf, AllTypesAndOpsSweepEveryCombination) {
   EXPECT_EQ(std::distance(std::sregex_iterator(g.output.begin(), g.output.end(), anyRow), std::sregex_iterator()), 10);
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // --json and --csv: every collective's rows, read back from the files. In
 // the JSON every half has busbw = algbw x nccl-tests' factor for 3 ranks and
 // no wrong element; -I adds per-iteration statistics (min <= p50 <= p99);
@@ -115,7 +107,7 @@ TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
     auto r = runProcess({LOOM_PERF_BIN, collective, "-N", "3", "-b", "96", "-e", "96K", "-f", "32", "-n", "3", "-w",
                          "1", "-I", "1", "-a", "avg", "--json", json, "--csv", csv});
     ASSERT_EQ(r.exitCode, 0) << collective << "\n" << r.output;
-    const std::string text = slurp(json);
+    const std::string text = loom::test::readFile(json);
     EXPECT_NE(text.find("\"collective\": \"" + std::string(collective) + "\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"aggregate\": \"avg\""), std::string::npos) << text;
     int halves = 0;
@@ -131,7 +123,7 @@ TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
     const bool oneHalf = std::string(collective) == "alltoall" || std::string(collective) == "sendrecv";
     const int expected = oneHalf ? 3 : 6;
     EXPECT_EQ(halves, expected) << collective << "\n" << text;
-    const std::string lines = slurp(csv);
+    const std::string lines = loom::test::readFile(csv);
     EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), expected + 1) << lines;
     EXPECT_EQ(lines.rfind("collective,ranks,size_bytes,", 0), 0u) << lines;
   }

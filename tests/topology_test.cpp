@@ -11,9 +11,9 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "comm/base/error.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/processes.hpp"
 #include "topology/discovery.hpp"
 #include "topology/dump.hpp"
@@ -378,13 +378,6 @@ TEST(LoomTopo, BadArgumentsAreNamed) {
   EXPECT_NE(r.output.find("--xml: cannot open '/nonexistent.xml'"), std::string::npos) << r.output;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // LOOM_TOPO_FILE end to end: four rank processes placed on the DGX fixture's
 // GPUs each dump the plan (%r: one file per rank); the plans are identical
 // and give rank r GPU r and the NIC behind its switch. A bad file fails init
@@ -397,7 +390,7 @@ TEST(TopologyRanks, TopoFileDrivesThePlanOnEveryRank) {
   ASSERT_EQ(r.exitCode, 0) << r.output;
   std::vector<std::string> plans;
   for (int rank = 0; rank < 4; ++rank) {
-    const std::string json = slurp(dir + "/plan." + std::to_string(rank) + ".json");
+    const std::string json = loom::test::readFile(dir + "/plan." + std::to_string(rank) + ".json");
     ASSERT_FALSE(json.empty()) << "rank " << rank << " wrote no dump";
     EXPECT_NE(json.find("\"hostname\": \"dgx-h100\""), std::string::npos);
     plans.push_back(json.substr(json.find("\"placement\"")));

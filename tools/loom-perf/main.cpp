@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/base/ranges.hpp"
 #include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"
 #include "tools/launch/local_job.hpp"
@@ -221,19 +222,6 @@ class Runner {
   std::byte scalar_[8] = {};
 };
 
-// "2-4,7": a sorted list of ranks, runs collapsed.
-std::string rankRanges(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return out;
-}
-
 // This rank in one line: where it runs (host, pid, NUMA node, NIC from the
 // topology) and which transport reaches each peer.
 std::string describeRank(loomComm_t comm, int rank, int size) {
@@ -258,7 +246,7 @@ std::string describeRank(loomComm_t comm, int rank, int size) {
     if (it == byKind.end()) it = byKind.insert(byKind.end(), {name, {}});
     it->second.push_back(peer);
   }
-  for (const auto& [name, peers] : byKind) line += "  " + name + " to " + rankRanges(peers);
+  for (const auto& [name, peers] : byKind) line += "  " + name + " to " + loom::formatRanges(peers);
   return line;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "comm/base/error.hpp"
+#include "comm/base/ranges.hpp"
 #include "topology/discovery.hpp"
 #include "topology/dump.hpp"
 #include "topology/paths.hpp"
@@ -66,19 +67,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::string puRange(const std::vector<int>& pus) {
-  std::string out;
-  for (size_t i = 0; i < pus.size();) {
-    size_t j = i;
-    while (j + 1 < pus.size() && pus[j + 1] == pus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(pus[i]);
-    if (j > i) out += "-" + std::to_string(pus[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 void printSubtree(const System& sys, int parent, int depth) {
   for (size_t i = 0; i < sys.nodes.size(); ++i) {
     const Node& n = sys.nodes[i];
@@ -98,7 +86,7 @@ void printMachine(const System& sys, const std::string& source) {
   for (const auto& note : sys.notes) std::printf("note: %s\n", note.c_str());
   for (int c : sys.all(NodeKind::Cpu)) {
     const Node& n = sys.nodes[static_cast<size_t>(c)];
-    std::printf("%-6s socket %d, PUs %s  %s\n", n.name.c_str(), n.package, puRange(n.pus).c_str(), n.model.c_str());
+    std::printf("%-6s socket %d, PUs %s  %s\n", n.name.c_str(), n.package, loom::formatRanges(n.pus).c_str(), n.model.c_str());
     printSubtree(sys, c, 1);
   }
   if (!sys.nvlinks.empty()) {
