@@ -5,6 +5,7 @@
 #include "comm/base/env.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
+#include "comm/bootstrap/root.hpp"
 #include "comm/comm_topology.hpp"
 #include "comm/device/cuda.hpp"
 #include "comm/host_id.hpp"
@@ -29,6 +30,7 @@ Communicator::~Communicator() {
     initThread_.join();
   }
   collectives.reset();  // it uses the engine's connections: goes first
+  reapRendezvousRoots();  // the root of this communicator's rendezvous, if it ran here
 }
 
 void Communicator::init(const UniqueIdData& id, int rank, int nranks) {

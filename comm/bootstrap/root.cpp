@@ -51,6 +51,10 @@ class RootServer {
     } catch (const std::exception& e) {
       LOOM_WARN(Bootstrap, "rendezvous root failed: %s", e.what());
     }
+    // Done: its sockets go now; the object (and its eventfd) when reaped.
+    pending_.clear();
+    arrivals_.clear();
+    listener_.close();
     finished_.store(true, std::memory_order_release);
   }
 
@@ -210,6 +214,12 @@ void startRendezvousRoot(net::Socket listener, const Secret& secret, std::chrono
   std::lock_guard lock(r.mutex);
   r.reap();
   r.roots.push_back(std::make_unique<RootServer>(std::move(listener), secret, timeout));
+}
+
+void reapRendezvousRoots() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.reap();
 }
 
 size_t runningRendezvousRoots() {

@@ -18,6 +18,10 @@ namespace loom {
 // its timeout passes. The process owns it; it is stopped at exit.
 void startRendezvousRoot(net::Socket listener, const Secret& secret, std::chrono::milliseconds timeout);
 
+// Frees the roots that have finished (their thread and eventfd; a finished
+// root has closed its sockets already). Communicators call it as they go.
+void reapRendezvousRoots();
+
 // Roots still running in this process (for tests of resource hygiene).
 size_t runningRendezvousRoots();
 
