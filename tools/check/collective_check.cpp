@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "collectives/cpu/half.hpp"
+#include "comm/datatype.hpp"
 
 namespace loom::check {
 namespace {
@@ -110,11 +111,7 @@ const char* opName(Op op) {
   constexpr const char* kNames[] = {"sum", "prod", "min", "max", "avg", "premulsum"};
   return kNames[static_cast<int>(op)];
 }
-const char* typeName(loomDataType_t t) {
-  constexpr const char* kNames[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
-                                    "uint64", "float16", "float32", "float64", "bfloat16"};
-  return kNames[t];
-}
+const char* typeName(loomDataType_t t) { return datatypeName(t); }
 size_t typeSize(loomDataType_t t) {
   constexpr size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
   return kSizes[t];
