@@ -2,6 +2,7 @@
 // naming the argument or the peer, never a crash or a hang.
 #include <gtest/gtest.h>
 #include <loom/loom.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +21,29 @@
 namespace {
 
 using loom::test::ScopedEnv;
+
+// Confines this thread, and the threads it starts from now on, to its first CPU.
+class OnOneCpu {
+ public:
+  OnOneCpu() {
+    if (sched_getaffinity(0, sizeof all_, &all_) != 0) ADD_FAILURE() << "sched_getaffinity";
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &all_)) {
+        CPU_SET(cpu, &one);
+        break;
+      }
+    }
+    if (sched_setaffinity(0, sizeof one, &one) != 0) ADD_FAILURE() << "sched_setaffinity";
+  }
+  ~OnOneCpu() { sched_setaffinity(0, sizeof all_, &all_); }
+  OnOneCpu(const OnOneCpu&) = delete;
+  OnOneCpu& operator=(const OnOneCpu&) = delete;
+
+ private:
+  cpu_set_t all_{};
+};
 
 void expectError(loomResult_t r, loomResult_t code, loomComm_t comm, const std::string& mentions) {
   EXPECT_EQ(r, code) << loomGetLastError(comm);
@@ -207,6 +231,46 @@ TEST(CollectiveErrors, ARankThatLeavesTheSegmentFailsItsPeersAtOnce) {
   leaver.join();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
   loomCommAbort(comms[0]);
+}
+
+// The opposite case: a rank whose part is done may leave while a slower peer
+// still reads what it sent. Rank 0 waits asleep (the rank it needs comes 20 ms
+// late), and rank 1, alone on the one CPU this test allows, sends, finishes
+// and destroys its communicator before rank 0 runs again: rank 0 must find
+// rank 1's data, not a closed connection. Over each transport, on every
+// algorithm that exchanges with the peer.
+TEST(CollectiveErrors, ARankThatFinishesAndLeavesDoesNotFailASlowerPeer) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "60000");
+  OnOneCpu pinned;  // the ranks' threads, and the engines' they start, inherit it
+  for (const char* transport : {"socket", "shm"}) {
+    ScopedEnv only("LOOM_TRANSPORT", transport);
+    for (const char* algorithm : {"allreduce:rd", "allreduce:ring", "allreduce:direct"}) {
+      ScopedEnv algo("LOOM_ALGO", algorithm);
+      for (int round = 0; round < 5; ++round) {
+        SCOPED_TRACE(std::string(transport) + ", " + algorithm + ", round " + std::to_string(round));
+        auto comms = loom::test::initThreadComms(2);
+        loom::test::onThreads(2, [&](int r) {
+          loomComm_t& comm = comms[static_cast<size_t>(r)];
+          float x = 1;
+          EXPECT_EQ(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comm, nullptr), loomSuccess);  // connects
+          if (r == 0) {
+            const sched_param idle{};
+            EXPECT_EQ(pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle), 0);
+          } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+          x = static_cast<float>(r + 1);
+          EXPECT_EQ(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comm, nullptr), loomSuccess) << loomGetLastError(comm);
+          EXPECT_EQ(x, 3.0f);
+          if (r == 1) {
+            EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
+            comm = nullptr;
+          }
+        });
+        loom::test::destroyAll(comms);
+      }
+    }
+  }
 }
 
 // A rank that never joins: the others get loomTimeout naming whom they waited for.

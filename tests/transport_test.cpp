@@ -129,6 +129,22 @@ TEST(ShmFifo, APeerThatClosesIsNoticedOnlyAfterItsDataIsRead) {
   EXPECT_THROW(receiver.checkAlive(), Error);
 }
 
+// The sender's side of the same rule: a peer that took every slot and left
+// finished first, which is no error; one that left slots behind died.
+TEST(ShmFifo, APeerThatLeavesFailsTheSenderOnlyIfSlotsAreLeft) {
+  ShmPair pair(FifoShape{.slots = 2, .slotBytes = 64});
+  auto& sender = *pair.sender;
+  sender.reserve();
+  sender.commit({.messageBytes = 0, .bytes = 0, .sequence = 0});
+  ASSERT_TRUE(pair.receiver->peek().has_value());
+  pair.receiver->release();
+  pair.receiver.reset();
+  EXPECT_NO_THROW(sender.checkAlive());
+  sender.reserve();
+  sender.commit({.messageBytes = 0, .bytes = 0, .sequence = 0});
+  EXPECT_THROW(sender.checkAlive(), Error);
+}
+
 TEST(SocketFifo, SlotsCrossSeveralLanesInOrder) {
   FifoShape shape{.slots = 4, .slotBytes = 1000};
   std::vector<net::Socket> sendSide, recvSide;
@@ -158,6 +174,25 @@ TEST(SocketFifo, SlotsCrossSeveralLanesInOrder) {
     }
   }
   EXPECT_TRUE(sender.flushed());
+}
+
+TEST(SocketFifo, APeerThatLeavesFailsTheSenderOnlyIfSlotsAreLeft) {
+  FifoShape shape{.slots = 2, .slotBytes = 64};
+  auto [a, b] = socketPair();
+  std::vector<net::Socket> sendSide, recvSide;
+  sendSide.push_back(std::move(a));
+  recvSide.push_back(std::move(b));
+  sock::SocketSendConnection sender(std::move(sendSide), shape, "rank 1");
+  auto receiver = std::make_unique<sock::SocketRecvConnection>(std::move(recvSide), shape, "rank 0");
+  sender.reserve();
+  sender.commit({.messageBytes = 8, .bytes = 8, .sequence = 0});
+  while (!sender.flushed()) sender.progress();
+  while (!receiver->peek()) receiver->progress();
+  receiver.reset();  // took the slot and left
+  EXPECT_NO_THROW(sender.checkAlive());
+  sender.reserve();
+  sender.commit({.messageBytes = 8, .bytes = 8, .sequence = 0});  // not yet sent: it needs the peer
+  EXPECT_THROW(sender.checkAlive(), Error);
 }
 
 // A listener of rank 0 with `secret`, counting the connections it delivers.

@@ -62,7 +62,9 @@ class SendConnection {
   // True once every committed slot has left this process (the peer can get it
   // without this rank's help).
   virtual bool flushed() const = 0;
-  // Throws loomRemoteError if the peer is known to be gone.
+  // Throws loomRemoteError if the peer is known to be gone while slots
+  // committed here still need it. A peer that took everything and left has
+  // only finished its part first: its slower peers must still finish theirs.
   virtual void checkAlive() = 0;
   virtual void addWaitFds(std::vector<WaitFd>& out) const = 0;
   virtual const std::string& peerName() const = 0;
@@ -77,6 +79,8 @@ class RecvConnection {
   // Returns the slot peek() showed to the sender (one credit).
   virtual void release() = 0;
   virtual bool progress() = 0;
+  // Throws loomRemoteError if the peer is known to be gone and every slot it
+  // committed has been released here.
   virtual void checkAlive() = 0;
   virtual void addWaitFds(std::vector<WaitFd>& out) const = 0;
   virtual const std::string& peerName() const = 0;

@@ -8,7 +8,7 @@ bin=${1:-build/release/bench/loom-bench-p2p}
 shift || true
 source "$(dirname "$0")/../../scripts/lib/netns.sh"
 netns_up 2
-port=$((20000 + RANDOM % 20000))
+port=$(netns_store_port)
 netns_rank 1 1 2 0 $port "$bin" "$@" >"$NETNS_DIR/rank1.log" 2>&1 &
 netns_rank 0 0 2 0 $port "$bin" "$@"
 status=$?

@@ -5,6 +5,7 @@
 # namespaces created here. netns_up registers netns_down to run on exit.
 #
 #   netns_up N            create N nodes (exit 77, "skipped", without root or netns)
+#   netns_store_port      a free port for a job's store
 #   netns_rank NODE R N LR STORE_PORT ARGS...   run ARGS as rank R of N (local rank LR)
 #                         in NODE, with LOOM_HOSTID=nodeNODE and the store on node 0
 #   netns_job NAME "NODE_OF_RANK..." ARGS...    run ARGS as one process per rank, rank r in
@@ -48,6 +49,11 @@ netns_up() {
   done
 }
 
+# A port for a job's store: below the kernel's ephemeral range (32768 and up),
+# where the connections of a job that just ended may still hold ports for a
+# while (FIN_WAIT, TIME_WAIT) and a bind would fail.
+netns_store_port() { echo $((10000 + RANDOM % 20000)); }
+
 netns_rank() {
   local node=$1 rank=$2 size=$3 localRank=$4 port=$5
   shift 5
@@ -57,7 +63,7 @@ netns_rank() {
 
 netns_job() {
   local name=$1; local -a placement=($2); shift 2
-  local n=${#placement[@]} port=$((20000 + RANDOM % 20000)) pids=() r
+  local n=${#placement[@]} port=$(netns_store_port) pids=() r
   local -A local_count=()
   for ((r = 0; r < n; r++)); do
     local node=${placement[r]}

@@ -66,6 +66,7 @@ bool SocketSendConnection::progress() {
 }
 
 void SocketSendConnection::checkAlive() {
+  if (flushed()) return;  // all of it is the peer's kernel's, or the peer's: it needs nothing more of us
   for (const auto& lane : lanes_) {
     if (lane.socket.peerClosed()) throw Error(loomRemoteError, peerName_ + " closed the connection or died");
   }
