@@ -58,7 +58,7 @@ bool Links::progressAll() {
 }
 
 void Links::pause(Backoff& backoff, std::chrono::steady_clock::time_point since, int peer) {
-  if (engine_.cancelled()) throw Error(loomInvalidUsage, what_ + ": aborted by loomCommAbort");
+  engine_.throwIfCancelled(what_);
   const auto timeout = engine_.context().timeout;
   if (std::chrono::steady_clock::now() - since > timeout) {
     throw Error(loomTimeout, what_ + ": nothing moved to or from rank " + std::to_string(peer) + " for " +

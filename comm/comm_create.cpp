@@ -8,6 +8,7 @@
 #include "comm/base/log.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
 #include "comm/bootstrap/root.hpp"
+#include "comm/bootstrap/watchdog.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/store/store.hpp"
 
@@ -120,6 +121,50 @@ std::unique_ptr<loomComm> splitComm(Communicator& parent, int color, int key, co
   if (color == LOOM_SPLIT_NOCOLOR) return nullptr;
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
   return createComm(static_cast<int>(members.size()), ids[static_cast<size_t>(members.front())], newRank, config);
+}
+
+std::unique_ptr<loomComm> shrinkComm(Communicator& parent, std::span<const int> exclude, const Config& config) {
+  const int n = parent.size();
+  std::vector<char> excluded(static_cast<size_t>(n), 0);
+  for (int r : exclude) {
+    if (r < 0 || r >= n) {
+      throw Error(loomInvalidArgument, "excludeRanksList holds rank " + std::to_string(r) + ", out of range for " +
+                                           std::to_string(n) + " ranks");
+    }
+    if (excluded[static_cast<size_t>(r)]) {
+      throw Error(loomInvalidArgument, "excludeRanksList holds rank " + std::to_string(r) + " twice");
+    }
+    excluded[static_cast<size_t>(r)] = 1;
+  }
+  if (excluded[static_cast<size_t>(parent.rank())]) {
+    throw Error(loomInvalidArgument, "excludeRanksList holds this rank (" + std::to_string(parent.rank()) +
+                                         "): excluded ranks do not call loomCommShrink");
+  }
+  std::vector<int> survivors;
+  for (int r = 0; r < n; ++r) {
+    if (!excluded[static_cast<size_t>(r)]) survivors.push_back(r);
+  }
+  const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), parent.rank()) - survivors.begin());
+  const uint32_t epoch = parent.nextShrinkEpoch();
+  if (survivors.size() == 1) return createComm(1, createUniqueId(config.timeout), 0, config);
+
+  Watchdog* watchdog = parent.watchdog();
+  const auto deadline = Deadline::after(config.timeout);
+  loomUniqueId id;
+  if (newRank == 0) {
+    id = createUniqueId(config.timeout);
+    for (size_t i = 1; i < survivors.size(); ++i) {
+      watchdog->sendOffer(survivors[i], epoch, std::as_bytes(std::span(id.internal)), deadline);
+    }
+  } else {
+    auto bytes = watchdog->awaitOffer(survivors.front(), epoch, deadline);
+    if (bytes.size() != sizeof id.internal) {
+      throw Error(loomRemoteError, "rank " + std::to_string(survivors.front()) + " offered a malformed unique id");
+    }
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  LOOM_INFO(Init, "shrink #%u: rank %d of %d becomes rank %d of %zu", epoch, parent.rank(), n, newRank, survivors.size());
+  return createComm(static_cast<int>(survivors.size()), id, newRank, config);
 }
 
 }  // namespace loom

@@ -5,6 +5,7 @@
 #include <loom/loom.h>
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -25,5 +26,11 @@ std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, const Config& 
 // Ranks with equal color form a new communicator, ordered by (key, parent
 // rank). Returns null for color LOOM_SPLIT_NOCOLOR. Collective over parent.
 std::unique_ptr<loomComm> splitComm(Communicator& parent, int color, int key, const Config& config);
+
+// The parent's ranks less `exclude`, renumbered in order. Does not use the
+// parent's bootstrap ring (excluded ranks may be dead): the survivors' new
+// rank 0 starts a rendezvous and hands its id to each survivor through
+// their watchdogs' listeners.
+std::unique_ptr<loomComm> shrinkComm(Communicator& parent, std::span<const int> exclude, const Config& config);
 
 }  // namespace loom

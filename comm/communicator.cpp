@@ -30,7 +30,44 @@ Communicator::~Communicator() {
     initThread_.join();
   }
   collectives.reset();  // it uses the engine's connections: goes first
+  engine_.reset();
+  if (bootstrap_ && bootstrap_->watchdog() && aborted_.load(std::memory_order_acquire)) bootstrap_->watchdog()->abandon();
+  bootstrap_.reset();  // its watchdog says goodbye, unless aborted
   reapRendezvousRoots();  // the root of this communicator's rendezvous, if it ran here
+}
+
+void Communicator::abort() noexcept {
+  aborted_.store(true, std::memory_order_release);
+  cancel_.cancel();
+}
+
+void Communicator::cancelOperations() {
+  cancel_.cancel(loomInvalidUsage, "aborted by loomCommShrink (LOOM_SHRINK_ABORT)");
+  const auto deadline = Deadline::after(config_.timeout);
+  // The caller's own call counts as one.
+  while (activeCalls.load(std::memory_order_acquire) > 1 || streamTasks.load(std::memory_order_acquire) != 0) {
+    if (deadline.expired()) throw Error(loomTimeout, "operations in flight did not end after LOOM_SHRINK_ABORT");
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void Communicator::revoke(int rank, const std::string& why) {
+  if (cancel_.cancelled()) return;
+  LOOM_WARN(Init, "rank %d failed: %s; the communicator is revoked", rank, why.c_str());
+  cancel_.cancel(loomRemoteError, "rank " + std::to_string(rank) + " failed: " + why);
+}
+
+void Communicator::revoke(const std::string& message) { cancel_.cancel(loomRemoteError, message); }
+
+loomResult_t Communicator::state() const {
+  const loomResult_t init = asyncError();
+  if (init != loomSuccess) return init;
+  return cancel_.code() == loomRemoteError ? loomRemoteError : loomSuccess;
+}
+
+Watchdog* Communicator::watchdog() {
+  requireInitialized();
+  return bootstrap_->watchdog();
 }
 
 void Communicator::init(const UniqueIdData& id, int rank, int nranks) {
@@ -75,6 +112,8 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   self.cudaDeviceCount = cuda::deviceCount();
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, self, std::move(listener), config_.timeout, &cancel_);
+  bootstrap_->watch(Watchdog::Settings::fromEnv(config_.timeout),
+                    [this](int failed, const std::string& why) { revoke(failed, why); });
 
   localSize_ = 0;
   for (const auto& p : bootstrap_->peers()) {
@@ -128,6 +167,10 @@ Engine& Communicator::engine() {
 
 void Communicator::requireReady() const {
   cancel_.throwIfCancelled();
+  requireInitialized();
+}
+
+void Communicator::requireInitialized() const {
   switch (asyncError()) {
     case loomSuccess: return;
     case loomInProgress:

@@ -54,12 +54,33 @@ class Communicator {
   const Config& config() const { return config_; }
 
   // Throws unless init finished successfully (loomInProgress while it runs,
-  // the init error after a failure).
+  // the init error after a failure) and nothing revoked or aborted it.
   void requireReady() const;
+  // The same, but a revoked communicator passes (shrink uses it).
+  void requireInitialized() const;
   loomResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
 
-  // Unblocks every wait at once; the object stays valid until deleted.
-  void abort() noexcept { cancel_.cancel(); }
+  // Unblocks every wait at once; the object stays valid until deleted. The
+  // peers learn of it as of a failure (no goodbye).
+  void abort() noexcept;
+  // LOOM_SHRINK_ABORT: ends what is in flight on this communicator as
+  // loomCommAbort does (calling thread excepted) but keeps it, and is no
+  // failure for the peers.
+  void cancelOperations();
+  // A peer failed: every pending and later operation fails with
+  // loomRemoteError naming it. Called by the watchdog.
+  void revoke(int rank, const std::string& why);
+  // A call of this rank met a lost peer itself (a connection closed or reset
+  // under it): the communicator is as broken as if it had been told, and is
+  // revoked with that message (the watchdog's notice may come later or never).
+  void revoke(const std::string& message);
+  // loomRemoteError once revoked, else asyncError().
+  loomResult_t state() const;
+  // The out-of-band watch over the peers; null with a single rank.
+  Watchdog* watchdog();
+  // Numbers this rank's loomCommShrink calls on this communicator, so that
+  // the survivors match their offers.
+  uint32_t nextShrinkEpoch() { return shrinkEpoch_++; }
 
   void setLastError(const std::string& message);
   std::string lastError() const;
@@ -94,6 +115,8 @@ class Communicator {
   std::string lastError_;
   std::string initError_;
   std::thread initThread_;
+  std::atomic<bool> aborted_{false};
+  uint32_t shrinkEpoch_ = 0;
 };
 
 // Creates a listener on the interface chosen by LOOM_SOCKET_IFNAME (port 0:

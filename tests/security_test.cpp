@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "comm/base/error.hpp"
@@ -80,4 +81,38 @@ TEST(Security, FrameHeaderParserRejectsEachDefect) {
   }
   auto big = encodeFrame(FrameType::RingHello, s, std::vector<std::byte>(65));
   EXPECT_THROW(header(big), Error);
+}
+
+// The watchdog's reader gets its bytes in whatever pieces TCP delivers: one
+// at a time, or several frames at once. Each frame comes out whole and in
+// order, and a defect throws as soon as the header is complete.
+TEST(Security, FrameReaderAssemblesFramesFromAnyPieces) {
+  Secret s = Secret::random();
+  std::vector<std::byte> stream;
+  for (size_t length : {size_t{0}, size_t{5}, size_t{300}}) {
+    auto f = encodeFrame(FrameType::Heartbeat, s, std::vector<std::byte>(length, std::byte(length)));
+    stream.insert(stream.end(), f.begin(), f.end());
+  }
+  for (size_t piece : {size_t{1}, size_t{7}, stream.size()}) {
+    FrameReader reader(s, 1024);
+    std::vector<size_t> lengths;
+    for (size_t at = 0; at < stream.size(); at += piece) {
+      std::span<const std::byte> bytes = std::span(stream).subspan(at, std::min(piece, stream.size() - at));
+      while (!bytes.empty()) {
+        if (auto frame = reader.feed(bytes)) {
+          EXPECT_EQ(frame->type, FrameType::Heartbeat);
+          for (auto b : frame->payload) ASSERT_EQ(b, std::byte(frame->payload.size()));
+          lengths.push_back(frame->payload.size());
+        }
+      }
+    }
+    EXPECT_EQ(lengths, (std::vector<size_t>{0, 5, 300})) << "pieces of " << piece;
+    EXPECT_FALSE(reader.midFrame());
+  }
+  FrameReader strict(s, 100);
+  std::span<const std::byte> tooLong(stream.data() + 2 * kFrameHeaderBytes + 5, kFrameHeaderBytes);
+  EXPECT_THROW(strict.feed(tooLong), Error);  // announces 300 bytes, over the limit of 100
+  auto wrong = encodeFrame(FrameType::Heartbeat, Secret::random(), {});
+  std::span<const std::byte> forged(wrong);
+  EXPECT_THROW(FrameReader(s, 100).feed(forged), Error);
 }

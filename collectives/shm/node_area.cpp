@@ -305,7 +305,7 @@ void NodeArea::waitFor(int local, Counter counter, uint64_t step, const std::str
 
 void NodeArea::check(int local, Counter counter, uint64_t step, bool checkProcess,
                      std::chrono::steady_clock::time_point since, const std::string& what) const {
-  if (comm_.engine().cancelled()) throw Error(loomInvalidUsage, what + ": aborted by loomCommAbort");
+  comm_.engine().throwIfCancelled(what);
   const int rank = localToRank_[static_cast<size_t>(local)];
   const auto gone = [&](const std::string& why) {
     // It may have reached the step just before going: only then is it fine.

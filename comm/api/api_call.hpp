@@ -36,6 +36,7 @@ loomResult_t call(const char* function, loomComm_t comm, Body&& body) noexcept {
   } catch (const Error& e) {
     result = e.code();
     recordError(comm, result, e.what(), function);
+    if (comm != nullptr && result == loomRemoteError) comm->revoke(std::string(e.what()));
   } catch (const std::bad_alloc&) {
     result = loomSystemError;
     recordError(comm, result, "out of memory", function);

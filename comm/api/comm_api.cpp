@@ -94,6 +94,29 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
   });
 }
 
+loomResult_t loomCommShrink(loomComm_t comm, int* excludeRanksList, int excludeRanksCount, loomComm_t* newcomm,
+                            loomConfig_t* config, int shrinkFlags) {
+  return call(__func__, comm, [&] {
+    requireNonNull(comm, "comm");
+    requireNonNull(newcomm, "newcomm");
+    *newcomm = nullptr;
+    if (excludeRanksCount < 0) {
+      throw loom::Error(loomInvalidArgument, "excludeRanksCount=" + std::to_string(excludeRanksCount) + " is negative");
+    }
+    if (excludeRanksCount > 0) requireNonNull(excludeRanksList, "excludeRanksList");
+    if (shrinkFlags != LOOM_SHRINK_DEFAULT && shrinkFlags != LOOM_SHRINK_ABORT) {
+      throw loom::Error(loomInvalidArgument, "shrinkFlags=" + std::to_string(shrinkFlags) +
+                                                 " is neither LOOM_SHRINK_DEFAULT nor LOOM_SHRINK_ABORT");
+    }
+    comm->requireInitialized();  // a revoked communicator may shrink
+    loom::LogRankScope scope(comm->rank());
+    if (shrinkFlags == LOOM_SHRINK_ABORT) comm->cancelOperations();
+    loom::Config cfg = config != nullptr ? loom::Config::resolve(config) : comm->config();
+    *newcomm = loom::shrinkComm(*comm, std::span<const int>(excludeRanksList, static_cast<size_t>(excludeRanksCount)), cfg)
+                   .release();
+  });
+}
+
 loomResult_t loomCommFinalize(loomComm_t comm) {
   return call(__func__, comm, [&] {
     loomComm& c = ready(comm);
@@ -126,7 +149,7 @@ loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
   return call(__func__, comm, [&] {
     requireNonNull(comm, "comm");
     requireNonNull(asyncError, "asyncError");
-    *asyncError = comm->asyncError();
+    *asyncError = comm->state();
   });
 }
 

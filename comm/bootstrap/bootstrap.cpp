@@ -16,11 +16,21 @@ constexpr auto kHelloGrace = std::chrono::seconds(2);
 
 Bootstrap::Bootstrap(const UniqueIdData& id, int rank, int nranks, PeerInfo self, net::Socket listener,
                      std::chrono::milliseconds timeout, const Cancellation* cancel)
-    : rank_(rank), nranks_(nranks), timeout_(timeout), cancel_(cancel), listener_(std::move(listener)) {
+    : rank_(rank), nranks_(nranks), timeout_(timeout), cancel_(cancel), listener_(std::move(listener)), secret_(id.secret) {
   auto deadline = Deadline::after(timeout);
   peers_ = rendezvous(id, rank, nranks, self, timeout, cancel);
   if (nranks_ > 1) connectRing(id.secret, deadline);
-  listener_.close();  // the ring is all we need; strangers can no longer knock
+}
+
+void Bootstrap::watch(Watchdog::Settings settings, Watchdog::OnFailure onFailure) {
+  if (nranks_ == 1) {
+    listener_.close();
+    return;
+  }
+  std::vector<std::string> addresses;
+  for (const auto& p : peers_) addresses.push_back(p.bootstrapAddress);
+  watchdog_ = std::make_unique<Watchdog>(secret_, rank_, std::move(addresses), std::move(listener_), settings,
+                                         std::move(onFailure));
 }
 
 void Bootstrap::connectRing(const Secret& secret, Deadline deadline) {

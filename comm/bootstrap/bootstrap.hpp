@@ -1,16 +1,19 @@
 // The out-of-band network of a communicator: after the rendezvous each rank
 // holds a TCP connection to the next rank and one from the previous, over
 // which allgather and barrier run as rings. It carries set-up traffic only
-// (addresses, colors, ids), never user data.
+// (addresses, colors, ids), never user data. Its listener then serves the
+// watchdog (watchdog.hpp): heartbeats, failure notices, shrink offers.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "comm/base/cancellation.hpp"
 #include "comm/bootstrap/peer_info.hpp"
 #include "comm/bootstrap/unique_id.hpp"
+#include "comm/bootstrap/watchdog.hpp"
 #include "transport/socket/socket.hpp"
 #include "transport/transport.hpp"
 
@@ -31,6 +34,11 @@ class Bootstrap final : public transport::OutOfBand {
   void allgather(std::span<std::byte> buffer, size_t blockBytes) override;
   void barrier();
 
+  // Starts watching the peers (more than one rank only); the watchdog takes the listener.
+  void watch(Watchdog::Settings settings, Watchdog::OnFailure onFailure);
+  // Null until watch(), and with a single rank.
+  Watchdog* watchdog() { return watchdog_.get(); }
+
  private:
   void connectRing(const Secret& secret, Deadline deadline);
 
@@ -42,6 +50,8 @@ class Bootstrap final : public transport::OutOfBand {
   net::Socket listener_;
   net::Socket next_;  // to rank + 1
   net::Socket prev_;  // from rank - 1
+  Secret secret_;
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 }  // namespace loom

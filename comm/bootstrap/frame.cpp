@@ -1,5 +1,7 @@
 #include "comm/bootstrap/frame.hpp"
 
+#include <algorithm>
+
 #include "comm/base/error.hpp"
 #include "comm/base/bytes.hpp"
 
@@ -20,7 +22,7 @@ FrameHeader parseFrameHeader(std::span<const std::byte, kFrameHeaderBytes> raw, 
   std::copy(s.begin(), s.end(), presented.bytes.begin());
   if (!(presented == secret)) throw Error(loomRemoteError, "bootstrap frame carries the wrong secret");
   auto length = r.get<uint32_t>();
-  if (type < static_cast<uint16_t>(FrameType::Hello) || type > static_cast<uint16_t>(FrameType::StoreReply)) {
+  if (type < static_cast<uint16_t>(FrameType::Hello) || type > static_cast<uint16_t>(kLastFrameType)) {
     throw Error(loomRemoteError, "bootstrap frame has unknown type " + std::to_string(type));
   }
   if (length > maxLength) {
@@ -58,6 +60,50 @@ std::vector<std::byte> recvFrame(net::Socket& socket, FrameType expected, const 
   std::vector<std::byte> payload(header.length);
   socket.recvAll(payload, deadline, cancel);
   return payload;
+}
+
+// Both ways in fill the same two buffers: the header, then the payload it announces.
+std::span<std::byte> FrameReader::want() {
+  return parsed_ ? std::span(payload_).subspan(payloadHave_) : std::span(header_).subspan(headerHave_);
+}
+
+std::optional<Frame> FrameReader::got(size_t n) {
+  if (!parsed_) {
+    headerHave_ += n;
+    if (headerHave_ < header_.size()) return std::nullopt;
+    parsed_ = parseFrameHeader(header_, secret_, maxLength_);
+    payload_.assign(parsed_->length, std::byte{0});
+    payloadHave_ = 0;
+  } else {
+    payloadHave_ += n;
+  }
+  if (payloadHave_ < payload_.size()) return std::nullopt;
+  Frame frame{parsed_->type, std::move(payload_)};
+  parsed_.reset();
+  headerHave_ = 0;
+  payload_ = {};
+  return frame;
+}
+
+std::optional<Frame> FrameReader::feed(std::span<const std::byte>& bytes) {
+  do {
+    std::span<std::byte> into = want();
+    const size_t n = std::min(bytes.size(), into.size());
+    std::copy_n(bytes.begin(), n, into.begin());
+    bytes = bytes.subspan(n);
+    if (auto frame = got(n)) return frame;
+  } while (!bytes.empty());
+  return std::nullopt;
+}
+
+std::optional<Frame> FrameReader::read(net::Socket& socket) {
+  // Reads no further than the frame: what follows stays in the kernel.
+  for (;;) {
+    std::span<std::byte> into = want();
+    const size_t n = into.empty() ? 0 : socket.recvSome(into);
+    if (n == 0 && !into.empty()) return std::nullopt;
+    if (auto frame = got(n)) return frame;
+  }
 }
 
 }  // namespace loom

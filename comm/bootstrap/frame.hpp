@@ -4,7 +4,9 @@
 // secret, or a length above the caller's limit, rejects the connection.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,7 +23,12 @@ enum class FrameType : uint16_t {
   RingHello = 3,   // rank -> next rank on the bootstrap ring
   StoreRequest = 4,
   StoreReply = 5,
+  Heartbeat = 6,      // rank -> next rank, every LOOM_HEARTBEAT_MS: rank
+  Goodbye = 7,        // rank -> next rank when its communicator is destroyed: rank
+  FailureNotice = 8,  // rank -> every rank: reporter, failed rank, why
+  ShrinkOffer = 9,    // the survivors' new rank 0 -> each survivor: epoch, unique id
 };
+inline constexpr FrameType kLastFrameType = FrameType::ShrinkOffer;
 
 struct FrameHeader {
   FrameType type;
@@ -40,5 +47,39 @@ void sendFrame(net::Socket& socket, FrameType type, const Secret& secret, std::s
 // Receives one frame of `expected` type; anything else is loomRemoteError.
 std::vector<std::byte> recvFrame(net::Socket& socket, FrameType expected, const Secret& secret, uint32_t maxLength,
                                  Deadline deadline, const Cancellation* cancel);
+
+struct Frame {
+  FrameType type;
+  std::vector<std::byte> payload;
+};
+
+// Assembles frames from a non-blocking socket as its bytes arrive, so that
+// one thread can watch many connections and a slow or silent one stalls none
+// of the others. The header is checked as soon as it is complete.
+class FrameReader {
+ public:
+  FrameReader(const Secret& secret, uint32_t maxLength) : secret_(secret), maxLength_(maxLength) {}
+
+  // Reads what the socket holds: a frame once one is whole, else nothing.
+  // Throws loomRemoteError on a defect, or when the peer closed or reset.
+  std::optional<Frame> read(net::Socket& socket);
+  // Takes a frame from `bytes`, as read() does from a socket; used by read()
+  // and by the fuzz target.
+  std::optional<Frame> feed(std::span<const std::byte>& bytes);
+  // Part of a frame has arrived, not all of it.
+  bool midFrame() const { return headerHave_ > 0 || parsed_.has_value(); }
+
+ private:
+  std::span<std::byte> want();
+  std::optional<Frame> got(size_t n);
+
+  Secret secret_;
+  uint32_t maxLength_;
+  std::array<std::byte, kFrameHeaderBytes> header_{};
+  size_t headerHave_ = 0;
+  std::optional<FrameHeader> parsed_;
+  std::vector<std::byte> payload_;
+  size_t payloadHave_ = 0;
+};
 
 }  // namespace loom

@@ -59,6 +59,10 @@ class Engine {
   const std::vector<transport::Endpoint>& endpoints() const { return endpoints_; }
 
   bool cancelled() const { return context_.cancel != nullptr && context_.cancel->cancelled(); }
+  // After loomCommAbort or a peer's failure: throws why, prefixed with `what`.
+  void throwIfCancelled(const std::string& what) const {
+    if (context_.cancel != nullptr) context_.cancel->throwIfCancelled(what);
+  }
   int cancelFd() const { return context_.cancel != nullptr ? context_.cancel->fd() : -1; }
 
  private:

@@ -69,7 +69,11 @@ void runOps(std::span<P2pOp* const> ops) {
     done = firstPending;
     if (done == ops.size()) return;
     for (const auto& p : postings) {
-      if (p.engine->cancelled()) abandon(postings, loomInvalidUsage, "aborted by loomCommAbort");
+      try {
+        p.engine->throwIfCancelled({});
+      } catch (const Error& e) {
+        abandon(postings, e.code(), e.what());
+      }
     }
     if (moved) {
       backoff.reset();

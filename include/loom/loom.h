@@ -128,9 +128,25 @@ loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
 loomResult_t loomCommInitFromEnv(loomComm_t* comm, loomConfig_t* config);
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm,
                            loomConfig_t* config);
+/* A communicator of comm's ranks less the excludeRanksCount ranks listed,
+ * renumbered in order: how a job goes on after a rank failed. Every rank not
+ * excluded calls it with the same list; excluded ranks do not call it. It
+ * works on a communicator revoked by a peer's failure. LOOM_SHRINK_ABORT
+ * first aborts operations still in flight on comm (from other threads or
+ * streams); with LOOM_SHRINK_DEFAULT there must be none. comm stays valid
+ * (destroy or abort it afterwards); config NULL inherits comm's settings. */
+#define LOOM_SHRINK_DEFAULT 0x00
+#define LOOM_SHRINK_ABORT 0x01
+loomResult_t loomCommShrink(loomComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            loomComm_t* newcomm, loomConfig_t* config, int shrinkFlags);
 
 /* Teardown. Finalize completes outstanding work; Destroy frees; Abort may be
- * called from any thread and unblocks every wait on comm at once, then frees. */
+ * called from any thread and unblocks every wait on comm at once, then frees.
+ * A rank whose communicator is aborted, or whose process dies, counts as
+ * failed for its peers: their operations on the communicator then fail with
+ * loomRemoteError naming it (and loomCommGetAsyncError reports it), within
+ * about a millisecond of a process's death, or after 5 x LOOM_HEARTBEAT_MS
+ * of silence from a stopped one. */
 loomResult_t loomCommFinalize(loomComm_t comm);
 loomResult_t loomCommDestroy(loomComm_t comm);
 loomResult_t loomCommAbort(loomComm_t comm);

@@ -1,0 +1,316 @@
+#include "comm/bootstrap/watchdog.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "comm/base/bytes.hpp"
+#include "comm/base/env.hpp"
+#include "comm/base/error.hpp"
+#include "comm/base/log.hpp"
+#include "comm/bootstrap/frame.hpp"
+#include "transport/socket/address.hpp"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A connection on the listener must identify itself with a whole frame this soon.
+constexpr auto kIdentifyWithin = std::chrono::seconds(2);
+// Connections on the listener not yet done with; more are refused at once.
+constexpr size_t kMaxIncoming = 64;
+constexpr uint32_t kMaxFrameBytes = 8192;
+constexpr size_t kMaxReasonBytes = 2048;
+// Heartbeats queued for a next rank that does not read them (it is stopped):
+// beyond this, new beats are dropped rather than buffered.
+constexpr size_t kMaxOutbox = 4096;
+// Telling a rank of a failure: a rank that takes longer is unreachable.
+constexpr milliseconds kNotifyTimeout{2000};
+
+class Registry;
+Registry& registry();
+
+// Every live watchdog of the process, stopped at exit.
+class Registry {
+ public:
+  void add(Watchdog* w) {
+    std::lock_guard lock(mutex_);
+    if (!hooked_) hooked_ = std::atexit([] { registry().stopAll(); }) == 0;
+    live_.push_back(w);
+  }
+  void remove(Watchdog* w) {
+    std::lock_guard lock(mutex_);
+    std::erase(live_, w);
+  }
+  void stopAll() {
+    std::lock_guard lock(mutex_);
+    for (Watchdog* w : live_) w->stop();
+  }
+
+ private:
+  std::mutex mutex_;
+  bool hooked_ = false;
+  std::vector<Watchdog*> live_;
+};
+
+Registry& registry() {
+  static auto* r = new Registry;  // never destroyed: the atexit hook may run after static destructors
+  return *r;
+}
+
+std::vector<std::byte> rankPayload(int rank) {
+  ByteWriter w;
+  w.put(static_cast<int32_t>(rank));
+  return std::move(w.bytes());
+}
+
+}  // namespace
+
+struct Watchdog::Incoming {
+  net::Socket socket;
+  FrameReader reader;
+  Deadline identifyBy;
+  bool fromPrev = false;  // the previous rank's heartbeat stream
+};
+
+Watchdog::Settings Watchdog::Settings::fromEnv(milliseconds timeout) {
+  Settings s;
+  s.heartbeat = milliseconds(env::getInt("LOOM_HEARTBEAT_MS", 0, 3'600'000));
+  s.timeout = timeout;
+  return s;
+}
+
+Watchdog::Watchdog(const Secret& secret, int rank, std::vector<std::string> addresses, net::Socket listener,
+                   Settings settings, OnFailure onFailure)
+    : secret_(secret),
+      rank_(rank),
+      nranks_(static_cast<int>(addresses.size())),
+      next_((rank + 1) % nranks_),
+      prev_((rank + nranks_ - 1) % nranks_),
+      addresses_(std::move(addresses)),
+      listener_(std::move(listener)),
+      settings_(settings),
+      onFailure_(std::move(onFailure)) {
+  thread_ = std::thread([this] { run(); });
+  registry().add(this);
+}
+
+Watchdog::~Watchdog() {
+  registry().remove(this);
+  stop();
+}
+
+void Watchdog::stop() {
+  std::call_once(stopped_, [this] {
+    stop_.cancel();
+    thread_.join();
+  });
+}
+
+void Watchdog::run() {
+  LogRankScope scope(rank_);
+  connectNext();
+  prevHeard_ = Clock::now();
+  std::vector<std::unique_ptr<Incoming>> incoming;
+  const auto silence = settings_.heartbeat * kSilentBeats;
+  while (!stop_.cancelled()) {
+    const auto now = Clock::now();
+    if (settings_.heartbeat.count() > 0) {
+      if (now >= nextBeat_) beat(now);
+      const bool watched = !prevLeft_ && std::find(declared_.begin(), declared_.end(), prev_) == declared_.end();
+      if (watched && now - prevHeard_ > silence) {
+        declare(prev_, "sent no heartbeat for " + std::to_string(silence.count()) +
+                           " ms (LOOM_HEARTBEAT_MS x " + std::to_string(kSilentBeats) +
+                           "): it is stopped, or its host is unreachable");
+      }
+    }
+    std::erase_if(incoming, [](const auto& in) {
+      if (in->fromPrev || !in->identifyBy.expired()) return false;
+      LOOM_WARN(Bootstrap, "dropped a connection to the bootstrap listener: no whole frame within %lld s",
+                static_cast<long long>(kIdentifyWithin.count()));
+      return true;
+    });
+
+    std::vector<pollfd> fds{{stop_.fd(), POLLIN, 0}, {listener_.fd(), POLLIN, 0}};
+    for (const auto& in : incoming) fds.push_back({in->socket.fd(), POLLIN, 0});
+    milliseconds wait{1000};
+    if (settings_.heartbeat.count() > 0) {
+      wait = std::clamp(std::chrono::duration_cast<milliseconds>(nextBeat_ - Clock::now()), milliseconds(0), wait);
+    }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(wait.count())) <= 0) continue;
+    if (fds[0].revents != 0) break;
+    for (size_t i = 0; i < incoming.size(); ++i) {
+      if (fds[i + 2].revents != 0 && !serve(*incoming[i])) incoming[i].reset();
+    }
+    std::erase(incoming, nullptr);
+    if (fds[1].revents != 0) {
+      try {
+        net::Socket socket = listener_.accept(Deadline::after(milliseconds(0)), nullptr);
+        if (incoming.size() >= kMaxIncoming) {
+          LOOM_WARN(Bootstrap, "refused a connection to the bootstrap listener: %zu are open already", incoming.size());
+          continue;
+        }
+        incoming.push_back(std::make_unique<Incoming>(Incoming{std::move(socket), FrameReader(secret_, kMaxFrameBytes),
+                                                               Deadline::after(kIdentifyWithin)}));
+      } catch (const Error&) {
+        // the connection went before we took it
+      }
+    }
+  }
+  if (!abandoned_.load(std::memory_order_acquire)) sayGoodbye();
+}
+
+void Watchdog::connectNext() {
+  const auto& address = addresses_[static_cast<size_t>(next_)];
+  try {
+    toNext_ = net::Socket::connect(net::SocketAddress::parse(address), Deadline::after(settings_.timeout), &stop_,
+                                   "rank " + std::to_string(next_) + " at " + address, net::Socket::Refused::Fail);
+    // The first heartbeat names the stream, also when no more follow.
+    outbox_ = encodeFrame(FrameType::Heartbeat, secret_, rankPayload(rank_));
+    beat(Clock::now());
+  } catch (const Error& e) {
+    if (!stop_.cancelled()) LOOM_WARN(Bootstrap, "cannot send heartbeats to rank %d: %s", next_, e.what());
+  }
+}
+
+void Watchdog::beat(Clock::time_point now) {
+  nextBeat_ = now + settings_.heartbeat;
+  if (!toNext_.valid()) return;
+  if (outbox_.size() < kMaxOutbox) {
+    const auto frame = encodeFrame(FrameType::Heartbeat, secret_, rankPayload(rank_));
+    outbox_.insert(outbox_.end(), frame.begin(), frame.end());
+  }
+  try {
+    const size_t n = toNext_.sendSome(outbox_, {});
+    outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(n));
+  } catch (const Error& e) {
+    // The next rank is gone; its own next watches it.
+    LOOM_INFO(Bootstrap, "stopped sending heartbeats to rank %d: %s", next_, e.what());
+    toNext_.close();
+  }
+}
+
+bool Watchdog::serve(Incoming& in) {
+  try {
+    while (auto frame = in.reader.read(in.socket)) {
+      ByteReader r(frame->payload, "watchdog frame");
+      const int from = r.get<int32_t>();
+      if (from < 0 || from >= nranks_ || from == rank_) {
+        throw Error(loomRemoteError, "watchdog frame from rank " + std::to_string(from) + " of " + std::to_string(nranks_));
+      }
+      switch (frame->type) {
+        case FrameType::Heartbeat:
+          r.expectEnd();
+          if (from != prev_) throw Error(loomRemoteError, "heartbeat from rank " + std::to_string(from) + ", not rank " + std::to_string(prev_));
+          if (!in.fromPrev) in.socket.setLabel("rank " + std::to_string(prev_));
+          in.fromPrev = true;
+          prevHeard_ = Clock::now();
+          break;
+        case FrameType::Goodbye:
+          r.expectEnd();
+          if (from == prev_) prevLeft_ = true;
+          return false;
+        case FrameType::FailureNotice: {
+          const int failed = r.get<int32_t>();
+          const std::string why = r.getString(kMaxReasonBytes);
+          r.expectEnd();
+          if (failed < 0 || failed >= nranks_ || failed == rank_) {
+            throw Error(loomRemoteError, "failure notice for rank " + std::to_string(failed));
+          }
+          if (std::find(declared_.begin(), declared_.end(), failed) == declared_.end()) {
+            declared_.push_back(failed);
+            onFailure_(failed, why + " (seen by rank " + std::to_string(from) + ")");
+          }
+          return false;
+        }
+        case FrameType::ShrinkOffer: {
+          const auto epoch = r.get<uint32_t>();
+          const auto id = r.take(r.remaining());
+          {
+            std::lock_guard lock(offersMutex_);
+            offers_[{from, epoch}].assign(id.begin(), id.end());
+          }
+          offersChanged_.notify_all();
+          return false;
+        }
+        default:
+          throw Error(loomRemoteError, "unexpected frame type " + std::to_string(static_cast<int>(frame->type)));
+      }
+    }
+    return true;
+  } catch (const Error& e) {
+    if (in.fromPrev && !prevLeft_) {
+      declare(prev_, std::string("its heartbeat connection ended without a goodbye (") + e.what() +
+                         "): the process died or aborted its communicator");
+    } else if (in.reader.midFrame() || e.code() != loomRemoteError) {
+      LOOM_WARN(Bootstrap, "dropped a connection to the bootstrap listener: %s", e.what());
+    } else {
+      LOOM_INFO(Bootstrap, "a connection to the bootstrap listener closed between frames");
+    }
+    return false;
+  }
+}
+
+void Watchdog::declare(int rank, const std::string& why) {
+  if (std::find(declared_.begin(), declared_.end(), rank) != declared_.end()) return;
+  declared_.push_back(rank);
+  onFailure_(rank, why + " (seen by rank " + std::to_string(rank_) + ")");
+  for (int r = 0; r < nranks_; ++r) {
+    if (r != rank_ && r != rank) notify(r, rank, why);
+  }
+}
+
+void Watchdog::notify(int to, int failed, const std::string& why) {
+  const auto& address = addresses_[static_cast<size_t>(to)];
+  try {
+    const auto deadline = Deadline::after(kNotifyTimeout);
+    auto socket = net::Socket::connect(net::SocketAddress::parse(address), deadline, &stop_,
+                                       "rank " + std::to_string(to) + " at " + address, net::Socket::Refused::Fail);
+    ByteWriter w;
+    w.put(static_cast<int32_t>(rank_));
+    w.put(static_cast<int32_t>(failed));
+    w.putString(why.substr(0, kMaxReasonBytes));
+    sendFrame(socket, FrameType::FailureNotice, secret_, w.bytes(), deadline, &stop_);
+  } catch (const Error& e) {
+    LOOM_INFO(Bootstrap, "could not tell rank %d that rank %d failed: %s", to, failed, e.what());
+  }
+}
+
+void Watchdog::sayGoodbye() {
+  if (!toNext_.valid()) return;
+  const auto frame = encodeFrame(FrameType::Goodbye, secret_, rankPayload(rank_));
+  outbox_.insert(outbox_.end(), frame.begin(), frame.end());
+  try {
+    toNext_.sendAll(outbox_, Deadline::after(kNotifyTimeout), nullptr);
+  } catch (const Error& e) {
+    LOOM_INFO(Bootstrap, "could not say goodbye to rank %d: %s", next_, e.what());
+  }
+}
+
+void Watchdog::sendOffer(int to, uint32_t epoch, std::span<const std::byte> uniqueId, Deadline deadline) {
+  const auto& address = addresses_[static_cast<size_t>(to)];
+  auto socket = net::Socket::connect(net::SocketAddress::parse(address), deadline, nullptr,
+                                     "rank " + std::to_string(to) + " at " + address, net::Socket::Refused::Fail);
+  ByteWriter w;
+  w.put(static_cast<int32_t>(rank_));
+  w.put(epoch);
+  w.putBytes(uniqueId);
+  sendFrame(socket, FrameType::ShrinkOffer, secret_, w.bytes(), deadline, nullptr);
+}
+
+std::vector<std::byte> Watchdog::awaitOffer(int from, uint32_t epoch, Deadline deadline) {
+  std::unique_lock lock(offersMutex_);
+  const auto key = std::make_pair(from, epoch);
+  if (!offersChanged_.wait_until(lock, deadline.at(), [&] { return offers_.count(key) != 0; })) {
+    throw Error(loomTimeout, "no offer from rank " + std::to_string(from) + " before the deadline");
+  }
+  auto id = std::move(offers_[key]);
+  offers_.erase(key);
+  return id;
+}
+
+}  // namespace loom

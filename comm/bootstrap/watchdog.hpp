@@ -1,0 +1,113 @@
+// The watch each rank keeps over its communicator's peers, so that a failure
+// anywhere becomes an error everywhere, quickly, naming the rank.
+//
+// - Heartbeats go round the ring of ranks on connections of their own: each
+//   rank sends one to the next rank every LOOM_HEARTBEAT_MS, from a thread
+//   that user code cannot block. So each rank has one watcher, its next.
+// - The watcher declares its previous rank failed when that connection
+//   closes without a Goodbye (the process died, or aborted its communicator)
+//   or carries no heartbeat for kSilentBeats periods (stopped, or its host is
+//   gone). It revokes its own communicator and sends a FailureNotice to every
+//   other rank's bootstrap listener, which stays open for this (and for
+//   shrink offers); each revokes its communicator on receipt. Pending and
+//   later operations then fail with loomRemoteError naming the rank.
+// - A communicator destroyed in order sends a Goodbye first: a rank that
+//   finished before its peers is not a failure.
+// - Everything arriving on the listener is read as it comes from
+//   non-blocking sockets and checked (secret, type, length) before use; a
+//   stranger's connection is dropped and logged, and stalls nothing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/base/cancellation.hpp"
+#include "comm/base/deadline.hpp"
+#include "comm/base/secret.hpp"
+#include "transport/socket/socket.hpp"
+
+namespace loom {
+
+class Watchdog {
+ public:
+  // Heartbeats a rank may miss before its watcher declares it failed.
+  static constexpr int kSilentBeats = 5;
+
+  struct Settings {
+    std::chrono::milliseconds heartbeat{1000};  // 0: no heartbeats, so no silence checks
+    std::chrono::milliseconds timeout{300000};  // for connecting and for shrink offers
+    static Settings fromEnv(std::chrono::milliseconds timeout);  // LOOM_HEARTBEAT_MS
+  };
+  // Called on the watchdog's thread, once per failed rank.
+  using OnFailure = std::function<void(int rank, const std::string& why)>;
+
+  // `addresses[r]` is rank r's bootstrap listener; `listener` is this rank's.
+  Watchdog(const Secret& secret, int rank, std::vector<std::string> addresses, net::Socket listener,
+           Settings settings, OnFailure onFailure);
+  ~Watchdog();  // stop()
+  // Ends the watch, with a Goodbye to the next rank unless abandoned. Also
+  // run for every live watchdog when the process exits (atexit): a rank that
+  // returns from main without destroying its communicator has not failed.
+  void stop();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // loomCommAbort: leave without a Goodbye, so the next rank reports this one.
+  void abandon() noexcept { abandoned_.store(true, std::memory_order_release); }
+
+  // Shrink: the survivors' new rank 0 hands each survivor the new
+  // communicator's unique id; the others wait for the one from `from`.
+  void sendOffer(int to, uint32_t epoch, std::span<const std::byte> uniqueId, Deadline deadline);
+  std::vector<std::byte> awaitOffer(int from, uint32_t epoch, Deadline deadline);
+
+ private:
+  struct Incoming;  // an accepted connection and its frame reader
+
+  void run();
+  void connectNext();
+  void beat(std::chrono::steady_clock::time_point now);
+  void accept();
+  // Handles what `in` has sent; false once the connection is done with.
+  bool serve(Incoming& in);
+  void declare(int rank, const std::string& why);
+  void notify(int to, int failed, const std::string& why);
+  void sayGoodbye();
+
+  Secret secret_;
+  int rank_;
+  int nranks_;
+  int next_;
+  int prev_;
+  std::vector<std::string> addresses_;
+  net::Socket listener_;
+  Settings settings_;
+  OnFailure onFailure_;
+
+  // The thread's own state.
+  net::Socket toNext_;
+  std::vector<std::byte> outbox_;  // frames for the next rank not yet in its kernel
+  std::chrono::steady_clock::time_point nextBeat_{};
+  std::chrono::steady_clock::time_point prevHeard_{};  // the last heartbeat from prev_, or the start
+  bool prevLeft_ = false;                              // prev_ said Goodbye
+  std::vector<int> declared_;
+
+  std::mutex offersMutex_;
+  std::condition_variable offersChanged_;
+  std::map<std::pair<int, uint32_t>, std::vector<std::byte>> offers_;  // (from, epoch) -> unique id
+
+  std::atomic<bool> abandoned_{false};
+  Cancellation stop_;
+  std::once_flag stopped_;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+}  // namespace loom

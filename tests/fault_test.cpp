@@ -1,0 +1,193 @@
+// Real faults in real processes: a rank SIGKILLed or SIGSTOPped in the middle
+// of a large all-reduce. Every other rank must fail with loomRemoteError
+// naming it, within the bound the watchdog promises, then shrink to the
+// survivors and all-reduce correctly among them (tests/programs/fault_rank.cpp).
+// Also: loomCommShrink's arguments, a shrink that excludes live ranks, and
+// strangers at a running communicator's bootstrap listener.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/base/bytes.hpp"
+#include "comm/base/secret.hpp"
+#include "comm/bootstrap/frame.hpp"
+#include "comm/communicator.hpp"
+#include "tests/support/processes.hpp"
+#include "tests/support/ranks.hpp"
+
+using namespace std::chrono_literals;
+using loom::test::ScopedEnv;
+
+namespace {
+
+struct FaultRun {
+  std::vector<loom::test::ProcessResult> ranks;
+  std::vector<double> detectedMs;  // per survivor
+};
+
+// n ranks of loom_test_fault on this host, rank `victim` failing as `mode`.
+FaultRun runFault(const std::string& mode, int n, int victim, size_t count, std::map<std::string, std::string> extra) {
+  const std::string dir = ::testing::TempDir() + "loom-fault-" + std::to_string(::getpid()) + "-" + mode;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int r = 0; r < n; ++r) {
+    argvs.push_back({LOOM_TEST_FAULT_BIN, mode, std::to_string(victim), dir, std::to_string(count)});
+    auto env = extra;
+    env["LOOM_RANK"] = std::to_string(r);
+    env["LOOM_WORLD_SIZE"] = std::to_string(n);
+    env["LOOM_STORE_ADDR"] = "file://" + dir + "/store";
+    envs.push_back(env);
+  }
+  FaultRun run;
+  run.ranks = loom::test::runProcesses(argvs, envs, 120s);
+  const std::regex detected("detected after ([0-9.]+) ms");
+  for (int r = 0; r < n; ++r) {
+    std::smatch m;
+    if (r != victim && std::regex_search(run.ranks[static_cast<size_t>(r)].output, m, detected)) {
+      run.detectedMs.push_back(std::stod(m[1]));
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return run;
+}
+
+void expectSurvivorsRecovered(const FaultRun& run, int victim, int signal) {
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    const auto& res = run.ranks[r];
+    if (static_cast<int>(r) == victim) {
+      EXPECT_EQ(res.exitCode, 128 + signal) << res.output;
+      continue;
+    }
+    EXPECT_EQ(res.exitCode, 0) << "rank " << r << ":\n" << res.output;
+    EXPECT_NE(res.output.find("survivors' rank"), std::string::npos) << res.output;
+  }
+  EXPECT_EQ(run.detectedMs.size(), run.ranks.size() - 1);
+}
+
+double maxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+}  // namespace
+
+// Over shared memory: the victim's neighbours see its segment's control
+// socket close, the others hear it from the watchdog of its next rank.
+TEST(Faults, AKilledRankFailsEveryOtherRankAndTheSurvivorsShrink) {
+  auto run = runFault("kill", 4, 2, 4u << 20, {});
+  expectSurvivorsRecovered(run, 2, SIGKILL);
+  EXPECT_LT(maxOf(run.detectedMs), 2000.0);  // the bound the README states for a dead process
+}
+
+TEST(Faults, AKilledRankOverSocketsFailsEveryOtherRank) {
+  auto run = runFault("kill", 4, 1, 1u << 20, {{"LOOM_TRANSPORT", "socket"}});
+  expectSurvivorsRecovered(run, 1, SIGKILL);
+  EXPECT_LT(maxOf(run.detectedMs), 2000.0);
+}
+
+// Alive but stuck: only the missing heartbeats tell (5 x 200 ms here), long
+// before the operations' own LOOM_TIMEOUT_MS.
+TEST(Faults, AStoppedRankIsDeclaredFailedAfterItsHeartbeatsStop) {
+  auto run = runFault("stop", 4, 3, 1u << 20, {{"LOOM_HEARTBEAT_MS", "200"}, {"LOOM_TIMEOUT_MS", "60000"}});
+  expectSurvivorsRecovered(run, 3, SIGKILL);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_NE(run.ranks[r].output.find("rank 3 failed: sent no heartbeat for 1000 ms"), std::string::npos)
+        << run.ranks[r].output;
+  }
+  EXPECT_LT(maxOf(run.detectedMs), 1000.0 + 2000.0);  // silence, then at most a notice's delivery
+}
+
+TEST(Shrink, BadArgumentsAreNamed) {
+  auto comms = loom::test::initThreadComms(2);
+  loomComm_t out = nullptr;
+  int self[] = {0};
+  int outside[] = {2};
+  int twice[] = {1, 1};
+  const struct {
+    int* list;
+    int count;
+    int flags;
+    const char* mentions;
+  } cases[] = {{self, 1, LOOM_SHRINK_DEFAULT, "holds this rank (0)"},
+               {outside, 1, LOOM_SHRINK_DEFAULT, "rank 2, out of range for 2 ranks"},
+               {twice, 2, LOOM_SHRINK_DEFAULT, "rank 1 twice"},
+               {nullptr, 1, LOOM_SHRINK_DEFAULT, "excludeRanksList is NULL"},
+               {self, -1, LOOM_SHRINK_DEFAULT, "excludeRanksCount=-1"},
+               {nullptr, 0, 7, "shrinkFlags=7"}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(loomCommShrink(comms[0], c.list, c.count, &out, nullptr, c.flags), loomInvalidArgument);
+    EXPECT_NE(std::string(loomGetLastError(comms[0])).find(c.mentions), std::string::npos) << loomGetLastError(comms[0]);
+    EXPECT_EQ(out, nullptr);
+  }
+  EXPECT_EQ(loomCommShrink(comms[0], self, 1, nullptr, nullptr, 0), loomInvalidArgument);
+  loom::test::destroyAll(comms);
+}
+
+// No failure needed: ranks 1 and 3 of 5 step aside, the other three go on
+// as ranks 0, 1, 2 of a communicator of their own, twice in a row.
+TEST(Shrink, ExcludedLiveRanksAreLeftOutAndTheRestRenumbered) {
+  auto comms = loom::test::initThreadComms(5);
+  int exclude[] = {3, 1};
+  loom::test::onThreads(5, [&](int r) {
+    if (r == 1 || r == 3) return;
+    loomComm_t parent = comms[static_cast<size_t>(r)];
+    for (int round = 0; round < 2; ++round) {
+      loomComm_t shrunk = nullptr;
+      ASSERT_EQ(loomCommShrink(parent, exclude, 2, &shrunk, nullptr, LOOM_SHRINK_DEFAULT), loomSuccess)
+          << loomGetLastError(parent);
+      int rank = -1, size = 0;
+      loomCommUserRank(shrunk, &rank);
+      loomCommCount(shrunk, &size);
+      EXPECT_EQ(size, 3);
+      EXPECT_EQ(rank, r == 0 ? 0 : r == 2 ? 1 : 2);
+      int64_t x = r;
+      EXPECT_EQ(loomAllReduce(&x, &x, 1, loomInt64, loomSum, shrunk, nullptr), loomSuccess);
+      EXPECT_EQ(x, 0 + 2 + 4);
+      EXPECT_EQ(loomCommDestroy(shrunk), loomSuccess);
+    }
+  });
+  loom::test::destroyAll(comms);
+}
+
+// A communicator's bootstrap listener stays open for its watchdog while it
+// runs: strangers there (wrong secret, garbage, a huge length, a truncated
+// header, a forged failure notice) are dropped, and the job is not disturbed.
+TEST(Faults, StrangersAtARunningCommunicatorAreDroppedAndItGoesOn) {
+  auto comms = loom::test::initThreadComms(2);
+  const auto address = loom::net::SocketAddress::parse(comms[0]->peers()[0].bootstrapAddress);
+  const loom::Secret wrong = loom::Secret::random();
+  loom::ByteWriter notice;
+  notice.put(int32_t{1});
+  notice.put(int32_t{1});
+  notice.putString("forged");
+  auto huge = loom::encodeFrame(loom::FrameType::Heartbeat, wrong, {});
+  for (size_t i = loom::kFrameHeaderBytes - 4; i < loom::kFrameHeaderBytes; ++i) huge[i] = std::byte{0xff};
+  const std::vector<std::vector<std::byte>> strangers = {
+      loom::encodeFrame(loom::FrameType::FailureNotice, wrong, notice.bytes()),
+      std::vector<std::byte>(300, std::byte{0x41}), huge, std::vector<std::byte>(huge.begin(), huge.begin() + 10)};
+  for (const auto& bytes : strangers) {
+    auto s = loom::net::Socket::connect(address, loom::Deadline::after(5s), nullptr, "rank 0");
+    s.sendAll(bytes, loom::Deadline::after(5s), nullptr);
+  }
+  loom::test::onThreads(2, [&](int r) {
+    for (int i = 0; i < 20; ++i) {
+      float x = 1;
+      ASSERT_EQ(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comms[static_cast<size_t>(r)], nullptr), loomSuccess);
+      EXPECT_EQ(x, 2.0f);
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // the watchdog has read every stranger by now
+  loomResult_t state = loomInternalError;
+  EXPECT_EQ(loomCommGetAsyncError(comms[0], &state), loomSuccess);
+  EXPECT_EQ(state, loomSuccess);
+  loom::test::destroyAll(comms);
+}

@@ -1,0 +1,115 @@
+// A rank for the fault tests: real processes, real faults.
+//   loom_test_fault kill|stop VICTIM DIR COUNT
+// Every rank runs all-reduces of COUNT floats. The victim starts one and,
+// 20 ms in, SIGKILLs itself (kill) or SIGSTOPs itself (stop), having written
+// its pid and the steady-clock time of the fault to DIR/victim. The others
+// must see their all-reduce fail with loomRemoteError naming the victim;
+// each prints how long after the fault that was ("detected after X ms"),
+// SIGKILLs a stopped victim, shrinks the communicator to the survivors and
+// checks an all-reduce among them exactly. Exit 0 only if all of that held.
+#include <loom/loom.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+long long nowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int fail(const char* what, loomComm_t comm) {
+  std::printf("FAIL %s: %s\n", what, loomGetLastError(comm));
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) return 2;
+  const std::string mode = argv[1];
+  const int victim = std::atoi(argv[2]);
+  const std::string victimFile = std::string(argv[3]) + "/victim";
+  const size_t count = std::strtoull(argv[4], nullptr, 10);
+
+  loomComm_t comm = nullptr;
+  if (loomCommInitFromEnv(&comm, nullptr) != loomSuccess) return fail("init", nullptr);
+  int rank = -1, size = 0;
+  loomCommUserRank(comm, &rank);
+  loomCommCount(comm, &size);
+  std::vector<float> data(count, 1.0f);
+  if (loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr) != loomSuccess) {
+    return fail("warm-up all-reduce", comm);
+  }
+
+  if (rank == victim) {
+    std::thread reduce([&] { loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    {
+      std::ofstream out(victimFile + ".tmp");
+      out << ::getpid() << " " << nowUs() << "\n";
+    }
+    std::rename((victimFile + ".tmp").c_str(), victimFile.c_str());
+    ::raise(mode == "stop" ? SIGSTOP : SIGKILL);
+    reduce.join();  // only after SIGCONT, which the test never sends
+    return 3;
+  }
+
+  // The survivors: all-reduce until one fails.
+  loomResult_t result = loomSuccess;
+  for (int i = 0; i < 100000 && result == loomSuccess; ++i) {
+    result = loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr);
+  }
+  const long long failedAt = nowUs();
+  const std::string message = loomGetLastError(comm);
+  long long pid = 0, faultAt = 0;
+  for (int i = 0; i < 1000 && !(std::ifstream(victimFile) >> pid >> faultAt); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (pid == 0) return fail("the victim wrote no pid", comm);
+  std::printf("rank %d: detected after %.1f ms: %s\n", rank, static_cast<double>(failedAt - faultAt) / 1000.0,
+              message.c_str());
+  if (mode == "stop") ::kill(static_cast<pid_t>(pid), SIGKILL);
+  if (result != loomRemoteError) return fail("the all-reduce did not fail with loomRemoteError", comm);
+  if (message.find("rank " + std::to_string(victim)) == std::string::npos) return fail("the error does not name the victim", comm);
+  loomResult_t async = loomSuccess;
+  loomCommGetAsyncError(comm, &async);
+  if (async != loomRemoteError) return fail("loomCommGetAsyncError is not loomRemoteError", comm);
+
+  // Go on without the victim.
+  int exclude[] = {victim};
+  loomComm_t survivors = nullptr;
+  if (loomCommShrink(comm, exclude, 1, &survivors, nullptr, LOOM_SHRINK_DEFAULT) != loomSuccess) {
+    return fail("loomCommShrink", comm);
+  }
+  int newRank = -1, newSize = 0;
+  loomCommUserRank(survivors, &newRank);
+  loomCommCount(survivors, &newSize);
+  if (newSize != size - 1 || newRank != rank - (rank > victim ? 1 : 0)) {
+    std::printf("FAIL shrink made rank %d of %d of rank %d of %d\n", newRank, newSize, rank, size);
+    return 1;
+  }
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1) * static_cast<float>(i % 7);
+  if (loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, survivors, nullptr) != loomSuccess) {
+    return fail("all-reduce among the survivors", survivors);
+  }
+  const int rankSum = size * (size + 1) / 2 - (victim + 1);  // the survivors' rank + 1, summed
+  for (size_t i = 0; i < count; ++i) {
+    if (data[i] != static_cast<float>(rankSum) * static_cast<float>(i % 7)) {
+      std::printf("FAIL survivors' all-reduce: element %zu is %g\n", i, static_cast<double>(data[i]));
+      return 1;
+    }
+  }
+  std::printf("rank %d: survivors' rank %d of %d ok\n", rank, newRank, newSize);
+  if (loomCommDestroy(survivors) != loomSuccess) return fail("destroying the survivors' communicator", nullptr);
+  if (loomCommDestroy(comm) != loomSuccess) return fail("destroying the revoked communicator", nullptr);
+  return 0;
+}
