@@ -56,7 +56,7 @@ std::vector<FlightRecorder::Entry> FlightRecorder::entries() const {
   return out;
 }
 
-std::string FlightRecorder::text(int rank) const {
+std::string FlightRecorder::text(int rank, const std::vector<std::string>& survey) const {
   const auto all = entries();
   std::string out = "flight recorder of rank " + std::to_string(rank) + ", last " + std::to_string(all.size()) +
                     " collectives:";
@@ -70,10 +70,12 @@ std::string FlightRecorder::text(int rank) const {
     out += line;
     if (!e.error.empty()) out += " (" + e.error + ")";
   }
+  if (!survey.empty()) out += "\nwhere every rank is, as rank " + std::to_string(rank) + " asked them:";
+  for (size_t r = 0; r < survey.size(); ++r) out += "\n  rank " + std::to_string(r) + ": " + survey[r];
   return out;
 }
 
-std::string FlightRecorder::json(int rank) const {
+std::string FlightRecorder::json(int rank, const std::vector<std::string>& survey) const {
   JsonWriter json;
   json.beginObject().field("rank", rank).key("collectives").beginArray();
   for (const Entry& e : entries()) {
@@ -86,16 +88,22 @@ std::string FlightRecorder::json(int rank) const {
     if (!e.error.empty()) json.field("error", e.error);
     json.endObject();
   }
-  json.endArray().endObject();
+  json.endArray();
+  if (!survey.empty()) {
+    json.key("survey").beginArray();
+    for (const auto& line : survey) json.value(line);
+    json.endArray();
+  }
+  json.endObject();
   return json.str();
 }
 
-void reportFlight(const FlightRecorder& recorder, int rank) {
-  LOOM_WARN(Coll, "%s", recorder.text(rank).c_str());
+void reportFlight(const FlightRecorder& recorder, int rank, const std::vector<std::string>& survey) {
+  LOOM_WARN(Coll, "%s", recorder.text(rank, survey).c_str());
   if (auto pattern = env::getIfSet("LOOM_FLIGHT_RECORDER_FILE")) {
     if (auto path = rankFilePath(*pattern, rank, true)) {
       try {
-        writeTextFile(*path, recorder.json(rank), "LOOM_FLIGHT_RECORDER_FILE");
+        writeTextFile(*path, recorder.json(rank, survey), "LOOM_FLIGHT_RECORDER_FILE");
       } catch (const Error& e) {
         LOOM_WARN(Coll, "%s", e.what());  // the collective's own error is the one to report
       }

@@ -2,7 +2,8 @@
 // collective, count, datatype, algorithm, state, start and end times), kept
 // in a ring as they run. When one fails, its rank logs the record and, with
 // LOOM_FLIGHT_RECORDER_FILE, writes it as JSON, so that a hang turned
-// timeout shows what each rank had done and where it stopped.
+// timeout shows what each rank had done and where it stopped; rank 0's
+// report adds a survey of where every rank is.
 #pragma once
 
 #include <loom/loom.h>
@@ -41,15 +42,17 @@ class FlightRecorder {
   void fail(Entry& e, const std::string& error);
 
   std::vector<Entry> entries() const;  // oldest first
-  std::string text(int rank) const;    // one line per entry, for the log
-  std::string json(int rank) const;
+  // One line per entry, for the log; then `survey` (where every rank is, by
+  // rank; empty when not surveyed).
+  std::string text(int rank, const std::vector<std::string>& survey = {}) const;
+  std::string json(int rank, const std::vector<std::string>& survey = {}) const;
 
  private:
   std::array<Entry, kCapacity> ring_{};
   uint64_t started_ = 0;
 };
 
-// Logs `recorder` (WARN) and writes it to LOOM_FLIGHT_RECORDER_FILE when set.
-void reportFlight(const FlightRecorder& recorder, int rank);
+// Logs `recorder` and `survey` (WARN) and writes them to LOOM_FLIGHT_RECORDER_FILE when set.
+void reportFlight(const FlightRecorder& recorder, int rank, const std::vector<std::string>& survey);
 
 }  // namespace loom::coll

@@ -80,6 +80,9 @@ const char* collectiveName(CollectiveKind kind) {
 
 namespace {
 
+// How long rank 0's survey after a failure waits for answers: a stopped rank never answers.
+constexpr std::chrono::milliseconds kSurveyWithin{1000};
+
 // One collective, under the state's runMutex; `entry` learns its algorithm.
 void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, FlightRecorder::Entry& entry) {
   const int n = comm.size();
@@ -147,14 +150,21 @@ void runCollective(Communicator& comm, Collective c) {
   std::lock_guard lock(state.runMutex);
   const uint32_t sequence = ++state.sequence;
   FlightRecorder::Entry& entry = state.recorder.start(sequence, c);
+  comm.progress.begin(collectiveName(c.kind), sequence);
   try {
     if (state.checkSignatures) checkSignatures(comm, c, sequence);
     runLocked(comm, state, c, sequence, entry);
   } catch (const Error& e) {
+    comm.progress.end(true);
     state.recorder.fail(entry, e.what());
-    reportFlight(state.recorder, comm.rank());
+    // After a timeout or a lost peer, rank 0 also says where every rank is:
+    // who stopped where, who is gone.
+    const bool stuck = e.code() == loomTimeout || e.code() == loomRemoteError;
+    const auto survey = comm.rank() == 0 && stuck ? comm.survey(kSurveyWithin) : std::vector<std::string>{};
+    reportFlight(state.recorder, comm.rank(), survey);
     throw;
   }
+  comm.progress.end(false);
   state.recorder.finish(entry);
 }
 

@@ -65,6 +65,12 @@ loomResult_t Communicator::state() const {
   return cancel_.code() == loomRemoteError ? loomRemoteError : loomSuccess;
 }
 
+std::vector<std::string> Communicator::survey(std::chrono::milliseconds within) {
+  requireInitialized();
+  if (bootstrap_->watchdog() == nullptr) return {progress.describe()};
+  return bootstrap_->watchdog()->survey(within);
+}
+
 Watchdog* Communicator::watchdog() {
   requireInitialized();
   return bootstrap_->watchdog();
@@ -113,7 +119,8 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, self, std::move(listener), config_.timeout, &cancel_);
   bootstrap_->watch(Watchdog::Settings::fromEnv(config_.timeout),
-                    [this](int failed, const std::string& why) { revoke(failed, why); });
+                    [this](int failed, const std::string& why) { revoke(failed, why); },
+                    [this] { return progress.describe(); });
 
   localSize_ = 0;
   for (const auto& p : bootstrap_->peers()) {

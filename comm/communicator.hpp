@@ -17,6 +17,7 @@
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "comm/engine/engine.hpp"
+#include "comm/progress.hpp"
 #include "topology/placement.hpp"
 
 namespace loom {
@@ -90,6 +91,12 @@ class Communicator {
   // Host-stream tasks that use this communicator, queued or running;
   // finalize, destroy and abort wait for zero.
   std::atomic<int> streamTasks{0};
+
+  // Where this rank's collectives are; the collectives layer keeps it.
+  Progress progress;
+  // One line per rank of where its collectives are, asked of every rank
+  // (at most `within`); just this rank's with a single rank.
+  std::vector<std::string> survey(std::chrono::milliseconds within);
 
   // The collectives layer's state; `extensionMutex` guards its creation.
   std::mutex extensionMutex;

@@ -311,6 +311,9 @@ TEST(CollectiveErrors, FlightRecorderKeepsWhatRanBeforeAFailure) {
   }
   EXPECT_EQ(seen, (std::vector<std::string>{"1 256 done", "2 256 done", "3 1 failed"})) << json;
   EXPECT_NE(json.find("\"error\": \""), std::string::npos) << json;
+  // Rank 0's survey, by rank: where it failed, and that rank 1 never came to #3.
+  const std::regex survey(R"re("survey": \[\s*"idle after allreduce #3 \(failed [0-9]+ ms ago\)",\s*"idle after allreduce #2 \(done [0-9]+ ms ago\)"\s*\])re");
+  EXPECT_TRUE(std::regex_search(json, survey)) << json;
   EXPECT_FALSE(std::ifstream(path(1)).good()) << "rank 1 failed nothing";
   std::remove(path(0).c_str());
   for (auto& c : comms) loomCommAbort(c);

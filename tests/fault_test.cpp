@@ -86,6 +86,11 @@ TEST(Faults, AKilledRankFailsEveryOtherRankAndTheSurvivorsShrink) {
   auto run = runFault("kill", 4, 2, 4u << 20, {});
   expectSurvivorsRecovered(run, 2, SIGKILL);
   EXPECT_LT(maxOf(run.detectedMs), 2000.0);  // the bound the README states for a dead process
+  // Rank 0's report: the others answered where they were, the victim is gone.
+  const std::string& report = run.ranks[0].output;
+  EXPECT_NE(report.find("where every rank is, as rank 0 asked them:"), std::string::npos) << report;
+  EXPECT_TRUE(std::regex_search(report, std::regex("rank 1: (in|idle after) allreduce #[0-9]+"))) << report;
+  EXPECT_NE(report.find("rank 2: unreachable"), std::string::npos) << report;
 }
 
 TEST(Faults, AKilledRankOverSocketsFailsEveryOtherRank) {
@@ -103,6 +108,8 @@ TEST(Faults, AStoppedRankIsDeclaredFailedAfterItsHeartbeatsStop) {
     EXPECT_NE(run.ranks[r].output.find("rank 3 failed: sent no heartbeat for 1000 ms"), std::string::npos)
         << run.ranks[r].output;
   }
+  // The stopped rank's kernel takes rank 0's question; the rank never answers.
+  EXPECT_NE(run.ranks[0].output.find("rank 3: no answer within 1000 ms"), std::string::npos) << run.ranks[0].output;
   EXPECT_LT(maxOf(run.detectedMs), 1000.0 + 2000.0);  // silence, then at most a notice's delivery
 }
 

@@ -27,8 +27,10 @@ enum class FrameType : uint16_t {
   Goodbye = 7,        // rank -> next rank when its communicator is destroyed: rank
   FailureNotice = 8,  // rank -> every rank: reporter, failed rank, why
   ShrinkOffer = 9,    // the survivors' new rank 0 -> each survivor: epoch, unique id
+  ProgressQuery = 10,   // a rank surveying its peers -> each: rank
+  ProgressReport = 11,  // the answer, on the same connection: rank, where its collectives are
 };
-inline constexpr FrameType kLastFrameType = FrameType::ShrinkOffer;
+inline constexpr FrameType kLastFrameType = FrameType::ProgressReport;
 
 struct FrameHeader {
   FrameType type;

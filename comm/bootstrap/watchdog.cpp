@@ -85,7 +85,7 @@ Watchdog::Settings Watchdog::Settings::fromEnv(milliseconds timeout) {
 }
 
 Watchdog::Watchdog(const Secret& secret, int rank, std::vector<std::string> addresses, net::Socket listener,
-                   Settings settings, OnFailure onFailure)
+                   Settings settings, OnFailure onFailure, Describe describe)
     : secret_(secret),
       rank_(rank),
       nranks_(static_cast<int>(addresses.size())),
@@ -94,7 +94,8 @@ Watchdog::Watchdog(const Secret& secret, int rank, std::vector<std::string> addr
       addresses_(std::move(addresses)),
       listener_(std::move(listener)),
       settings_(settings),
-      onFailure_(std::move(onFailure)) {
+      onFailure_(std::move(onFailure)),
+      describe_(std::move(describe)) {
   thread_ = std::thread([this] { run(); });
   registry().add(this);
 }
@@ -237,6 +238,14 @@ bool Watchdog::serve(Incoming& in) {
           offersChanged_.notify_all();
           return false;
         }
+        case FrameType::ProgressQuery: {
+          r.expectEnd();
+          ByteWriter w;
+          w.put(static_cast<int32_t>(rank_));
+          w.putString(describe_());
+          sendFrame(in.socket, FrameType::ProgressReport, secret_, w.bytes(), Deadline::after(kNotifyTimeout), &stop_);
+          return false;
+        }
         default:
           throw Error(loomRemoteError, "unexpected frame type " + std::to_string(static_cast<int>(frame->type)));
       }
@@ -311,6 +320,57 @@ std::vector<std::byte> Watchdog::awaitOffer(int from, uint32_t epoch, Deadline d
   auto id = std::move(offers_[key]);
   offers_.erase(key);
   return id;
+}
+
+std::vector<std::string> Watchdog::survey(milliseconds within) {
+  const auto deadline = Deadline::after(within);
+  std::vector<std::string> answers(static_cast<size_t>(nranks_));
+  answers[static_cast<size_t>(rank_)] = describe_();
+  struct Asked {
+    int rank;
+    net::Socket socket;
+    FrameReader reader;
+  };
+  std::vector<Asked> asked;
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    const auto& address = addresses_[static_cast<size_t>(r)];
+    try {
+      auto socket = net::Socket::connect(net::SocketAddress::parse(address), deadline, nullptr,
+                                         "rank " + std::to_string(r) + " at " + address, net::Socket::Refused::Fail);
+      sendFrame(socket, FrameType::ProgressQuery, secret_, rankPayload(rank_), deadline, nullptr);
+      asked.push_back({r, std::move(socket), FrameReader(secret_, kMaxFrameBytes)});
+    } catch (const Error& e) {
+      answers[static_cast<size_t>(r)] = std::string("unreachable (") + e.what() + ")";
+    }
+  }
+  while (!asked.empty() && !deadline.expired()) {
+    std::vector<pollfd> fds;
+    for (const auto& a : asked) fds.push_back({a.socket.fd(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), deadline.pollTimeoutMs()) <= 0) continue;
+    for (size_t i = 0; i < asked.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto& a = asked[i];
+      std::string& answer = answers[static_cast<size_t>(a.rank)];
+      try {
+        auto frame = a.reader.read(a.socket);
+        if (!frame) continue;
+        ByteReader r(frame->payload, "progress report");
+        if (frame->type != FrameType::ProgressReport || r.get<int32_t>() != a.rank) {
+          throw Error(loomRemoteError, "a malformed answer");
+        }
+        answer = r.getString(kMaxReasonBytes);
+        r.expectEnd();
+      } catch (const Error& e) {
+        answer = std::string("no answer (") + e.what() + ")";
+      }
+    }
+    std::erase_if(asked, [&](const Asked& a) { return !answers[static_cast<size_t>(a.rank)].empty(); });
+  }
+  for (const auto& a : asked) {
+    answers[static_cast<size_t>(a.rank)] = "no answer within " + std::to_string(within.count()) + " ms";
+  }
+  return answers;
 }
 
 }  // namespace loom

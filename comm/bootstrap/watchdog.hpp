@@ -16,6 +16,9 @@
 // - Everything arriving on the listener is read as it comes from
 //   non-blocking sockets and checked (secret, type, length) before use; a
 //   stranger's connection is dropped and logged, and stalls nothing.
+// - Any rank may survey the others: each watchdog answers a ProgressQuery
+//   with where its rank's collectives are, so a failed collective's report
+//   can say where every rank stopped, and which did not answer.
 #pragma once
 
 #include <atomic>
@@ -49,10 +52,12 @@ class Watchdog {
   };
   // Called on the watchdog's thread, once per failed rank.
   using OnFailure = std::function<void(int rank, const std::string& why)>;
+  // Where this rank's collectives are (Progress::describe), for surveys.
+  using Describe = std::function<std::string()>;
 
   // `addresses[r]` is rank r's bootstrap listener; `listener` is this rank's.
   Watchdog(const Secret& secret, int rank, std::vector<std::string> addresses, net::Socket listener,
-           Settings settings, OnFailure onFailure);
+           Settings settings, OnFailure onFailure, Describe describe);
   ~Watchdog();  // stop()
   // Ends the watch, with a Goodbye to the next rank unless abandoned. Also
   // run for every live watchdog when the process exits (atexit): a rank that
@@ -68,6 +73,11 @@ class Watchdog {
   // communicator's unique id; the others wait for the one from `from`.
   void sendOffer(int to, uint32_t epoch, std::span<const std::byte> uniqueId, Deadline deadline);
   std::vector<std::byte> awaitOffer(int from, uint32_t epoch, Deadline deadline);
+
+  // Asks every rank where its collectives are, all at once; one line per
+  // rank ("in allreduce #3 for 1002 ms", "no answer within 1000 ms",
+  // "unreachable (...)"), this rank's own included.
+  std::vector<std::string> survey(std::chrono::milliseconds within);
 
  private:
   struct Incoming;  // an accepted connection and its frame reader
@@ -91,6 +101,7 @@ class Watchdog {
   net::Socket listener_;
   Settings settings_;
   OnFailure onFailure_;
+  Describe describe_;
 
   // The thread's own state.
   net::Socket toNext_;

@@ -5,8 +5,8 @@
 // its pid and the steady-clock time of the fault to DIR/victim. The others
 // must see their all-reduce fail with loomRemoteError naming the victim;
 // each prints how long after the fault that was ("detected after X ms"),
-// SIGKILLs a stopped victim, shrinks the communicator to the survivors and
-// checks an all-reduce among them exactly. Exit 0 only if all of that held.
+// shrinks the communicator to the survivors, checks an all-reduce among them
+// exactly, then SIGKILLs a stopped victim. Exit 0 only if all of that held.
 #include <loom/loom.h>
 #include <signal.h>
 #include <unistd.h>
@@ -77,7 +77,6 @@ int main(int argc, char** argv) {
   if (pid == 0) return fail("the victim wrote no pid", comm);
   std::printf("rank %d: detected after %.1f ms: %s\n", rank, static_cast<double>(failedAt - faultAt) / 1000.0,
               message.c_str());
-  if (mode == "stop") ::kill(static_cast<pid_t>(pid), SIGKILL);
   if (result != loomRemoteError) return fail("the all-reduce did not fail with loomRemoteError", comm);
   if (message.find("rank " + std::to_string(victim)) == std::string::npos) return fail("the error does not name the victim", comm);
   loomResult_t async = loomSuccess;
@@ -109,6 +108,8 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("rank %d: survivors' rank %d of %d ok\n", rank, newRank, newSize);
+  // Only now: until the survivors' shrink, rank 0 may still be surveying the stopped rank.
+  if (mode == "stop") ::kill(static_cast<pid_t>(pid), SIGKILL);
   if (loomCommDestroy(survivors) != loomSuccess) return fail("destroying the survivors' communicator", nullptr);
   if (loomCommDestroy(comm) != loomSuccess) return fail("destroying the revoked communicator", nullptr);
   return 0;
