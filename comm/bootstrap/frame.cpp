@@ -98,10 +98,10 @@ std::optional<Frame> FrameReader::feed(std::span<const std::byte>& bytes) {
 
 std::optional<Frame> FrameReader::read(net::Socket& socket) {
   // Reads no further than the frame: what follows stays in the kernel.
+  // want() is never empty here: got() hands out a frame the moment it is whole.
   for (;;) {
-    std::span<std::byte> into = want();
-    const size_t n = into.empty() ? 0 : socket.recvSome(into);
-    if (n == 0 && !into.empty()) return std::nullopt;
+    const size_t n = socket.recvSome(want());
+    if (n == 0) return std::nullopt;
     if (auto frame = got(n)) return frame;
   }
 }

@@ -165,11 +165,22 @@ void Watchdog::run() {
   if (!abandoned_.load(std::memory_order_acquire)) sayGoodbye();
 }
 
+net::Socket Watchdog::connectTo(int rank, Deadline deadline, const Cancellation* cancel) const {
+  const auto& address = addresses_[static_cast<size_t>(rank)];
+  // Its listener was up for the ring: a refusal means the rank is gone.
+  return net::Socket::connect(net::SocketAddress::parse(address), deadline, cancel,
+                              "rank " + std::to_string(rank) + " at " + address, net::Socket::Refused::Fail);
+}
+
+void Watchdog::sendTo(int rank, FrameType type, std::span<const std::byte> payload, Deadline deadline,
+                      const Cancellation* cancel) const {
+  auto socket = connectTo(rank, deadline, cancel);
+  sendFrame(socket, type, secret_, payload, deadline, cancel);
+}
+
 void Watchdog::connectNext() {
-  const auto& address = addresses_[static_cast<size_t>(next_)];
   try {
-    toNext_ = net::Socket::connect(net::SocketAddress::parse(address), Deadline::after(settings_.timeout), &stop_,
-                                   "rank " + std::to_string(next_) + " at " + address, net::Socket::Refused::Fail);
+    toNext_ = connectTo(next_, Deadline::after(settings_.timeout), &stop_);
     // The first heartbeat names the stream, also when no more follow.
     outbox_ = encodeFrame(FrameType::Heartbeat, secret_, rankPayload(rank_));
     beat(Clock::now());
@@ -274,16 +285,12 @@ void Watchdog::declare(int rank, const std::string& why) {
 }
 
 void Watchdog::notify(int to, int failed, const std::string& why) {
-  const auto& address = addresses_[static_cast<size_t>(to)];
   try {
-    const auto deadline = Deadline::after(kNotifyTimeout);
-    auto socket = net::Socket::connect(net::SocketAddress::parse(address), deadline, &stop_,
-                                       "rank " + std::to_string(to) + " at " + address, net::Socket::Refused::Fail);
     ByteWriter w;
     w.put(static_cast<int32_t>(rank_));
     w.put(static_cast<int32_t>(failed));
     w.putString(why.substr(0, kMaxReasonBytes));
-    sendFrame(socket, FrameType::FailureNotice, secret_, w.bytes(), deadline, &stop_);
+    sendTo(to, FrameType::FailureNotice, w.bytes(), Deadline::after(kNotifyTimeout), &stop_);
   } catch (const Error& e) {
     LOOM_INFO(Bootstrap, "could not tell rank %d that rank %d failed: %s", to, failed, e.what());
   }
@@ -301,14 +308,11 @@ void Watchdog::sayGoodbye() {
 }
 
 void Watchdog::sendOffer(int to, uint32_t epoch, std::span<const std::byte> uniqueId, Deadline deadline) {
-  const auto& address = addresses_[static_cast<size_t>(to)];
-  auto socket = net::Socket::connect(net::SocketAddress::parse(address), deadline, nullptr,
-                                     "rank " + std::to_string(to) + " at " + address, net::Socket::Refused::Fail);
   ByteWriter w;
   w.put(static_cast<int32_t>(rank_));
   w.put(epoch);
   w.putBytes(uniqueId);
-  sendFrame(socket, FrameType::ShrinkOffer, secret_, w.bytes(), deadline, nullptr);
+  sendTo(to, FrameType::ShrinkOffer, w.bytes(), deadline, nullptr);
 }
 
 std::vector<std::byte> Watchdog::awaitOffer(int from, uint32_t epoch, Deadline deadline) {
@@ -334,10 +338,8 @@ std::vector<std::string> Watchdog::survey(milliseconds within) {
   std::vector<Asked> asked;
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
-    const auto& address = addresses_[static_cast<size_t>(r)];
     try {
-      auto socket = net::Socket::connect(net::SocketAddress::parse(address), deadline, nullptr,
-                                         "rank " + std::to_string(r) + " at " + address, net::Socket::Refused::Fail);
+      auto socket = connectTo(r, deadline, nullptr);
       sendFrame(socket, FrameType::ProgressQuery, secret_, rankPayload(rank_), deadline, nullptr);
       asked.push_back({r, std::move(socket), FrameReader(secret_, kMaxFrameBytes)});
     } catch (const Error& e) {

@@ -36,6 +36,7 @@
 #include "comm/base/cancellation.hpp"
 #include "comm/base/deadline.hpp"
 #include "comm/base/secret.hpp"
+#include "comm/bootstrap/frame.hpp"
 #include "transport/socket/socket.hpp"
 
 namespace loom {
@@ -83,6 +84,10 @@ class Watchdog {
   struct Incoming;  // an accepted connection and its frame reader
 
   void run();
+  // A connection to `rank`'s listener; a short-lived one carrying one frame.
+  net::Socket connectTo(int rank, Deadline deadline, const Cancellation* cancel) const;
+  void sendTo(int rank, FrameType type, std::span<const std::byte> payload, Deadline deadline,
+              const Cancellation* cancel) const;
   void connectNext();
   void beat(std::chrono::steady_clock::time_point now);
   void accept();
