@@ -40,12 +40,12 @@ double scalarValue(const void* p, loomDataType_t type) {
     case loomFloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      return cpu::halfToFloat(h);
+      return static_cast<double>(cpu::halfToFloat(h));
     }
     case loomBfloat16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
-      return cpu::bfloat16ToFloat(h);
+      return static_cast<double>(cpu::bfloat16ToFloat(h));
     }
     case loomFloat32: return load<float>(p);
     case loomFloat64: return load<double>(p);

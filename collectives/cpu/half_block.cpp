@@ -6,6 +6,7 @@
 #include "collectives/cpu/half.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define LOOM_HAVE_F16C_PATH 1
 #endif
@@ -47,8 +48,13 @@ __attribute__((target("avx,f16c"))) void floatToHalfF16c(const float* src, std::
   floatToHalfScalar(src, dst, i, n);
 }
 
+// F16C from CPUID itself: not every compiler's __builtin_cpu_supports knows
+// the name. "avx" also checks that the OS saves the YMM registers.
 bool haveF16c() {
-  static const bool have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool have = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0 && __builtin_cpu_supports("avx");
+  }();
   return have;
 }
 #endif

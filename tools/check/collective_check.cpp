@@ -65,9 +65,9 @@ double load(loomDataType_t t, const void* p, size_t i) {
     case loomUint32: return get<uint32_t>(p, i);
     case loomInt64: return static_cast<double>(get<int64_t>(p, i));
     case loomUint64: return static_cast<double>(get<uint64_t>(p, i));
-    case loomFloat16: return cpu::halfToFloat(get<uint16_t>(p, i));
-    case loomBfloat16: return cpu::bfloat16ToFloat(get<uint16_t>(p, i));
-    case loomFloat32: return get<float>(p, i);
+    case loomFloat16: return static_cast<double>(cpu::halfToFloat(get<uint16_t>(p, i)));
+    case loomBfloat16: return static_cast<double>(cpu::bfloat16ToFloat(get<uint16_t>(p, i)));
+    case loomFloat32: return static_cast<double>(get<float>(p, i));
     case loomFloat64: return get<double>(p, i);
     default: return 0;
   }
