@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <memory>
 
-#include "comm/base/bytes.hpp"
 #include "comm/base/env.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
 #include "comm/bootstrap/frame.hpp"
+#include "comm/bootstrap/watchdog_message.hpp"
 #include "transport/socket/address.hpp"
 
 namespace loom {
@@ -24,7 +24,6 @@ constexpr auto kIdentifyWithin = std::chrono::seconds(2);
 // Connections on the listener not yet done with; more are refused at once.
 constexpr size_t kMaxIncoming = 64;
 constexpr uint32_t kMaxFrameBytes = 8192;
-constexpr size_t kMaxReasonBytes = 2048;
 // Heartbeats queued for a next rank that does not read them (it is stopped):
 // beyond this, new beats are dropped rather than buffered.
 constexpr size_t kMaxOutbox = 4096;
@@ -62,11 +61,8 @@ Registry& registry() {
   return *r;
 }
 
-std::vector<std::byte> rankPayload(int rank) {
-  ByteWriter w;
-  w.put(static_cast<int32_t>(rank));
-  return std::move(w.bytes());
-}
+// Heartbeat, Goodbye and ProgressQuery carry only their sender.
+std::vector<std::byte> rankPayload(int rank) { return WatchdogMessage{.from = rank}.encode(); }
 
 }  // namespace
 
@@ -209,56 +205,39 @@ void Watchdog::beat(Clock::time_point now) {
 bool Watchdog::serve(Incoming& in) {
   try {
     while (auto frame = in.reader.read(in.socket)) {
-      ByteReader r(frame->payload, "watchdog frame");
-      const int from = r.get<int32_t>();
-      if (from < 0 || from >= nranks_ || from == rank_) {
-        throw Error(loomRemoteError, "watchdog frame from rank " + std::to_string(from) + " of " + std::to_string(nranks_));
-      }
-      switch (frame->type) {
+      const auto m = WatchdogMessage::decode(*frame, nranks_, rank_);
+      switch (m.type) {
         case FrameType::Heartbeat:
-          r.expectEnd();
-          if (from != prev_) throw Error(loomRemoteError, "heartbeat from rank " + std::to_string(from) + ", not rank " + std::to_string(prev_));
+          if (m.from != prev_) {
+            throw Error(loomRemoteError, "heartbeat from rank " + std::to_string(m.from) + ", not rank " + std::to_string(prev_));
+          }
           if (!in.fromPrev) in.socket.setLabel("rank " + std::to_string(prev_));
           in.fromPrev = true;
           prevHeard_ = Clock::now();
           break;
         case FrameType::Goodbye:
-          r.expectEnd();
-          if (from == prev_) prevLeft_ = true;
+          if (m.from == prev_) prevLeft_ = true;
           return false;
-        case FrameType::FailureNotice: {
-          const int failed = r.get<int32_t>();
-          const std::string why = r.getString(kMaxReasonBytes);
-          r.expectEnd();
-          if (failed < 0 || failed >= nranks_ || failed == rank_) {
-            throw Error(loomRemoteError, "failure notice for rank " + std::to_string(failed));
-          }
-          if (std::find(declared_.begin(), declared_.end(), failed) == declared_.end()) {
-            declared_.push_back(failed);
-            onFailure_(failed, why + " (seen by rank " + std::to_string(from) + ")");
+        case FrameType::FailureNotice:
+          if (std::find(declared_.begin(), declared_.end(), m.failed) == declared_.end()) {
+            declared_.push_back(m.failed);
+            onFailure_(m.failed, m.text + " (seen by rank " + std::to_string(m.from) + ")");
           }
           return false;
-        }
-        case FrameType::ShrinkOffer: {
-          const auto epoch = r.get<uint32_t>();
-          const auto id = r.take(r.remaining());
+        case FrameType::ShrinkOffer:
           {
             std::lock_guard lock(offersMutex_);
-            offers_[{from, epoch}].assign(id.begin(), id.end());
+            offers_[{m.from, m.epoch}] = m.uniqueId;
           }
           offersChanged_.notify_all();
           return false;
-        }
         case FrameType::ProgressQuery: {
-          r.expectEnd();
-          ByteWriter w;
-          w.put(static_cast<int32_t>(rank_));
-          w.putString(describe_());
-          sendFrame(in.socket, FrameType::ProgressReport, secret_, w.bytes(), Deadline::after(kNotifyTimeout), &stop_);
+          const WatchdogMessage report{.type = FrameType::ProgressReport, .from = rank_, .text = describe_()};
+          sendFrame(in.socket, FrameType::ProgressReport, secret_, report.encode(), Deadline::after(kNotifyTimeout), &stop_);
           return false;
         }
         default:
-          throw Error(loomRemoteError, "unexpected frame type " + std::to_string(static_cast<int>(frame->type)));
+          throw Error(loomRemoteError, "a progress report nobody asked for");
       }
     }
     return true;
@@ -286,11 +265,8 @@ void Watchdog::declare(int rank, const std::string& why) {
 
 void Watchdog::notify(int to, int failed, const std::string& why) {
   try {
-    ByteWriter w;
-    w.put(static_cast<int32_t>(rank_));
-    w.put(static_cast<int32_t>(failed));
-    w.putString(why.substr(0, kMaxReasonBytes));
-    sendTo(to, FrameType::FailureNotice, w.bytes(), Deadline::after(kNotifyTimeout), &stop_);
+    const WatchdogMessage notice{.type = FrameType::FailureNotice, .from = rank_, .failed = failed, .text = why};
+    sendTo(to, FrameType::FailureNotice, notice.encode(), Deadline::after(kNotifyTimeout), &stop_);
   } catch (const Error& e) {
     LOOM_INFO(Bootstrap, "could not tell rank %d that rank %d failed: %s", to, failed, e.what());
   }
@@ -308,11 +284,11 @@ void Watchdog::sayGoodbye() {
 }
 
 void Watchdog::sendOffer(int to, uint32_t epoch, std::span<const std::byte> uniqueId, Deadline deadline) {
-  ByteWriter w;
-  w.put(static_cast<int32_t>(rank_));
-  w.put(epoch);
-  w.putBytes(uniqueId);
-  sendTo(to, FrameType::ShrinkOffer, w.bytes(), deadline, nullptr);
+  const WatchdogMessage offer{.type = FrameType::ShrinkOffer,
+                             .from = rank_,
+                             .epoch = epoch,
+                             .uniqueId = {uniqueId.begin(), uniqueId.end()}};
+  sendTo(to, FrameType::ShrinkOffer, offer.encode(), deadline, nullptr);
 }
 
 std::vector<std::byte> Watchdog::awaitOffer(int from, uint32_t epoch, Deadline deadline) {
@@ -357,12 +333,9 @@ std::vector<std::string> Watchdog::survey(milliseconds within) {
       try {
         auto frame = a.reader.read(a.socket);
         if (!frame) continue;
-        ByteReader r(frame->payload, "progress report");
-        if (frame->type != FrameType::ProgressReport || r.get<int32_t>() != a.rank) {
-          throw Error(loomRemoteError, "a malformed answer");
-        }
-        answer = r.getString(kMaxReasonBytes);
-        r.expectEnd();
+        const auto m = WatchdogMessage::decode(*frame, nranks_, rank_);
+        if (m.type != FrameType::ProgressReport || m.from != a.rank) throw Error(loomRemoteError, "a malformed answer");
+        answer = m.text;
       } catch (const Error& e) {
         answer = std::string("no answer (") + e.what() + ")";
       }

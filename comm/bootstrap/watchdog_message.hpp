@@ -1,0 +1,34 @@
+// The frames watchdogs exchange (watchdog.hpp), as values. decode() checks
+// every field (the sender and any rank named in range, strings bounded,
+// nothing left over) before a watchdog acts on one.
+#pragma once
+
+#include <loom/loom.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap/frame.hpp"
+
+namespace loom {
+
+struct WatchdogMessage {
+  static constexpr size_t kMaxTextBytes = 2048;
+  static constexpr size_t kMaxUniqueIdBytes = LOOM_UNIQUE_ID_BYTES;
+
+  FrameType type = FrameType::Heartbeat;  // Heartbeat, Goodbye, FailureNotice, ShrinkOffer, ProgressQuery or ProgressReport
+  int from = -1;                          // the sender's rank: every message names it
+  int failed = -1;                        // FailureNotice: the rank that failed
+  std::string text{};                     // FailureNotice: why; ProgressReport: where the sender's collectives are
+  uint32_t epoch = 0;                     // ShrinkOffer: which shrink of the parent
+  std::vector<std::byte> uniqueId{};      // ShrinkOffer: the new communicator's id
+
+  std::vector<std::byte> encode() const;  // the frame's payload
+  // loomRemoteError naming the defect. `self` is the receiving rank of
+  // `nranks`: no message comes from it, and no notice names it as failed.
+  static WatchdogMessage decode(const Frame& frame, int nranks, int self);
+};
+
+}  // namespace loom
