@@ -7,3 +7,16 @@ if(LOOM_SANITIZE)
     add_compile_options(-fno-sanitize-recover=undefined)
   endif()
 endif()
+
+# Fuzzing: the layers that parse bytes from the network (base's readers,
+# transport's handshakes and slots, comm's bootstrap and stores) are built
+# with coverage instrumentation for libFuzzer; the collectives are not, so the
+# rest of the suite keeps its speed.
+if(LOOM_FUZZ AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "LOOM_FUZZ needs Clang (libFuzzer); this is ${CMAKE_CXX_COMPILER_ID}")
+endif()
+function(loom_fuzz_instrument target)
+  if(LOOM_FUZZ)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
+endfunction()

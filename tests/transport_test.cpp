@@ -264,6 +264,26 @@ TEST(Listener, AHelloForAnotherRankIsRefused) {
   EXPECT_EQ(rank0.delivered, 0);
 }
 
+// Found by fuzzing (tests/fuzz/data_connection_fuzz.cpp): the receiver sized
+// its FIFO by whatever the Hello asked, up to terabytes.
+TEST(Listener, AHelloAskingForMoreThanTheLargestFifoIsRefused) {
+  Secret secret = Secret::random();
+  ListeningRank rank0(secret);
+  for (auto kind : {TransportKind::Shm, TransportKind::Socket}) {
+    Hello hello;
+    hello.secret = secret;
+    hello.from = 1;
+    hello.to = 0;
+    hello.transport = kind;
+    hello.fifo = {.slots = 64, .slotBytes = 64u << 20};  // 4 GiB
+    auto socket = connectWithHello(rank0.context.self, hello, senderContext(secret), Deadline::after(5000ms));
+    const Reply reply = recvReply(socket, Deadline::after(5000ms), nullptr);
+    EXPECT_FALSE(reply.ok) << transportName(kind);
+    EXPECT_NE(reply.detail.find("unsupported"), std::string::npos) << reply.detail;
+  }
+  EXPECT_EQ(rank0.delivered, 0);
+}
+
 TEST(Listener, ASilentClientDoesNotHoldUpOthers) {
   Secret secret = Secret::random();
   ListeningRank rank0(secret);

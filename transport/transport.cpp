@@ -26,7 +26,7 @@ const char* transportName(TransportKind kind) {
 
 FifoShape FifoShape::fromEnv() {
   FifoShape shape;
-  auto total = static_cast<uint64_t>(env::getInt("LOOM_BUFFSIZE", 64 * 1024, 1ll << 30));
+  auto total = static_cast<uint64_t>(env::getInt("LOOM_BUFFSIZE", 64 * 1024, static_cast<long long>(kMaxTotalBytes)));
   shape.slotBytes = static_cast<uint32_t>(total / shape.slots / 64 * 64);
   return shape;
 }

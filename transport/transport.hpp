@@ -46,6 +46,8 @@ struct FifoShape {
   uint32_t slots = 8;
   uint32_t slotBytes = 512 * 1024;
 
+  // The most LOOM_BUFFSIZE allows; a Hello asking for more is refused.
+  static constexpr size_t kMaxTotalBytes = size_t{1} << 30;
   // From LOOM_BUFFSIZE (bytes per connection, split into `slots` slots).
   static FifoShape fromEnv();
   size_t totalBytes() const { return size_t{slots} * slotBytes; }

@@ -41,7 +41,7 @@ std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, Chan
 
 std::unique_ptr<RecvConnection> ShmTransport::accept(net::Socket& socket, const Hello& hello, const Context& context) {
   if (hello.fifo.slots < 2 || hello.fifo.slots > kMaxSlots || hello.fifo.slotBytes < 64 ||
-      hello.fifo.slotBytes % 64 != 0) {
+      hello.fifo.slotBytes % 64 != 0 || hello.fifo.totalBytes() > FifoShape::kMaxTotalBytes) {
     throw Error(loomRemoteError, socket.label() + " asked for an unsupported FIFO shape");
   }
   auto segment = Segment::create(FifoView::segmentBytes(hello.fifo));

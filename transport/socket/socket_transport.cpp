@@ -50,7 +50,8 @@ std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, C
 std::unique_ptr<RecvConnection> SocketTransport::accept(net::Socket& socket, const Hello& hello,
                                                         const Context& context) {
   if (hello.socketCount == 0 || hello.socketCount > kMaxSockets || hello.socketIndex >= hello.socketCount ||
-      hello.fifo.slots < hello.socketCount || hello.fifo.slots > 1024 || hello.fifo.slotBytes == 0) {
+      hello.fifo.slots < hello.socketCount || hello.fifo.slots > 1024 || hello.fifo.slotBytes == 0 ||
+      hello.fifo.totalBytes() > FifoShape::kMaxTotalBytes) {
     throw Error(loomRemoteError, "rank " + std::to_string(hello.from) + " asked for an unsupported socket connection");
   }
   auto& parts = partial_[{hello.from, hello.nonce}];
