@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "comm/base/affinity.hpp"
 #include "comm/base/env.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
@@ -148,6 +149,7 @@ void Communicator::startEngine(const UniqueIdData& id, const PeerInfo& self) {
   context.cancel = &cancel_;
   context.fifo = transport::FifoShape::fromEnv();
   context.socketsPerPeer = static_cast<int>(env::getInt("LOOM_SOCKET_NSOCKS", 1, 16));
+  context.cpus = topo::cpusFor(processSystem(), placement_.ranks[static_cast<size_t>(rank_)], threadCpus());
   auto endpoints = transport::exchangeEndpoints(*bootstrap_, context.self, size_);
   engine_ = std::make_unique<Engine>(std::move(context), std::move(endpoints), std::move(listener));
 }

@@ -226,6 +226,24 @@ TEST(TopologyPlacement, ARankWithACudaDeviceSitsOnThatGpu) {
   EXPECT_EQ(placeThisProcess(sys, 3, 8, "0000:99:00.0").gpu, 3);
 }
 
+// A rank's listener (which populates its receive FIFOs) is bound to the
+// rank's NUMA node, within the process's affinity; never on a described
+// machine, which is not this one.
+TEST(TopologyPlacement, LoomsThreadsRunOnTheRanksNumaNodeWithinTheAllowedCpus) {
+  System sys = machine("cpu-2s4n.xml");
+  RankPlace place;
+  place.numa = 2;
+  std::vector<int> all(16);
+  for (int pu = 0; pu < 16; ++pu) all[static_cast<size_t>(pu)] = pu;
+  EXPECT_TRUE(cpusFor(sys, place, all).empty()) << "a machine from a file is not this one";
+  sys.thisMachine = true;
+  EXPECT_EQ(cpusFor(sys, place, all), (std::vector<int>{8, 9, 10, 11}));
+  EXPECT_EQ(cpusFor(sys, place, std::vector<int>{3, 9, 11, 20}), (std::vector<int>{9, 11}));
+  EXPECT_TRUE(cpusFor(sys, place, std::vector<int>{0, 1}).empty()) << "none of node 2's units is allowed";
+  place.numa = -1;
+  EXPECT_TRUE(cpusFor(sys, place, all).empty());
+}
+
 TEST(TopologyPlacement, EquallyNearNicsShareTheRanks) {
   System sys;
   Node cpu;

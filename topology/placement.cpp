@@ -108,6 +108,16 @@ RankPlace placeThisProcess(const System& sys, int localRank, int localSize, cons
   return onCpusInBlocks(sys, localRank, localSize);
 }
 
+std::vector<int> cpusFor(const System& sys, const RankPlace& place, std::span<const int> allowed) {
+  std::vector<int> cpus;
+  const int cpu = place.numa >= 0 ? sys.find(NodeKind::Cpu, place.numa) : -1;
+  if (!sys.thisMachine || cpu < 0) return cpus;
+  for (int pu : at(sys, cpu).pus) {
+    if (std::find(allowed.begin(), allowed.end(), pu) != allowed.end()) cpus.push_back(pu);
+  }
+  return cpus;
+}
+
 void chooseNics(const System& sys, std::span<RankPlace> local) {
   const std::vector<int> nics = sys.all(NodeKind::Nic);
   std::vector<int> load(nics.size(), 0);

@@ -34,6 +34,14 @@ RankPlace placeByLocalRank(const System& sys, int localRank, int localSize);
 // CPU affinity lies inside one NUMA node runs there; else placeByLocalRank.
 RankPlace placeThisProcess(const System& sys, int localRank, int localSize, const std::string& gpuBusId = "");
 
+// Where Loom's own threads for a rank placed at `place` run (its listener,
+// which creates the rank's receive FIFOs): the processing units of its NUMA
+// node that `allowed` (the process's affinity) contains, so the segments
+// those threads populate sit beside the rank. Empty, meaning "do not bind",
+// when `sys` is not this machine, the place has no NUMA node, or none of its
+// units is allowed.
+std::vector<int> cpusFor(const System& sys, const RankPlace& place, std::span<const int> allowed);
+
 // Gives each of one host's ranks (`local`, in rank order) the NIC nearest to
 // its GPU, or to its NUMA node without one: nearest by path type, then by
 // bandwidth; ties go to the NIC with the fewest ranks so far, so ranks spread

@@ -1,12 +1,14 @@
 #include "transport/listener.hpp"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <list>
 
+#include "comm/base/affinity.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
 #include "transport/handshake.hpp"
@@ -45,6 +47,9 @@ Listener::~Listener() {
 }
 
 void Listener::run() {
+  // Segments this thread creates for receive FIFOs are populated here, so on the rank's NUMA node.
+  ::pthread_setname_np(::pthread_self(), "loom-listener");
+  bindThisThread(context_.cpus);
   std::list<Pending> pending;
   std::vector<pollfd> fds;
   for (;;) {

@@ -67,6 +67,9 @@ struct Context {
   const Cancellation* cancel = nullptr;
   FifoShape fifo;
   int socketsPerPeer = 2;
+  // Where the rank's transport threads run, near its memory (topo::cpusFor);
+  // empty: wherever they start.
+  std::vector<int> cpus;
 };
 
 struct Hello;

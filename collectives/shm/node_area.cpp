@@ -101,7 +101,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   std::string error;
   if (localRank_ == 0) {
     try {
-      segment_ = transport::shm::Segment::create(bytes);
+      segment_ = transport::shm::Segment::create(bytes, transport::shm::Segment::Populate::ByFirstWriter);
       std::memcpy(&blocks[self * kNameBytes], segment_.name().data(), std::min(segment_.name().size(), kNameBytes - 1));
     } catch (const Error& e) {
       error = e.what();
@@ -121,6 +121,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
       }
     }
   }
+  if (error.empty()) firstTouch(controlBytes);
   std::fill(blocks.begin(), blocks.end(), std::byte{0});
   blocks[self * kNameBytes] = std::byte{error.empty() ? uint8_t{1} : uint8_t{0}};
   comm.bootstrap().allgather(blocks, kNameBytes);
@@ -139,6 +140,18 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   data_ = segment_.data() + controlBytes;
   LOOM_INFO(Coll, "node segment %s: %d local ranks, 2 x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
             localSize_ + 1, slotBytes_);
+}
+
+// Each rank writes its own staging slots first, so their pages sit on its
+// NUMA node (first-touch policy), where it writes them every step; the
+// creator takes the result slots. Zeros over zeros: nothing else changes.
+void NodeArea::firstTouch(size_t controlBytes) {
+  std::byte* data = segment_.data() + controlBytes;
+  const size_t slots = static_cast<size_t>(localSize_) + 1;
+  for (size_t buffer = 0; buffer < 2; ++buffer) {
+    std::memset(data + (buffer * slots + static_cast<size_t>(localRank_)) * slotBytes_, 0, slotBytes_);
+    if (localRank_ == 0) std::memset(data + (buffer * slots + slots - 1) * slotBytes_, 0, slotBytes_);
+  }
 }
 
 NodeArea::~NodeArea() {

@@ -114,6 +114,8 @@ class NodeArea {
   void waitFor(int local, Counter counter, uint64_t step, const std::string& what);
 
  private:
+  // Places this rank's staging slots (and the creator's result slots) on its NUMA node.
+  void firstTouch(size_t controlBytes);
   // Throws loomInvalidUsage naming the first rank whose call differs from ours.
   void checkCalls(uint64_t step, const std::string& what) const;
   // Maps the buffers every local rank offered for the call at `step`, if all did.

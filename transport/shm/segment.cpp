@@ -50,7 +50,7 @@ bool isLoomSegmentName(const std::string& name) {
 Segment::Segment(std::string name, std::byte* data, size_t size, bool linked)
     : name_(std::move(name)), data_(data), size_(size), linked_(linked) {}
 
-Segment Segment::create(size_t bytes) {
+Segment Segment::create(size_t bytes, Populate populate) {
   std::string name = newName();
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throwSystemError("shm_open(" + name + ")", errno);
@@ -64,7 +64,7 @@ Segment Segment::create(size_t bytes) {
   }
   std::byte* data = nullptr;
   try {
-    data = mapFd(fd, bytes, MAP_POPULATE, name);
+    data = mapFd(fd, bytes, populate == Populate::ByCreator ? MAP_POPULATE : 0, name);
   } catch (...) {
     ::close(fd);
     ::shm_unlink(name.c_str());

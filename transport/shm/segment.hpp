@@ -1,9 +1,11 @@
 // A POSIX shared-memory segment mapped into this process (RAII).
 //
 // Names are /loom-<creator pid>-<64 random bits>, so two jobs never collide
-// and a segment whose creator died can be recognised. The creator maps it with
-// MAP_POPULATE, so under the default first-touch policy its pages sit on the
-// creator's NUMA node (the shm transport's creator is the receiver). The name
+// and a segment whose creator died can be recognised. By default the creator
+// maps it with MAP_POPULATE, so under the default first-touch policy its
+// pages sit on the creator's NUMA node (the shm transport's creator is the
+// receiver's listener, bound near the receiver); a segment shared by many
+// ranks is left to each page's first writer instead. The name
 // is removed as soon as the peer has mapped it (unlink()), and at the latest
 // when the creating object is destroyed.
 #pragma once
@@ -15,8 +17,9 @@ namespace loom::transport::shm {
 
 class Segment {
  public:
+  enum class Populate { ByCreator, ByFirstWriter };
   // A new segment of `bytes`, mode 0600, zero-filled.
-  static Segment create(size_t bytes);
+  static Segment create(size_t bytes, Populate populate = Populate::ByCreator);
   // Maps the segment `name`, which must hold at least `bytes`.
   static Segment open(const std::string& name, size_t bytes);
 
