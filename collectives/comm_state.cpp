@@ -27,6 +27,7 @@ CommState::CommState(Communicator& comm)
     : checkSignatures(signatureCheckEnabled()),
       tuner(layoutOf(comm), overridesOf(comm)),
       ring(comm.placement().ring),
+      trees(topo::doubleBinaryTrees(comm.size())),
       comm_(comm) {}
 
 shm::NodeArea& CommState::nodeArea(size_t slotBytes) {

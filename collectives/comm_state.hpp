@@ -4,6 +4,7 @@
 // ops, scratch memory, and the node's shared segment.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -33,6 +34,7 @@ class CommState final : public CommExtension {
   RedOpTable ops;
   FlightRecorder recorder;  // under runMutex
   const Ring ring;  // the topology ring the ring and chain algorithms walk
+  const std::array<topo::Tree, 2> trees;  // the tree algorithm's, over the ring's positions
 
   // At least `bytes` of scratch memory, under runMutex; kept between calls.
   std::span<std::byte> scratch(size_t bytes);

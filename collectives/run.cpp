@@ -43,6 +43,9 @@ void runAlgorithm(const Plan& plan, Algorithm algorithm) {
     case Algorithm::RecursiveDoubling:
       if (plan.c.kind == K::AllReduce) return recursiveDoublingAllReduce(plan);
       break;
+    case Algorithm::Tree:
+      if (plan.c.kind == K::AllReduce) return treeAllReduce(plan);
+      break;
     case Algorithm::Direct:
       switch (plan.c.kind) {
         case K::AllGather: return directAllGather(plan);
@@ -128,7 +131,8 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .chunkBytes = std::min(choice.chunkBytes, comm.engine().context().fifo.totalBytes() / 2),
               .what = what,
               .node = node,
-              .ring = &state.ring};
+              .ring = &state.ring,
+              .trees = &state.trees};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
                algorithmName(choice.algorithm));
     runAlgorithm(plan, choice.algorithm);

@@ -37,7 +37,7 @@ constexpr size_t kDefaultChunk = 4u << 20;
 constexpr size_t kDefaultSlot = 256u << 10;
 constexpr size_t kMaxSlot = 16u << 20;
 
-constexpr const char* kAlgorithmNames[kAlgorithms] = {"ring", "rd", "direct", "shm"};
+constexpr const char* kAlgorithmNames[kAlgorithms] = {"ring", "rd", "direct", "shm", "tree"};
 
 std::string algorithmList() {
   std::string list;
@@ -75,7 +75,9 @@ bool applies(Algorithm algorithm, CollectiveKind kind) {
       return kind == CollectiveKind::AllReduce || kind == CollectiveKind::AllGather ||
              kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::Broadcast ||
              kind == CollectiveKind::Reduce;
-    case Algorithm::RecursiveDoubling: return kind == CollectiveKind::AllReduce;
+    case Algorithm::RecursiveDoubling:
+    case Algorithm::Tree:
+      return kind == CollectiveKind::AllReduce;
     case Algorithm::Direct: return kind != CollectiveKind::Broadcast;
     case Algorithm::Shm:
       return kind == CollectiveKind::AllReduce || kind == CollectiveKind::AllGather ||
@@ -153,6 +155,12 @@ double Tuner::estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes)
       moved = steps * s;
       break;
     }
+    case Algorithm::Tree:
+      // Up and down a tree of depth log2(n); a rank inner in one tree takes
+      // in (and sends on) about the whole buffer in each direction.
+      steps = 2 * log2Ceil(layout_.nranks);
+      moved = 2 * s;
+      break;
     case Algorithm::Direct:
       steps = 1 + kPerPeerFraction * (n - 1);
       if (kind == CollectiveKind::AllReduce) {  // a reduce-scatter, then an all-gather

@@ -26,8 +26,9 @@ enum class Algorithm {
   RecursiveDoubling,  // log2(n) pairwise exchanges, for small all-reduces
   Direct,             // every rank to every rank (or to/from the root) at once; reductions in rank order
   Shm,                // one node's ranks on a shared segment, no point-to-point
+  Tree,               // double binary trees, for medium all-reduces on many ranks
 };
-constexpr int kAlgorithms = 4;
+constexpr int kAlgorithms = 5;
 
 const char* algorithmName(Algorithm algorithm);
 bool applies(Algorithm algorithm, CollectiveKind kind);

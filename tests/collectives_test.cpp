@@ -210,11 +210,24 @@ TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
   runMatrix(3, "allreduce:shm", {{Coll::AllReduce}, {kFull ? loomFloat32 : loomInt8}, {Op::Sum}, {(4u << 20) + 1}});
 }
 
+// The double binary trees, forced with LOOM_ALGO: every rank count from 2 to
+// 8 (odd counts shift the second tree instead of mirroring it),
+// every op, counts that leave a half or both empty or unequal, and, with
+// small chunks, a buffer that takes each tree 32 chunks.
+TEST(CollectivesTree, AllReducesAreExactOnEveryRankCount) {
+  for (int n = 2; n <= 8; ++n) {
+    runMatrix(n, "allreduce:tree", {{Coll::AllReduce}, kSomeTypes, kAllOps, {0, 1, 2, 7, 1023}});
+  }
+  ScopedEnv chunk("LOOM_CHUNKSIZE", "4096");
+  runMatrix(5, "allreduce:tree", {{Coll::AllReduce}, {loomInt32, loomFloat32}, {Op::Sum}, {65537}});
+}
+
 TEST(CollectivesLarge, SixteenRanksAsThreads) {
   runMatrix(16, "", {kAllColls, {loomFloat32}, {Op::Sum, Op::Max}, {0, 7, kFull ? 65537u : 1023u}});
 }
 
-// The ring and chain algorithms walk the topology's ring, not rank order.
+// The ring and chain algorithms walk the topology's ring, not rank order, and
+// the trees are built over its positions.
 // Ten ranks on the 8-GPU fixture: ranks 8 and 9 share GPUs 0 and 1, so the
 // ring is 0 8 1 9 2 3 4 5 6 7, and every ring step and chain link differs
 // from rank order somewhere.
@@ -227,6 +240,7 @@ TEST(CollectivesOnATopologyRing, AreExactWhenTheRingIsNotRankOrder) {
                          {loomInt32, loomFloat16},
                          {Op::Sum, Op::Max},
                          {0, 7, kFull ? 65537u : 1023u}});
+  runMatrix(10, "allreduce:tree", {{Coll::AllReduce}, {loomInt32, loomFloat16}, {Op::Sum, Op::Max}, {0, 7, 1023}});
 }
 
 // Buffers from loomMemAlloc: past one step the engine reads the peers'

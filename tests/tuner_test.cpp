@@ -64,5 +64,15 @@ TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {
   EXPECT_LE(capped.choose(CollectiveKind::AllReduce, 1 << 20).chunkBytes, size_t{16} << 20);
 }
 
+// Across many nodes the trees take the middle sizes: fewer hops than the
+// ring, less data per rank than recursive doubling.
+TEST(Tuner, ManyNodesGiveMediumAllReducesToTheTrees) {
+  Tuner tuner({.nranks = 16, .nodes = 16, .sharedMemory = false}, Overrides{});
+  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 8).algorithm, Algorithm::RecursiveDoubling);
+  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 256 << 10).algorithm, Algorithm::Tree);
+  EXPECT_NE(tuner.choose(CollectiveKind::AllReduce, 64 << 20).algorithm, Algorithm::Tree);
+  EXPECT_NE(tuner.choose(CollectiveKind::AllGather, 256 << 10).algorithm, Algorithm::Tree);
+}
+
 }  // namespace
 }  // namespace loom::coll

@@ -5,6 +5,7 @@
 // nranks > 1.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -14,6 +15,7 @@
 #include "collectives/primitives.hpp"
 #include "collectives/ring.hpp"
 #include "comm/communicator.hpp"
+#include "topology/placement.hpp"
 
 namespace loom::coll {
 
@@ -35,6 +37,7 @@ struct Plan {
   std::string what;   // "allreduce #12", for errors
   shm::NodeArea* node = nullptr;  // the node's shared segment, for the shm algorithms
   const Ring* ring = nullptr;     // the order of the ring and chain algorithms
+  const std::array<topo::Tree, 2>* trees = nullptr;  // double binary trees over ring positions
 
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {
@@ -53,6 +56,7 @@ void ringReduceScatter(const Plan& plan);
 void chainBroadcast(const Plan& plan);
 void chainReduce(const Plan& plan);
 void recursiveDoublingAllReduce(const Plan& plan);
+void treeAllReduce(const Plan& plan);
 void directAllGather(const Plan& plan);
 void directAlltoAll(const Plan& plan);
 void directGather(const Plan& plan);
