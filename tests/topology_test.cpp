@@ -17,6 +17,7 @@
 #include "tests/support/processes.hpp"
 #include "topology/discovery.hpp"
 #include "topology/dump.hpp"
+#include "topology/nvml.hpp"
 #include "topology/paths.hpp"
 #include "topology/placement.hpp"
 
@@ -72,6 +73,47 @@ TEST(TopologyDiscovery, DgxReadsNvLinksToTheFourNvSwitches) {
     if (l.a == node(sys, "gpu3") || l.b == node(sys, "gpu3")) links += l.links;
   }
   EXPECT_EQ(links, 18);  // an H100's NVLinks
+}
+
+// NVLinks from NVML, for an hwloc without its NVML backend: what NVML would
+// report for the DGX fixture (each GPU's 18 links to the four NVSwitches)
+// gives the graph hwloc's matrix gave; a GPU pair reported from both ends
+// counts once; ends the graph lacks are left out.
+TEST(TopologyDiscovery, NvLinksFromNvmlPortsMatchTheMachine) {
+  EXPECT_EQ(normalizeBusId("00000000:1A:00.0"), "0000:1a:00.0");
+  EXPECT_EQ(normalizeBusId("0000:1a:00.0"), "0000:1a:00.0");
+  EXPECT_EQ(normalizeBusId("0000:1a:00.0 "), "");
+  EXPECT_EQ(normalizeBusId("1a:00.0"), "");
+
+  const System& dgx = machine("dgx-h100.xml");
+  std::vector<NvLinkPort> ports;
+  for (const auto& l : dgx.nvlinks) {
+    for (int i = 0; i < l.links; ++i) {
+      ports.push_back({dgx.nodes[static_cast<size_t>(l.a)].busId, dgx.nodes[static_cast<size_t>(l.b)].busId});
+    }
+  }
+  ports.push_back({dgx.nodes[static_cast<size_t>(node(dgx, "gpu0"))].busId, "0000:ee:00.0"});  // not in the graph
+  ASSERT_EQ(ports.size(), 8u * 18u + 1u);
+  const auto links = nvLinksFromPorts(dgx, ports);
+  ASSERT_EQ(links.size(), dgx.nvlinks.size());
+  for (size_t i = 0; i < links.size(); ++i) {
+    auto same = [&](const NvLink& l) { return l.a == links[i].a && l.b == links[i].b && l.links == links[i].links; };
+    EXPECT_TRUE(std::any_of(dgx.nvlinks.begin(), dgx.nvlinks.end(), same)) << "link " << i;
+  }
+
+  const System& pcie = machine("pcie-8gpu.xml");
+  const std::string gpu0 = pcie.nodes[static_cast<size_t>(node(pcie, "gpu0"))].busId;
+  const std::string gpu1 = pcie.nodes[static_cast<size_t>(node(pcie, "gpu1"))].busId;
+  const auto pair = nvLinksFromPorts(pcie, std::vector<NvLinkPort>{{gpu0, gpu1}, {gpu0, gpu1}, {gpu1, gpu0}, {gpu1, gpu0}});
+  ASSERT_EQ(pair.size(), 1u);
+  EXPECT_EQ(pair[0].links, 2);
+  System linked = pcie;
+  linked.nvlinks = pair;
+  EXPECT_EQ(pathBetween(pcie, node(pcie, "gpu0"), node(pcie, "gpu1")).type, PathType::PIX);
+  EXPECT_EQ(pathBetween(linked, node(linked, "gpu0"), node(linked, "gpu1")).type, PathType::NVL);
+
+  // No NVML here, or no GPU with this bus id: nothing, and no error.
+  EXPECT_TRUE(queryNvLinks(std::vector<std::string>{"0000:ee:00.0"}).empty());
 }
 
 TEST(TopologyDiscovery, CpuOnlyNodeHasTwoNumaNodesPerSocket) {

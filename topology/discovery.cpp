@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "comm/base/error.hpp"
+#include "topology/nvml.hpp"
 
 namespace loom::topo {
 namespace {
@@ -103,6 +104,7 @@ class Builder {
       if (b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) addHostBridge(b);
     }
     addNvLinks();
+    if (sys_.thisMachine && sys_.nvlinks.empty()) addNvLinksFromNvml();
     numberByBusId(NodeKind::PciSwitch, "switch");
     numberByBusId(NodeKind::Gpu, "gpu");
     numberByBusId(NodeKind::NvSwitch, "nvswitch");
@@ -221,6 +223,15 @@ class Builder {
   }
 
   // NVLinks from the matrix hwloc's NVML backend exports (MB/s per pair).
+  // Without hwloc's NVML backend, from NVML itself (nvml.hpp).
+  void addNvLinksFromNvml() {
+    std::vector<std::string> gpus;
+    for (const Node& n : sys_.nodes) {
+      if (n.kind == NodeKind::Gpu) gpus.push_back(n.busId);
+    }
+    sys_.nvlinks = nvLinksFromPorts(sys_, queryNvLinks(gpus));
+  }
+
   void addNvLinks() {
     unsigned nr = 1;
     hwloc_distances_s* d = nullptr;
