@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -60,6 +61,9 @@ FaultRun runFault(const std::string& mode, int n, int victim, size_t count, std:
     }
   }
   std::filesystem::remove_all(dir);
+  std::string seen;
+  for (double ms : run.detectedMs) seen += " " + std::to_string(ms);
+  std::printf("detection (%s, victim rank %d): survivors' errors after [ms]%s\n", mode.c_str(), victim, seen.c_str());
   return run;
 }
 
