@@ -53,6 +53,10 @@ void Communicator::cancelOperations() {
 }
 
 void Communicator::revoke(int rank, const std::string& why) {
+  {
+    std::lock_guard lock(failedMutex_);
+    failed_.push_back(rank);
+  }
   if (cancel_.cancelled()) return;
   LOOM_WARN(Init, "rank %d failed: %s; the communicator is revoked", rank, why.c_str());
   cancel_.cancel(loomRemoteError, "rank " + std::to_string(rank) + " failed: " + why);
@@ -69,7 +73,12 @@ loomResult_t Communicator::state() const {
 std::vector<std::string> Communicator::survey(std::chrono::milliseconds within) {
   requireInitialized();
   if (bootstrap_->watchdog() == nullptr) return {progress.describe()};
-  return bootstrap_->watchdog()->survey(within);
+  std::vector<int> failed;
+  {
+    std::lock_guard lock(failedMutex_);
+    failed = failed_;
+  }
+  return bootstrap_->watchdog()->survey(within, failed);
 }
 
 Watchdog* Communicator::watchdog() {

@@ -95,7 +95,8 @@ class Communicator {
   // Where this rank's collectives are; the collectives layer keeps it.
   Progress progress;
   // One line per rank of where its collectives are, asked of every rank
-  // (at most `within`); just this rank's with a single rank.
+  // (at most `within`) but those already known to have failed; just this
+  // rank's with a single rank.
   std::vector<std::string> survey(std::chrono::milliseconds within);
 
   // The collectives layer's state; `extensionMutex` guards its creation.
@@ -124,6 +125,8 @@ class Communicator {
   std::thread initThread_;
   std::atomic<bool> aborted_{false};
   uint32_t shrinkEpoch_ = 0;
+  mutable std::mutex failedMutex_;
+  std::vector<int> failed_;  // ranks the watchdog declared failed
 };
 
 // Creates a listener on the interface chosen by LOOM_SOCKET_IFNAME (port 0:

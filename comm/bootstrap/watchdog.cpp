@@ -302,7 +302,7 @@ std::vector<std::byte> Watchdog::awaitOffer(int from, uint32_t epoch, Deadline d
   return id;
 }
 
-std::vector<std::string> Watchdog::survey(milliseconds within) {
+std::vector<std::string> Watchdog::survey(milliseconds within, std::span<const int> failed) {
   const auto deadline = Deadline::after(within);
   std::vector<std::string> answers(static_cast<size_t>(nranks_));
   answers[static_cast<size_t>(rank_)] = describe_();
@@ -312,8 +312,11 @@ std::vector<std::string> Watchdog::survey(milliseconds within) {
     FrameReader reader;
   };
   std::vector<Asked> asked;
+  for (int r : failed) {
+    if (r >= 0 && r < nranks_ && r != rank_) answers[static_cast<size_t>(r)] = "failed, not asked";
+  }
   for (int r = 0; r < nranks_; ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || !answers[static_cast<size_t>(r)].empty()) continue;
     try {
       auto socket = connectTo(r, deadline, nullptr);
       sendFrame(socket, FrameType::ProgressQuery, secret_, rankPayload(rank_), deadline, nullptr);

@@ -77,8 +77,9 @@ class Watchdog {
 
   // Asks every rank where its collectives are, all at once; one line per
   // rank ("in allreduce #3 for 1002 ms", "no answer within 1000 ms",
-  // "unreachable (...)"), this rank's own included.
-  std::vector<std::string> survey(std::chrono::milliseconds within);
+  // "unreachable (...)"), this rank's own included. Ranks in `failed` are
+  // not asked (a stopped one would hold the answer back `within`).
+  std::vector<std::string> survey(std::chrono::milliseconds within, std::span<const int> failed = {});
 
  private:
   struct Incoming;  // an accepted connection and its frame reader
