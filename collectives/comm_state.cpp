@@ -1,6 +1,6 @@
 #include "collectives/comm_state.hpp"
 
-#include <set>
+#include <algorithm>
 
 #include "collectives/signature_check.hpp"
 #include "comm/base/env.hpp"
@@ -8,11 +8,40 @@
 namespace loom::coll {
 namespace {
 
+bool socketsOnly() { return env::getIfSet("LOOM_TRANSPORT").value_or("") == "socket"; }
+
+// The ranks per host when every host has as many and may use shared memory; else 0.
+int uniformRanksPerHost(const topo::Placement& placement) {
+  if (socketsOnly()) return 0;
+  const size_t per = placement.hostRanks.front().size();
+  for (const auto& ranks : placement.hostRanks) {
+    if (ranks.size() != per) return 0;
+  }
+  return static_cast<int>(per);
+}
+
 Layout layoutOf(Communicator& comm) {
-  std::set<uint64_t> hosts;
-  for (const auto& p : comm.peers()) hosts.insert(p.hostId);
-  const bool socketsOnly = env::getIfSet("LOOM_TRANSPORT").value_or("") == "socket";
-  return {.nranks = comm.size(), .nodes = static_cast<int>(hosts.size()), .sharedMemory = hosts.size() == 1 && !socketsOnly};
+  const auto& placement = comm.placement();
+  const int nodes = static_cast<int>(placement.hosts.size());
+  return {.nranks = comm.size(),
+          .nodes = nodes,
+          .sharedMemory = nodes == 1 && !socketsOnly(),
+          .ranksPerNode = uniformRanksPerHost(placement)};
+}
+
+// The hierarchical algorithm's ring: the ranks with this rank's local index
+// on every host, hosts in the plan's order; none unless hosts are uniform.
+std::optional<Ring> acrossHostsOf(Communicator& comm) {
+  const auto& placement = comm.placement();
+  if (placement.hosts.size() < 2 || uniformRanksPerHost(placement) < 2) return std::nullopt;
+  size_t local = 0;
+  for (const auto& ranks : placement.hostRanks) {
+    const auto it = std::find(ranks.begin(), ranks.end(), comm.rank());
+    if (it != ranks.end()) local = static_cast<size_t>(it - ranks.begin());
+  }
+  std::vector<int> order;
+  for (const auto& ranks : placement.hostRanks) order.push_back(ranks[local]);
+  return Ring(std::move(order), comm.size());
 }
 
 Overrides overridesOf(const Communicator& comm) {
@@ -26,7 +55,8 @@ Overrides overridesOf(const Communicator& comm) {
 CommState::CommState(Communicator& comm)
     : checkSignatures(signatureCheckEnabled()),
       tuner(layoutOf(comm), overridesOf(comm)),
-      ring(comm.placement().ring),
+      ring(comm.placement().ring, comm.size()),
+      acrossHosts(acrossHostsOf(comm)),
       trees(topo::doubleBinaryTrees(comm.size())),
       comm_(comm) {}
 

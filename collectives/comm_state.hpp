@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -34,6 +35,9 @@ class CommState final : public CommExtension {
   RedOpTable ops;
   FlightRecorder recorder;  // under runMutex
   const Ring ring;  // the topology ring the ring and chain algorithms walk
+  // The ranks with this rank's local index on each host (hierarchical
+  // algorithm); none unless every host has the same two or more ranks.
+  const std::optional<Ring> acrossHosts;
   const std::array<topo::Tree, 2> trees;  // the tree algorithm's, over the ring's positions
 
   // At least `bytes` of scratch memory, under runMutex; kept between calls.

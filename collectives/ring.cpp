@@ -5,11 +5,11 @@
 
 namespace loom::coll {
 
-Ring::Ring(std::vector<int> order) : order_(std::move(order)), position_(order_.size(), -1) {
+Ring::Ring(std::vector<int> order, int nranks) : order_(std::move(order)), position_(static_cast<size_t>(nranks), -1) {
   for (size_t p = 0; p < order_.size(); ++p) {
     const int r = order_[p];
-    if (r < 0 || static_cast<size_t>(r) >= order_.size() || position_[static_cast<size_t>(r)] >= 0) {
-      throw Error(loomInternalError, "the topology ring is not a permutation of the ranks");
+    if (r < 0 || r >= nranks || position_[static_cast<size_t>(r)] >= 0) {
+      throw Error(loomInternalError, "a ring holds a rank twice, or one the communicator lacks");
     }
     position_[static_cast<size_t>(r)] = static_cast<int>(p);
   }

@@ -46,6 +46,9 @@ void runAlgorithm(const Plan& plan, Algorithm algorithm) {
     case Algorithm::Tree:
       if (plan.c.kind == K::AllReduce) return treeAllReduce(plan);
       break;
+    case Algorithm::Hierarchical:
+      if (plan.c.kind == K::AllReduce) return hierarchicalAllReduce(plan);
+      break;
     case Algorithm::Direct:
       switch (plan.c.kind) {
         case K::AllGather: return directAllGather(plan);
@@ -113,12 +116,15 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     const size_t bytes = c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(n)
                                                              : contributionBytes(c, n);
     const Choice choice = state.tuner.choose(c.kind, bytes);
-    entry.algorithm = algorithmName(choice.algorithm);
     const std::string what = std::string(collectiveName(c.kind)) + " #" + std::to_string(sequence);
     shm::NodeArea* node = nullptr;
-    if (choice.algorithm == Algorithm::Shm) {
+    // Forced onto nodes of unequal size, hier runs the flat ring (hierarchical_allreduce.cpp).
+    const bool hierarchical = choice.algorithm == Algorithm::Hierarchical && state.acrossHosts;
+    const bool flatInstead = choice.algorithm == Algorithm::Hierarchical && !hierarchical;
+    entry.algorithm = flatInstead ? "ring" : algorithmName(choice.algorithm);
+    if (choice.algorithm == Algorithm::Shm || hierarchical) {
       try {
-        node = &state.nodeArea(choice.chunkBytes);
+        node = &state.nodeArea(hierarchical ? state.tuner.segmentSlotBytes() : choice.chunkBytes);
       } catch (const Error& e) {
         throw Error(e.code(), what + ": mapping the node's shared segment: " + e.what());
       }
@@ -132,7 +138,8 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .what = what,
               .node = node,
               .ring = &state.ring,
-              .trees = &state.trees};
+              .trees = &state.trees,
+              .acrossHosts = state.acrossHosts ? &*state.acrossHosts : nullptr};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
                algorithmName(choice.algorithm));
     runAlgorithm(plan, choice.algorithm);

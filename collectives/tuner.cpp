@@ -37,7 +37,7 @@ constexpr size_t kDefaultChunk = 4u << 20;
 constexpr size_t kDefaultSlot = 256u << 10;
 constexpr size_t kMaxSlot = 16u << 20;
 
-constexpr const char* kAlgorithmNames[kAlgorithms] = {"ring", "rd", "direct", "shm", "tree"};
+constexpr const char* kAlgorithmNames[kAlgorithms] = {"ring", "rd", "direct", "shm", "tree", "hier"};
 
 std::string algorithmList() {
   std::string list;
@@ -77,6 +77,7 @@ bool applies(Algorithm algorithm, CollectiveKind kind) {
              kind == CollectiveKind::Reduce;
     case Algorithm::RecursiveDoubling:
     case Algorithm::Tree:
+    case Algorithm::Hierarchical:
       return kind == CollectiveKind::AllReduce;
     case Algorithm::Direct: return kind != CollectiveKind::Broadcast;
     case Algorithm::Shm:
@@ -155,6 +156,18 @@ double Tuner::estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes)
       moved = steps * s;
       break;
     }
+    case Algorithm::Hierarchical: {
+      if (layout_.nodes < 2 || layout_.ranksPerNode < 2) return std::numeric_limits<double>::infinity();
+      // A reduce-scatter and an all-gather on each node's segment, and
+      // between them a ring across the nodes in which each of a node's ranks
+      // carries 1/ranksPerNode of the buffer, all of them over the node's link.
+      // The node phases' fixed cost is what was measured across two
+      // namespaces with 2 ranks each (bench/RESULTS.md): about three
+      // socket hand-offs, so the flat algorithms keep messages below ~128 KiB.
+      const double h = layout_.nodes;
+      const double segment = 3 * path.latencyUs + 2 * s / (kSegmentPath.bandwidthGBps * 1e3);
+      return segment + 2 * (h - 1) * path.latencyUs + 2 * (h - 1) / h * s / (path.bandwidthGBps * 1e3);
+    }
     case Algorithm::Tree:
       // Up and down a tree of depth log2(n); a rank inner in one tree takes
       // in (and sends on) about the whole buffer in each direction.
@@ -185,6 +198,10 @@ double Tuner::estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes)
     }
   }
   return steps * path.latencyUs + moved / (path.bandwidthGBps * 1e3);
+}
+
+size_t Tuner::segmentSlotBytes() const {
+  return overrides_.chunkBytes != 0 ? std::min(overrides_.chunkBytes, kMaxSlot) : kDefaultSlot;
 }
 
 Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
@@ -218,7 +235,7 @@ Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
     }
   }
   if (choice.algorithm == Algorithm::Shm) {
-    choice.chunkBytes = overrides_.chunkBytes != 0 ? std::min(overrides_.chunkBytes, kMaxSlot) : kDefaultSlot;
+    choice.chunkBytes = segmentSlotBytes();
   } else {
     choice.chunkBytes = overrides_.chunkBytes != 0 ? overrides_.chunkBytes : kDefaultChunk;
   }

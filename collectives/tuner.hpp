@@ -27,8 +27,9 @@ enum class Algorithm {
   Direct,             // every rank to every rank (or to/from the root) at once; reductions in rank order
   Shm,                // one node's ranks on a shared segment, no point-to-point
   Tree,               // double binary trees, for medium all-reduces on many ranks
+  Hierarchical,       // shared segment within each node, a ring across nodes
 };
-constexpr int kAlgorithms = 5;
+constexpr int kAlgorithms = 6;
 
 const char* algorithmName(Algorithm algorithm);
 bool applies(Algorithm algorithm, CollectiveKind kind);
@@ -40,6 +41,7 @@ struct Layout {
   int nranks = 1;
   int nodes = 1;              // distinct hosts among the ranks
   bool sharedMemory = false;  // one node, and LOOM_TRANSPORT does not rule shared memory out
+  int ranksPerNode = 0;       // ranks on each node if all have as many and may share memory, else 0
 };
 
 struct Choice {
@@ -65,6 +67,8 @@ class Tuner {
   // layout cannot run (shm across nodes), or, under LOOM_DETERMINISTIC, a
   // reduction algorithm that does not fold in rank order.
   Choice choose(CollectiveKind kind, size_t bytes);
+  // The node segment's slot: kDefaultSlot, or LOOM_CHUNKSIZE within its cap.
+  size_t segmentSlotBytes() const;
   // The model's estimate in microseconds, for the tests and the log.
   double estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes) const;
 

@@ -64,6 +64,18 @@ TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {
   EXPECT_LE(capped.choose(CollectiveKind::AllReduce, 1 << 20).chunkBytes, size_t{16} << 20);
 }
 
+// Nodes with the same two or more ranks each run large all-reduces
+// hierarchically; nodes with unequal counts never do.
+TEST(Tuner, UniformNodesRunLargeAllReducesHierarchically) {
+  Tuner uniform({.nranks = 4, .nodes = 2, .sharedMemory = false, .ranksPerNode = 2}, Overrides{});
+  EXPECT_EQ(uniform.choose(CollectiveKind::AllReduce, 1 << 20).algorithm, Algorithm::Hierarchical);
+  EXPECT_NE(uniform.choose(CollectiveKind::AllGather, 1 << 20).algorithm, Algorithm::Hierarchical);
+  Tuner uneven({.nranks = 3, .nodes = 2, .sharedMemory = false, .ranksPerNode = 0}, Overrides{});
+  EXPECT_NE(uneven.choose(CollectiveKind::AllReduce, 1 << 20).algorithm, Algorithm::Hierarchical);
+  Tuner onePerNode({.nranks = 4, .nodes = 4, .sharedMemory = false, .ranksPerNode = 1}, Overrides{});
+  EXPECT_NE(onePerNode.choose(CollectiveKind::AllReduce, 1 << 20).algorithm, Algorithm::Hierarchical);
+}
+
 // Across many nodes the trees take the middle sizes: fewer hops than the
 // ring, less data per rank than recursive doubling.
 TEST(Tuner, ManyNodesGiveMediumAllReducesToTheTrees) {

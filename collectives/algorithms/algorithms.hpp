@@ -38,6 +38,7 @@ struct Plan {
   shm::NodeArea* node = nullptr;  // the node's shared segment, for the shm algorithms
   const Ring* ring = nullptr;     // the order of the ring and chain algorithms
   const std::array<topo::Tree, 2>* trees = nullptr;  // double binary trees over ring positions
+  const Ring* acrossHosts = nullptr;  // this rank's local index on every host (hierarchical), if hosts are uniform
 
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {
@@ -57,6 +58,7 @@ void chainBroadcast(const Plan& plan);
 void chainReduce(const Plan& plan);
 void recursiveDoublingAllReduce(const Plan& plan);
 void treeAllReduce(const Plan& plan);
+void hierarchicalAllReduce(const Plan& plan);
 void directAllGather(const Plan& plan);
 void directAlltoAll(const Plan& plan);
 void directGather(const Plan& plan);

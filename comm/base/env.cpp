@@ -11,7 +11,7 @@ namespace {
 
 // Keep alphabetical. The README section is generated from this table.
 constexpr Variable kVariables[] = {
-    {"LOOM_ALGO", "", "Forces collective algorithms: a list like allreduce:ring,allgather:direct, or one name for every collective it applies to (ring, rd, direct, shm, tree). Default: the tuner's choice."},
+    {"LOOM_ALGO", "", "Forces collective algorithms: a list like allreduce:ring,allgather:direct, or one name for every collective it applies to (ring, rd, direct, shm, tree, hier). Default: the tuner's choice."},
     {"LOOM_BUFFSIZE", "4194304", "Bytes of each connection's FIFO, split into 8 slots (the pipelining chunk); 64 KiB to 1 GiB."},
     {"LOOM_CHECK", "0", "1: before every collective the ranks compare its signature (sequence, collective, count, datatype, op, root) out of band; ranks that disagree all fail with loomInvalidUsage naming each group of ranks and what it called. Costs one bootstrap allgather per call."},
     {"LOOM_CHUNKSIZE", "", "Bytes per ring slice and pipelining step of the collectives, and per slot of the shared-memory collectives' segment (a multiple of 64; default: 4 MiB for rings, 256 KiB per slot, at most 16 MiB)."},

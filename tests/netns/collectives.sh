@@ -4,7 +4,7 @@
 # over shared memory, the hosts over sockets, and the topology ring is
 # 0 2 1 3 rather than rank order. Every collective through loom-perf with its
 # checks on (it exits non-zero on any wrong element), on the ring and chain
-# algorithms, the trees (all-reduce) and the tuner's choice; the dumped plan must give that ring on
+# algorithms, the trees and the hierarchical all-reduce, and the tuner's choice; the dumped plan must give that ring on
 # every rank. Exit 77 (skipped) without root or network namespaces.
 #
 #   collectives.sh LOOM_PERF_BIN
@@ -19,6 +19,11 @@ for coll in all_reduce all_gather reduce_scatter broadcast reduce; do
   netns_job "ring-$coll" "0 1 0 1" env LOOM_ALGO=ring "$perf" "$coll" "${sweep[@]}" -d all
 done
 netns_job "tree-all_reduce" "0 1 0 1" env LOOM_ALGO=allreduce:tree "$perf" all_reduce "${sweep[@]}" -d all -o all
+# Hierarchical: counts that leave a tail for the flat ring (3, 12503, 25003
+# floats), and nodes with 2 and 1 ranks, where it falls back to the ring.
+netns_job "hier-all_reduce" "0 1 0 1" env LOOM_ALGO=allreduce:hier "$perf" all_reduce "${sweep[@]}" -d all -o all
+netns_job "hier-odd-all_reduce" "0 1 0 1" env LOOM_ALGO=allreduce:hier "$perf" all_reduce -b 12 -e 100012 -i 50000 -n 2 -w 1 -o all
+netns_job "hier-uneven-all_reduce" "0 1 0" env LOOM_ALGO=allreduce:hier "$perf" all_reduce "${sweep[@]}" -o all
 for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter; do
   netns_job "tuned-$coll" "0 1 0 1" "$perf" "$coll" "${sweep[@]}" -o all
 done
