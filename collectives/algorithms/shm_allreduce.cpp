@@ -1,13 +1,21 @@
 // Shared-memory all-reduce among the ranks of one node. The buffer goes
-// through the node's segment one step (a slot's worth) at a time:
+// through the node's segment one step (a slot's worth) at a time.
 //
-//   1. every rank copies its piece of the input into its staging slot and
-//      arrives (one synchronization);
-//   2. small pieces, or two ranks (reducesWhole): every rank reduces all the
-//      slots straight into its output, and the step is done;
-//   3. otherwise every rank reduces its 1/n slice of the piece from all the
-//      slots into the shared result slot, says so (a second synchronization),
-//      and copies the whole reduced piece out.
+// Small messages (latency-bound): every rank copies its piece into its staging
+// slot, arrives (one synchronization), and reduces all the slots straight
+// into its output.
+//
+// Larger ones are cut into n slices per piece, one per rank, pipelined so
+// that each step costs one synchronization:
+//   1. a rank stages only the slices that the others reduce;
+//   2. it arrives: every rank has staged this piece, and has put its slice
+//      of the previous piece in the result slot;
+//   3. it copies the others' slices of the previous piece out of the result slot;
+//   4. it reduces its own slice of this piece from its input and the others'
+//      slots straight into its output, and copies it to the result slot.
+// A last synchronization releases the last piece's slices. Each rank moves
+// (n-1)/n of the buffer in and out, and writes only its own slice twice,
+// where staging everything and reducing it whole would move all of it.
 //
 // When the message takes more than one step and every rank's buffers are
 // reachable here (loomMemAlloc'd, or ranks that are threads of one process),
@@ -19,12 +27,17 @@
 // Either way the sources are combined in rank order in one pass, so every
 // rank gets the same bits whatever the path, the step size or the message
 // size (the LOOM_DETERMINISTIC order).
+#include <optional>
+
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
 namespace {
+
+// Up to this many bytes one synchronization beats moving less memory.
+constexpr size_t kLatencyBound = 16 << 10;
 
 // After the first step's arrive: every rank's input and output are readable here.
 void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers) {
@@ -47,8 +60,41 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
     const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
     copyBlock(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
   }
-  // No rank may return, and reuse its buffers, while another still reads them.
+  // No rank may return, and reuse its buffers, while another still reads it.
   node.sync(plan.what);
+}
+
+// One synchronization per piece: all of it staged, all of it reduced.
+void reduceWhole(const Plan& plan, shm::NodeArea& node, const Pieces& pieces) {
+  const int n = node.localSize();
+  const int me = node.localRank();
+  const std::span<const void*> sources = node.sources();
+  for (size_t i = 0; i < pieces.count(); ++i) {
+    const Piece piece = pieces[i];
+    const std::byte* in = plan.c.send + piece.offset;
+    const uint64_t step = node.nextStep();
+    copyBlock(node.stage(me, step), in, piece.bytes);
+    node.arrive(step, plan.what);
+    for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = q == me ? in : node.stage(q, step);
+    if (piece.bytes != 0) {
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + piece.offset, piece.bytes / plan.c.typeSize);
+    }
+  }
+}
+
+struct Reduced {
+  Piece piece;
+  uint64_t step;  // whose result slot holds the piece's slices
+};
+
+// The slices of a piece that the other ranks reduced, out of the result slot.
+void copyOthersSlices(const Plan& plan, shm::NodeArea& node, const Reduced& reduced) {
+  for (int q = 0; q < node.localSize(); ++q) {
+    if (q == node.localRank()) continue;
+    const Slice theirs = sliceOf(reduced.piece.bytes, plan.c.typeSize, node.localSize(), q);
+    copyBlock(plan.c.recv + reduced.piece.offset + theirs.offset, node.result(reduced.step) + theirs.offset,
+              theirs.bytes);
+  }
 }
 
 }  // namespace
@@ -59,37 +105,43 @@ void shmAllReduce(const Plan& plan) {
   const int me = node.localRank();
   const size_t typeSize = plan.c.typeSize;
   const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), typeSize));
+  if (plan.c.blockBytes() <= kLatencyBound) {
+    reduceWhole(plan, node, pieces);
+    return;
+  }
   const std::span<const void*> sources = node.sources();
   if (pieces.count() > 1) node.offerBuffers(plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes());
 
+  std::optional<Reduced> previous;
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     std::byte* out = plan.c.recv + piece.offset;
     const uint64_t step = node.nextStep();
-    copyBlock(node.stage(me, step), in, piece.bytes);
+    for (int q = 0; q < n; ++q) {
+      if (q == me) continue;
+      const Slice theirs = sliceOf(piece.bytes, typeSize, n, q);
+      copyBlock(node.stage(me, step) + theirs.offset, in + theirs.offset, theirs.bytes);
+    }
     node.arrive(step, plan.what);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
       readInPlace(plan, node, *peers);
       return;
     }
+    if (previous) copyOthersSlices(plan, node, *previous);
 
-    if (reducesWhole(n, piece.bytes)) {
-      for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = q == me ? in : node.stage(q, step);
-      if (piece.bytes != 0) cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out, piece.bytes / typeSize);
-      continue;
-    }
     const Slice mine = sliceOf(piece.bytes, typeSize, n, me);
     for (int q = 0; q < n; ++q) {
       sources[static_cast<size_t>(q)] = (q == me ? in : node.stage(q, step)) + mine.offset;
     }
     if (mine.bytes != 0) {
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, node.result(step) + mine.offset, mine.bytes / typeSize);
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out + mine.offset, mine.bytes / typeSize);
+      copyBlock(node.result(step) + mine.offset, out + mine.offset, mine.bytes);
     }
-    node.post(shm::Counter::Reduced, step);
-    node.waitAll(shm::Counter::Reduced, step, plan.what);
-    copyBlock(out, node.result(step), piece.bytes);
+    previous = Reduced{piece, step};
   }
+  node.sync(plan.what);  // every rank's slice of the last piece is in the result slot
+  copyOthersSlices(plan, node, *previous);
 }
 
 }  // namespace loom::coll
