@@ -248,11 +248,14 @@ TEST(CollectivesOnATopologyRing, AreExactWhenTheRingIsNotRankOrder) {
 // does for heap buffers of ranks that are threads of one process, as in the
 // other tests here; LOOM_SHM_SINGLE_COPY=0 stages them all.
 TEST(CollectivesOnLoomMemAlloc, AreExactReadingPeersInPlace) {
-  const Matrix full{{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather},
+  const Matrix full{{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce},
                     {loomInt8, loomBfloat16, loomFloat64},
                     {Op::Sum, Op::Avg, Op::PreMulSum},
                     {0, 7, (1u << 16) + 3, 300007}};  // up to 1, 2 and several 256 KiB steps
-  const Matrix slice{{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather}, {loomBfloat16}, {Op::Sum}, {7, 300007}};
+  const Matrix slice{{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce},
+                     {loomBfloat16},
+                     {Op::Sum},
+                     {7, 300007}};
   for (int n : kFull ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3}) {
     runMatrix(n, "shm", kFull ? full : slice, Buffers::LoomMemAlloc);
   }
@@ -260,11 +263,11 @@ TEST(CollectivesOnLoomMemAlloc, AreExactReadingPeersInPlace) {
 
 TEST(CollectivesOnLoomMemAlloc, StagedWhenSingleCopyIsOff) {
   ScopedEnv staged("LOOM_SHM_SINGLE_COPY", "0");
-  const Matrix full{{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather},
+  const Matrix full{{Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce},
                     {loomInt8, loomBfloat16, loomFloat64},
                     {Op::Sum, Op::Avg},
                     {(1u << 16) + 3, 300007}};
-  const Matrix slice{{Coll::AllReduce, Coll::AllGather}, {loomInt8}, {Op::Sum}, {300007}};
+  const Matrix slice{{Coll::AllReduce, Coll::AllGather, Coll::Reduce}, {loomInt8}, {Op::Sum}, {300007}};
   for (int n : kFull ? std::vector<int>{2, 3} : std::vector<int>{2}) {
     runMatrix(n, "shm", kFull ? full : slice, Buffers::LoomMemAlloc);
   }

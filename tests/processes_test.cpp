@@ -164,15 +164,22 @@ TEST(LoomPerf, ACorruptedResultIsCountedAndFailsTheRun) {
 
 // Buffers from loomMemAlloc in separate processes: each rank maps its peers'
 // buffers through /proc/<pid>/fd and the results are still exact. (Heap
-// buffers of separate processes are staged: the other LoomPerf tests.)
-TEST(LoomPerf, AllReduceOnLoomMemAllocBuffersReadsPeersInPlace) {
-  for (const char* n : {"2", "3"}) {
-    auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", n, "-b", "1M", "-e", "4M", "-f", "4", "-n", "2", "-w", "1",
-                         "-R", "1", "-d", "int32"},
-                        {{"LOOM_DEBUG", "INFO"}, {"LOOM_DEBUG_SUBSYS", "COLL"}});
-    ASSERT_EQ(r.exitCode, 0) << r.output;
-    EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find("buffers in place (loomMemAlloc)"), std::string::npos) << r.output;
+// buffers of separate processes are staged: the other LoomPerf tests.) The
+// rooted collectives take the last rank as root. Reduce reads in place from
+// 3 ranks, where all of them reduce slices; with 2 the root reduces alone and
+// stays staged (shm_reduce.cpp).
+TEST(LoomPerf, CollectivesOnLoomMemAllocBuffersReadPeersInPlace) {
+  for (const std::string collective : {"all_reduce", "broadcast", "reduce"}) {
+    for (const std::string n : {"2", "3"}) {
+      if (collective == "reduce" && n == "2") continue;
+      const std::string root = std::to_string(std::stoi(n) - 1);
+      auto r = runProcess({LOOM_PERF_BIN, collective, "-N", n, "-b", "1M", "-e", "4M", "-f", "4", "-n", "2", "-w", "1",
+                           "-R", "1", "-d", "int32", "-r", root},
+                          {{"LOOM_DEBUG", "INFO"}, {"LOOM_DEBUG_SUBSYS", "COLL"}});
+      ASSERT_EQ(r.exitCode, 0) << collective << " on " << n << " ranks\n" << r.output;
+      EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << collective << "\n" << r.output;
+      EXPECT_NE(r.output.find("buffers in place (loomMemAlloc)"), std::string::npos) << collective << "\n" << r.output;
+    }
   }
 }
 

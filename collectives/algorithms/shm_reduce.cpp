@@ -3,6 +3,17 @@
 // reduces every slot straight into its output (and stages nothing itself); otherwise
 // every rank reduces its slice into the result slot and the root copies the
 // finished piece out once all have. Rank order, one pass, as in all-reduce.
+//
+// When the message takes more than one step, the ranks reduce by slices, and
+// every rank's input is reachable here (loomMemAlloc'd, or ranks that are
+// threads of one process), the first step's arrive tells each rank where the
+// others' inputs are, and from the second step on nothing is staged: the same
+// reductions read every input in place. A last synchronization keeps each
+// input alive until all have read it. When the root reduces whole (two
+// ranks) it stays staged: the other rank's copy pulls its input into the
+// cache beside the root's reduction, which was faster than the root reading
+// it in place alone (1.2-1.3x at 1-64 MiB on the 2-core VM; with 3 ranks in
+// place was 1.3-1.4x faster).
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 #include "collectives/algorithms/slices.hpp"
@@ -17,21 +28,28 @@ void shmReduce(const Plan& plan) {
   const size_t typeSize = plan.c.typeSize;
   const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), typeSize));
   const std::span<const void*> sources = node.sources();
+  if (pieces.count() > 1 && !reducesWhole(n, pieces[0].bytes)) {
+    node.offerBuffers(plan.c.send, plan.c.blockBytes(), nullptr, 0);
+  }
 
+  const shm::PeerBuffers* inPlace = nullptr;  // known after the first step
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     const bool whole = reducesWhole(n, piece.bytes);
     const uint64_t step = node.nextStep();
-    if (!whole || me != root) copyBlock(node.stage(me, step), in, piece.bytes);
+    if (inPlace == nullptr && (!whole || me != root)) copyBlock(node.stage(me, step), in, piece.bytes);
     node.arrive(step, plan.what);
+    const auto input = [&](int q) -> const std::byte* {
+      if (q == me) return in;
+      return inPlace != nullptr ? inPlace->send[static_cast<size_t>(q)] + piece.offset : node.stage(q, step);
+    };
 
     const Slice mine = whole ? Slice{0, me == root ? piece.bytes : 0} : sliceOf(piece.bytes, typeSize, n, me);
     std::byte* dst = whole ? plan.c.recv + piece.offset : node.result(step) + mine.offset;
-    for (int q = 0; q < n; ++q) {
-      sources[static_cast<size_t>(q)] = (q == me ? in : node.stage(q, step)) + mine.offset;
-    }
+    for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = input(q) + mine.offset;
     if (mine.bytes != 0) cpu::reduce(plan.c.type, plan.c.reduction.op, sources, dst, mine.bytes / typeSize);
+    if (i == 0) inPlace = node.peerBuffers();
     if (whole) continue;
     node.post(shm::Counter::Reduced, step);
     if (me == root) {
@@ -39,6 +57,7 @@ void shmReduce(const Plan& plan) {
       copyBlock(plan.c.recv + piece.offset, node.result(step), piece.bytes);
     }
   }
+  if (inPlace != nullptr) node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
 
 }  // namespace loom::coll

@@ -69,6 +69,13 @@ long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* 
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op, value, timeout, nullptr, 0);
 }
 
+// One side of a call's buffers as the peers will look it up.
+transport::shm::SharedRef describe(const void* p, size_t bytes) {
+  if (bytes == 0) return {};
+  if (auto shared = transport::shm::findShared(p, bytes)) return *shared;
+  return {.pid = ::getpid(), .address = reinterpret_cast<uintptr_t>(p)};
+}
+
 }  // namespace
 
 struct NodeArea::Control {
@@ -202,17 +209,7 @@ void NodeArea::startCall(const CallInfo& call) {
 
 void NodeArea::offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
   if (!singleCopy_) return;
-  const auto s = transport::shm::findShared(send, sendBytes);
-  const auto r = transport::shm::findShared(recv, recvBytes);
-  if (s && r) {
-    offered_ = {.offered = 1, .shared = 1, .send = *s, .recv = *r};
-    return;
-  }
-  const int pid = ::getpid();
-  offered_ = {.offered = 1,
-              .shared = 0,
-              .send = {.pid = pid, .address = reinterpret_cast<uintptr_t>(send)},
-              .recv = {.pid = pid, .address = reinterpret_cast<uintptr_t>(recv)}};
+  offered_ = {.offered = 1, .send = describe(send, sendBytes), .recv = describe(recv, recvBytes)};
 }
 
 void NodeArea::resolveBuffers(uint64_t step) {
@@ -221,18 +218,25 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // (Cross-memory reads, process_vm_readv, were measured slower than staging:
   // the staged copy stays in cache, and pinning pages costs.)
   const int pid = ::getpid();
+  const auto readable = [pid](const transport::shm::SharedRef& ref) {
+    return ref.pid == 0 || ref.fd >= 0 || ref.pid == pid;
+  };
+  const auto shared = [](const transport::shm::SharedRef& ref) { return ref.pid == 0 || ref.fd >= 0; };
   bool allShared = true;
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
-    if (theirs.offered == 0 || (theirs.shared == 0 && theirs.send.pid != pid)) return;
-    allShared = allShared && theirs.shared == 1;
+    if (theirs.offered == 0 || !readable(theirs.send) || !readable(theirs.recv)) return;
+    allShared = allShared && shared(theirs.send) && shared(theirs.recv);
   }
+  const auto map = [this](const transport::shm::SharedRef& ref) {
+    return ref.pid == 0 ? nullptr : mappings_.map(ref);
+  };
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));
   peerBuffers_.recv.resize(static_cast<size_t>(localSize_));
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
-    peerBuffers_.send[static_cast<size_t>(local)] = mappings_.map(theirs.send);
-    peerBuffers_.recv[static_cast<size_t>(local)] = mappings_.map(theirs.recv);
+    peerBuffers_.send[static_cast<size_t>(local)] = map(theirs.send);
+    peerBuffers_.recv[static_cast<size_t>(local)] = map(theirs.recv);
   }
   peersInPlace_ = true;
   if (!announcedShared_) {

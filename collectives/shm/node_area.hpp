@@ -52,10 +52,12 @@ struct CallInfo {
 };
 
 // Where a rank's buffers for a call are, for its peers to read them in
-// place, published with the call. Plain data.
+// place, published with the call. Plain data. Each side is absent (pid 0:
+// nothing there for peers to read), loomMemAlloc'd (fd >= 0, with its memfd)
+// or a heap address in process pid.
 struct CallBuffers {
-  uint32_t offered = 0;  // 1: send and recv hold at least the buffers' pid and addresses
-  uint32_t shared = 0;   // 1: both are loomMemAlloc'd (their memfds are there too)
+  uint32_t offered = 0;  // 1: this rank offered its buffers for the call
+  uint32_t reserved = 0;
   transport::shm::SharedRef send;
   transport::shm::SharedRef recv;
 };
@@ -85,11 +87,13 @@ class NodeArea {
   // counts fail at that step with a named error instead of falling out of step.
   void startCall(const CallInfo& call);
   // Offers this rank's buffers of the call just started for its peers to read
-  // in place (unless LOOM_SHM_SINGLE_COPY=0). Call before the call's first step.
+  // in place (unless LOOM_SHM_SINGLE_COPY=0). Call before the call's first
+  // step. A side of 0 bytes is one the peers do not read (a broadcast's
+  // receivers offer nothing).
   void offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes);
-  // After the call's first arrive(): every local rank's buffers, if every
-  // rank offered them and each is loomMemAlloc'd or in this process; null
-  // otherwise. The same answer on every rank.
+  // After the call's first arrive(): every local rank's buffers (null where
+  // absent), if every rank offered them and each is loomMemAlloc'd or in
+  // this process; null otherwise. The same answer on every rank.
   const PeerBuffers* peerBuffers() const { return peersInPlace_ ? &peerBuffers_ : nullptr; }
   // Numbers the next step; every rank draws the same sequence.
   uint64_t nextStep();
