@@ -71,13 +71,4 @@ CommState& CommState::of(Communicator& comm) {
   return static_cast<CommState&>(*comm.collectives);
 }
 
-std::span<std::byte> CommState::scratch(size_t bytes) {
-  if (scratch_.size() < bytes) {
-    scratch_.clear();
-    scratch_.shrink_to_fit();
-    scratch_.resize(bytes);
-  }
-  return {scratch_.data(), bytes};
-}
-
 }  // namespace loom::coll

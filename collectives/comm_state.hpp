@@ -15,6 +15,7 @@
 #include "collectives/flight_recorder.hpp"
 #include "collectives/redop.hpp"
 #include "collectives/ring.hpp"
+#include "collectives/scratch.hpp"
 #include "collectives/shm/node_area.hpp"
 #include "collectives/tuner.hpp"
 #include "comm/communicator.hpp"
@@ -40,8 +41,10 @@ class CommState final : public CommExtension {
   const std::optional<Ring> acrossHosts;
   const std::array<topo::Tree, 2> trees;  // the tree algorithm's, over the ring's positions
 
-  // At least `bytes` of scratch memory, under runMutex; kept between calls.
-  std::span<std::byte> scratch(size_t bytes);
+  // Scratch memory, under runMutex: PreMulSum's scaled input, and what the
+  // point-to-point algorithms receive before folding it in.
+  Scratch scaledInput;
+  Scratch received;
 
   // The node's shared segment, under runMutex; mapped by the first
   // collective that runs on it (a collective call: every rank gets there).
@@ -49,7 +52,6 @@ class CommState final : public CommExtension {
 
  private:
   Communicator& comm_;
-  std::vector<std::byte> scratch_;
   std::unique_ptr<shm::NodeArea> node_;
 };
 

@@ -100,7 +100,7 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
   const bool average = reduces && c.reduction.average;
   if (reduces && c.reduction.op == cpu::ReduceOp::PreMulSum) {
     const size_t bytes = contributionBytes(c, n);
-    auto scaled = state.scratch(bytes);
+    auto scaled = state.scaledInput.get(bytes);
     const void* source = c.send;
     cpu::reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
                 c.reduction.scalar);
@@ -139,7 +139,8 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .node = node,
               .ring = &state.ring,
               .trees = &state.trees,
-              .acrossHosts = state.acrossHosts ? &*state.acrossHosts : nullptr};
+              .acrossHosts = state.acrossHosts ? &*state.acrossHosts : nullptr,
+              .received = &state.received};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
                algorithmName(choice.algorithm));
     runAlgorithm(plan, choice.algorithm);

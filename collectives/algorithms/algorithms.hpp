@@ -14,6 +14,7 @@
 #include "collectives/links.hpp"
 #include "collectives/primitives.hpp"
 #include "collectives/ring.hpp"
+#include "collectives/scratch.hpp"
 #include "comm/communicator.hpp"
 #include "topology/placement.hpp"
 
@@ -39,6 +40,7 @@ struct Plan {
   const Ring* ring = nullptr;     // the order of the ring and chain algorithms
   const std::array<topo::Tree, 2>* trees = nullptr;  // double binary trees over ring positions
   const Ring* acrossHosts = nullptr;  // this rank's local index on every host (hierarchical), if hosts are uniform
+  Scratch* received = nullptr;        // room for data received before it is folded in, kept between calls
 
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {

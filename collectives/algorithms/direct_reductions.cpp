@@ -29,7 +29,8 @@ struct Part {
 // our input that it folds.
 class RankOrderFold {
  public:
-  RankOrderFold(const Plan& plan, size_t bytes) : plan_(plan), bytes_(bytes), received_(bytes * static_cast<size_t>(plan.nranks - 1)) {}
+  RankOrderFold(const Plan& plan, size_t bytes)
+      : plan_(plan), bytes_(bytes), received_(plan.received->get(bytes * static_cast<size_t>(plan.nranks - 1))) {}
 
   // `outgoing(q)`: the Part of our input that rank q folds; `own`: ours.
   template <class Outgoing>
@@ -55,7 +56,7 @@ class RankOrderFold {
  private:
   const Plan& plan_;
   size_t bytes_;
-  std::vector<std::byte> received_;
+  std::span<std::byte> received_;
 };
 
 }  // namespace

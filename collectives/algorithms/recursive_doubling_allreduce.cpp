@@ -8,7 +8,6 @@
 #include <array>
 #include <bit>
 #include <cstring>
-#include <vector>
 
 #include "collectives/algorithms/algorithms.hpp"
 
@@ -33,7 +32,7 @@ void recursiveDoublingAllReduce(const Plan& plan) {
   }
 
   if (newRank >= 0) {
-    std::vector<std::byte> theirs(bytes);
+    const std::span<std::byte> theirs = plan.received->get(bytes);
     for (int mask = 1; mask < p; mask <<= 1) {
       const int partnerNew = newRank ^ mask;
       const int partner = partnerNew < rem ? partnerNew * 2 + 1 : partnerNew + rem;

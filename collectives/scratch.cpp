@@ -1,0 +1,14 @@
+#include "collectives/scratch.hpp"
+
+namespace loom::coll {
+
+std::span<std::byte> Scratch::get(size_t bytes) {
+  if (bytes_ < bytes) {
+    data_.reset();
+    data_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    bytes_ = bytes;
+  }
+  return {data_.get(), bytes};
+}
+
+}  // namespace loom::coll
