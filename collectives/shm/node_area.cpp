@@ -209,25 +209,28 @@ void NodeArea::startCall(const CallInfo& call) {
 
 void NodeArea::offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
   if (!singleCopy_) return;
-  offered_ = {.offered = 1, .send = describe(send, sendBytes), .recv = describe(recv, recvBytes)};
+  offered_ = {.offered = 1, .pid = ::getpid(), .send = describe(send, sendBytes), .recv = describe(recv, recvBytes)};
 }
 
 void NodeArea::resolveBuffers(uint64_t step) {
-  // Every rank sees the same published buffers, so every rank decides the
-  // same: a rank of another process with heap buffers stages them all.
+  // Every rank sees the same published buffers and decides from them alone,
+  // never from which rank it is, so every rank decides the same: heap
+  // buffers are readable only when all the ranks are one process's threads.
   // (Cross-memory reads, process_vm_readv, were measured slower than staging:
   // the staged copy stays in cache, and pinning pages costs.)
-  const int pid = ::getpid();
-  const auto readable = [pid](const transport::shm::SharedRef& ref) {
-    return ref.pid == 0 || ref.fd >= 0 || ref.pid == pid;
-  };
+  bool oneProcess = true;
+  for (int local = 0; local < localSize_; ++local) {
+    const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
+    if (theirs.offered == 0) return;
+    oneProcess = oneProcess && theirs.pid == control_->rank(0).calls[step % 2].buffers.pid;
+  }
   const auto shared = [](const transport::shm::SharedRef& ref) { return ref.pid == 0 || ref.fd >= 0; };
   bool allShared = true;
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
-    if (theirs.offered == 0 || !readable(theirs.send) || !readable(theirs.recv)) return;
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
   }
+  if (!allShared && !oneProcess) return;
   const auto map = [this](const transport::shm::SharedRef& ref) {
     return ref.pid == 0 ? nullptr : mappings_.map(ref);
   };

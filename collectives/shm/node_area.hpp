@@ -57,7 +57,7 @@ struct CallInfo {
 // or a heap address in process pid.
 struct CallBuffers {
   uint32_t offered = 0;  // 1: this rank offered its buffers for the call
-  uint32_t reserved = 0;
+  int32_t pid = 0;       // the offering rank's process
   transport::shm::SharedRef send;
   transport::shm::SharedRef recv;
 };
