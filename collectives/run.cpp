@@ -143,7 +143,12 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .received = &state.received};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
                algorithmName(choice.algorithm));
-    runAlgorithm(plan, choice.algorithm);
+    try {
+      runAlgorithm(plan, choice.algorithm);
+    } catch (const Error&) {
+      if (node != nullptr) node->abandonCall();  // peers may be reading this rank's buffers
+      throw;
+    }
   }
   if (average && hasResult && c.count != 0) {
     if (isFloat(c.type)) {

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/comm_state.hpp"
+#include "comm/base/error.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/ranks.hpp"
 
@@ -231,6 +233,47 @@ TEST(CollectiveErrors, ARankThatLeavesTheSegmentFailsItsPeersAtOnce) {
   leaver.join();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
   loomCommAbort(comms[0]);
+}
+
+// Ranks as threads read each other's heap buffers in place. One that fails out
+// of such a call (its owner may free its buffers as soon as it returns) first
+// waits for a peer still reading them, and from then on its peers read
+// nothing more of it: they fail naming it instead of reading freed memory.
+TEST(CollectiveErrors, ARankFailingOutOfAnInPlaceCallWaitsForItsReaders) {
+  namespace shm = loom::coll::shm;
+  auto comms = loom::test::initThreadComms(2);
+  std::vector<std::vector<float>> buffers(2, std::vector<float>(1024, 1.0f));
+  std::vector<shm::NodeArea*> nodes(2);
+  loom::test::onThreads(2, [&](int r) {  // both map the node's segment, and offer their buffers for one call
+    auto& comm = static_cast<loom::Communicator&>(*comms[static_cast<size_t>(r)]);
+    shm::NodeArea& node = loom::coll::CommState::of(comm).nodeArea(4096);
+    nodes[static_cast<size_t>(r)] = &node;
+    node.startCall({.sequence = 1, .bytes = 4096, .kind = 0, .root = 0});
+    float* mine = buffers[static_cast<size_t>(r)].data();
+    node.offerBuffers(mine, 4096, mine, 4096);
+    node.arrive(node.nextStep(), "test call");
+    EXPECT_NE(node.peerBuffers(), nullptr);
+  });
+
+  std::atomic<bool> inside{false}, doneReading{false};
+  std::thread reader([&] {
+    const shm::PeerReads reading(*nodes[0], "test call");
+    inside = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a long read of rank 1's buffers
+    doneReading = true;
+  });
+  while (!inside) std::this_thread::yield();
+  nodes[1]->abandonCall();
+  EXPECT_TRUE(doneReading) << "rank 1 returned while rank 0 still read its buffers";
+  reader.join();
+  try {
+    const shm::PeerReads again(*nodes[0], "test call");
+    ADD_FAILURE() << "rank 0 may read the buffers of rank 1, which failed out";
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.code(), loomRemoteError);
+    EXPECT_NE(std::string(e.what()).find("rank 1 failed out"), std::string::npos) << e.what();
+  }
+  loom::test::destroyAll(comms);
 }
 
 // The opposite case: a rank whose part is done may leave while a slower peer

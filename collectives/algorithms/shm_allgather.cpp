@@ -15,8 +15,11 @@ namespace {
 
 void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers) {
   const size_t block = plan.c.blockBytes();
-  for (int q = 0; q < node.localSize(); ++q) {
-    copyBlock(plan.c.recv + static_cast<size_t>(q) * block, peers.send[static_cast<size_t>(q)], block);
+  {
+    const shm::PeerReads reading(node, plan.what);
+    for (int q = 0; q < node.localSize(); ++q) {
+      copyBlock(plan.c.recv + static_cast<size_t>(q) * block, peers.send[static_cast<size_t>(q)], block);
+    }
   }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
 }

@@ -50,15 +50,19 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   const Slice mine = sliceOf(bytes, plan.c.typeSize, n, me);
   for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + mine.offset;
   if (mine.bytes != 0) {
+    const shm::PeerReads reading(node, plan.what);
     cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset, mine.bytes / plan.c.typeSize);
   }
   node.sync(plan.what);  // every slice is final, and every input has been read
 
   // All-gather: the other slices, from their owners' outputs.
-  for (int q = 0; q < n; ++q) {
-    if (q == me) continue;
-    const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
-    copyBlock(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
+  {
+    const shm::PeerReads reading(node, plan.what);
+    for (int q = 0; q < n; ++q) {
+      if (q == me) continue;
+      const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
+      copyBlock(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
+    }
   }
   // No rank may return, and reuse its buffers, while another still reads it.
   node.sync(plan.what);

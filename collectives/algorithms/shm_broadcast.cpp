@@ -17,7 +17,10 @@ namespace {
 // After the first step's arrive: everything past `from` comes straight from the root's input.
 void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, size_t from) {
   const std::byte* rootInput = peers.send[static_cast<size_t>(plan.c.root)];
-  copyBlock(plan.c.recv + from, rootInput + from, plan.c.blockBytes() - from);
+  {
+    const shm::PeerReads reading(node, plan.what);
+    copyBlock(plan.c.recv + from, rootInput + from, plan.c.blockBytes() - from);
+  }
   node.sync(plan.what);  // the root keeps its input until every rank has read it
 }
 

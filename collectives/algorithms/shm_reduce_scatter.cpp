@@ -20,7 +20,10 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   const size_t mine = static_cast<size_t>(node.localRank()) * block;
   const std::span<const void*> sources = node.sources();
   for (int q = 0; q < node.localSize(); ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + mine;
-  cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv, block / plan.c.typeSize);
+  {
+    const shm::PeerReads reading(node, plan.what);
+    cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv, block / plan.c.typeSize);
+  }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
 

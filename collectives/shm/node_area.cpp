@@ -6,13 +6,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+// ThreadSanitizer: GCC says so with __SANITIZE_THREAD__, Clang with __has_feature.
 #if defined(__SANITIZE_THREAD__)
+#define LOOM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LOOM_TSAN 1
+#endif
+#endif
+#if defined(LOOM_TSAN)
 #include <sanitizer/tsan_interface.h>
 #endif
 
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include "collectives/collective.hpp"
 #include "comm/base/error.hpp"
@@ -40,6 +49,8 @@ struct RankControl {
   Line<uint64_t> arrived;
   Line<uint64_t> reduced;
   Line<uint32_t> left;
+  Line<uint32_t> reading;
+  Line<uint32_t> failed;
   CallLine calls[2];  // by step parity, like the data buffers
 };
 
@@ -48,7 +59,7 @@ struct RankControl {
 // are threads of one process then read each other's buffers "unsynchronized".
 // This one object stands in for the counters: released by every post,
 // acquired by every completed wait.
-#if defined(__SANITIZE_THREAD__)
+#if defined(LOOM_TSAN)
 char tsanCounters;
 void releaseCounters() { __tsan_release(&tsanCounters); }
 void acquireCounters() { __tsan_acquire(&tsanCounters); }
@@ -141,6 +152,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
     }
   }
   spin_ = !oversubscribed(localSize_);
+  timeout_ = comm.engine().context().timeout;
   singleCopy_ = env::getInt("LOOM_SHM_SINGLE_COPY", 0, 1) == 1;
   sources_.resize(localToRank_.size());
   control_ = reinterpret_cast<Control*>(segment_.data());
@@ -165,6 +177,50 @@ NodeArea::~NodeArea() {
   if (control_ == nullptr) return;
   control_->rank(localRank_).left.value.store(1, std::memory_order_release);
   wake();
+}
+
+// Dekker's handshake, sequentially consistent on both sides: a reader raises
+// `reading` and then looks for `failed`; a failing rank raises `failed` and
+// then waits for `reading` to fall. Either the reader sees the failure and
+// reads nothing, or the failing rank sees the reader and waits for it.
+PeerReads::PeerReads(NodeArea& node, const std::string& what) : node_(node) {
+  auto& mine = node.control_->rank(node.localRank_).reading.value;
+  mine.store(1, std::memory_order_seq_cst);
+  for (int local = 0; local < node.localSize_; ++local) {
+    if (node.control_->rank(local).failed.value.load(std::memory_order_seq_cst) != 0) {
+      mine.store(0, std::memory_order_release);
+      throw Error(loomRemoteError, what + ": rank " + std::to_string(node.localToRank_[static_cast<size_t>(local)]) +
+                                       " failed out of a collective on the node's shared segment");
+    }
+  }
+}
+
+PeerReads::~PeerReads() {
+  releaseCounters();
+  node_.control_->rank(node_.localRank_).reading.value.store(0, std::memory_order_release);
+}
+
+void NodeArea::abandonCall() noexcept {
+  if (control_ == nullptr || offered_.offered == 0 || callStep_ == 0) return;
+  // Peers learn of the offer with this rank's first step: not posted, not read.
+  if (control_->rank(localRank_).arrived.value.load(std::memory_order_relaxed) < callStep_) return;
+  control_->rank(localRank_).failed.value.store(1, std::memory_order_seq_cst);
+  wake();
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (int local = 0; local < localSize_; ++local) {
+    if (local == localRank_) continue;
+    const RankControl& peer = control_->rank(local);
+    while (peer.reading.value.load(std::memory_order_seq_cst) != 0 && peer.left.value.load(std::memory_order_acquire) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        LOOM_WARN(Coll, "rank %d still reads this rank's buffers after %lld ms; returning anyway",
+                  localToRank_[static_cast<size_t>(local)],
+                  static_cast<long long>(timeout_.count()));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));  // a read of a few MiB takes about a millisecond
+    }
+  }
+  acquireCounters();
 }
 
 std::byte* NodeArea::stage(int local, uint64_t step) const {
@@ -334,6 +390,7 @@ void NodeArea::check(int local, Counter counter, uint64_t step, bool checkProces
                                      std::to_string(step) + " of the shared-memory collectives");
   };
   if (control_->rank(local).left.value.load(std::memory_order_acquire) != 0) gone("left (its communicator was destroyed)");
+  if (control_->rank(local).failed.value.load(std::memory_order_acquire) != 0) gone("failed out of a collective");
   if (checkProcess) {
     const int pid = comm_.peers()[static_cast<size_t>(rank)].pid;
     if (::kill(pid, 0) != 0 && errno == ESRCH) gone("(pid " + std::to_string(pid) + ") exited");

@@ -6,6 +6,9 @@
 //                arrived: the last step whose input this rank has staged
 //                reduced: the last step whose slice of the result it has written
 //                left:    set when the rank's communicator goes away
+//                reading: set while the rank reads peers' buffers in place
+//                failed:  set when the rank failed out of a call whose
+//                         buffers its peers may read (abandonCall)
 //              plus the sleepers' futex word (see wait()).
 //   data     — two buffers, each a staging slot per local rank and one
 //              result slot, `slotBytes` each.
@@ -68,6 +71,23 @@ struct PeerBuffers {
   std::vector<const std::byte*> recv;
 };
 
+class NodeArea;
+
+// A stretch in which this rank reads its peers' buffers in place (their
+// PeerBuffers). A peer that fails out of the call waits for it to end before
+// it returns and its owner may free them (NodeArea::abandonCall). Throws
+// loomRemoteError, having read nothing, if a local rank has already failed out.
+class PeerReads {
+ public:
+  PeerReads(NodeArea& node, const std::string& what);
+  ~PeerReads();
+  PeerReads(const PeerReads&) = delete;
+  PeerReads& operator=(const PeerReads&) = delete;
+
+ private:
+  NodeArea& node_;
+};
+
 class NodeArea {
  public:
   // Collective over the whole communicator (every rank calls it; it uses the
@@ -95,6 +115,12 @@ class NodeArea {
   // absent), if every rank offered them and each is loomMemAlloc'd or in
   // this process; null otherwise. The same answer on every rank.
   const PeerBuffers* peerBuffers() const { return peersInPlace_ ? &peerBuffers_ : nullptr; }
+  // This rank fails out of the current call. If it offered its buffers, its
+  // peers may be reading them: it marks itself failed, so that they read no
+  // more of them and their waits for it fail, and returns once none is inside
+  // a PeerReads (or LOOM_TIMEOUT_MS has passed). The node's collectives fail
+  // from then on, as after any failure of the communicator.
+  void abandonCall() noexcept;
   // Numbers the next step; every rank draws the same sequence.
   uint64_t nextStep();
   // This rank has staged `step`: publishes it and waits until every local
@@ -118,6 +144,7 @@ class NodeArea {
   void waitFor(int local, Counter counter, uint64_t step, const std::string& what);
 
  private:
+  friend class PeerReads;
   // Places this rank's staging slots (and the creator's result slots) on its NUMA node.
   void firstTouch(size_t controlBytes);
   // Throws loomInvalidUsage naming the first rank whose call differs from ours.
@@ -138,6 +165,7 @@ class NodeArea {
   size_t slotBytes_;
   uint64_t step_ = 0;
   bool spin_ = true;  // false when the node's ranks outnumber this process's CPUs
+  std::chrono::milliseconds timeout_{0};  // LOOM_TIMEOUT_MS; read here, where a failed communicator no longer answers
   bool singleCopy_ = true;  // LOOM_SHM_SINGLE_COPY
   CallInfo call_;
   uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
