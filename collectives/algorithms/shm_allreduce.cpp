@@ -38,6 +38,7 @@ namespace {
 
 // Up to this many bytes one synchronization beats moving less memory.
 constexpr size_t kLatencyBound = 16 << 10;
+constexpr size_t kL1Block = 8 << 10;
 
 // After the first step's arrive: every rank's input and output are readable here.
 void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers) {
@@ -135,12 +136,16 @@ void shmAllReduce(const Plan& plan) {
     if (previous) copyOthersSlices(plan, node, *previous);
 
     const Slice mine = sliceOf(piece.bytes, typeSize, n, me);
-    for (int q = 0; q < n; ++q) {
-      sources[static_cast<size_t>(q)] = (q == me ? in : node.stage(q, step)) + mine.offset;
-    }
-    if (mine.bytes != 0) {
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out + mine.offset, mine.bytes / typeSize);
-      copyBlock(node.result(step) + mine.offset, out + mine.offset, mine.bytes);
+    // In blocks that stay in L1, so that the copy to the result slot reads what was just written.
+    const size_t block = wholeElements(kL1Block, typeSize);
+    for (size_t done = 0; done < mine.bytes; done += block) {
+      const size_t at = mine.offset + done;
+      const size_t bytes = std::min(block, mine.bytes - done);
+      for (int q = 0; q < n; ++q) {
+        sources[static_cast<size_t>(q)] = (q == me ? in : node.stage(q, step)) + at;
+      }
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out + at, bytes / typeSize);
+      copyBlock(node.result(step) + at, out + at, bytes);
     }
     previous = Reduced{piece, step};
   }
