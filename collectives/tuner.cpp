@@ -216,6 +216,13 @@ size_t Tuner::segmentSlotBytes() const {
 }
 
 Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
+  Last& last = last_[static_cast<size_t>(kind)];
+  if (last.bytes == bytes) return last.choice;
+  last = {bytes, decide(kind, bytes)};
+  return last.choice;
+}
+
+Choice Tuner::decide(CollectiveKind kind, size_t bytes) {
   Choice choice;
   const char* why = "LOOM_ALGO";
   if (auto forced = overrides_.algorithm[static_cast<size_t>(kind)]) {
@@ -251,7 +258,6 @@ Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
     choice.chunkBytes = overrides_.chunkBytes != 0 ? overrides_.chunkBytes : kDefaultChunk;
   }
   const int sizeClass = bytes == 0 ? -1 : std::bit_width(bytes) - 1;
-  std::lock_guard lock(loggedMutex_);
   if (logged_.emplace(static_cast<int>(kind), sizeClass).second) {
     LOOM_INFO(Tuning, "%s of %zu bytes (size class 2^%d) on %d ranks, %d nodes: %s, chunk %zu bytes (%s)",
               collectiveName(kind), bytes, sizeClass, layout_.nranks, layout_.nodes, algorithmName(choice.algorithm),

@@ -11,7 +11,7 @@
 
 #include <array>
 #include <cstddef>
-#include <mutex>
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -65,7 +65,8 @@ class Tuner {
 
   // Throws loomInvalidArgument if LOOM_ALGO forces an algorithm that the
   // layout cannot run (shm across nodes), or, under LOOM_DETERMINISTIC, a
-  // reduction algorithm that does not fold in rank order.
+  // reduction algorithm that does not fold in rank order. Not thread-safe:
+  // a communicator's collectives call it one at a time (CommState::runMutex).
   Choice choose(CollectiveKind kind, size_t bytes);
   // The node segment's slot: kDefaultSlot, or LOOM_CHUNKSIZE within its cap.
   size_t segmentSlotBytes() const;
@@ -75,7 +76,16 @@ class Tuner {
  private:
   Layout layout_;
   Overrides overrides_;
-  std::mutex loggedMutex_;
+  // The model's choice, logged once per (collective, size class).
+  Choice decide(CollectiveKind kind, size_t bytes);
+
+  // The last choice per collective: loops call one size over and over, and
+  // the model costs as much as a small collective's synchronization.
+  struct Last {
+    size_t bytes = SIZE_MAX;
+    Choice choice;
+  };
+  std::array<Last, kCollectiveKinds> last_{};
   std::set<std::pair<int, int>> logged_;  // (collective, log2 size) already logged
 };
 

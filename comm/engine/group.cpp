@@ -87,6 +87,8 @@ void end() {
   execute(std::exchange(state.calls, {}));
 }
 
+bool deferred(const HostStream* stream) { return state.depth > 0 || stream != nullptr; }
+
 void submit(const Call& call) {
   if (state.depth > 0) {
     state.calls.push_back(call);

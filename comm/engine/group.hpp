@@ -35,5 +35,9 @@ void start();
 void end();
 // Inside a group: records the call. Outside: runs it now.
 void submit(const Call& call);
+// Whether a call on `stream` from this thread would be recorded (inside a
+// group) or queued (on a host stream) rather than run now. A caller that
+// would run now may run it directly, without building a Call.
+bool deferred(const HostStream* stream);
 
 }  // namespace loom::group
