@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "collectives/flight_recorder.hpp"
@@ -31,6 +32,7 @@ class CommState final : public CommExtension {
 
   std::mutex runMutex;
   uint32_t sequence = 0;  // collectives started, under runMutex
+  std::string callName;   // the running collective's name for errors ("allreduce #12"), under runMutex
   const bool checkSignatures;  // LOOM_CHECK, read once per communicator
   Tuner tuner;
   RedOpTable ops;

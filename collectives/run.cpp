@@ -116,7 +116,10 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     const size_t bytes = c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(n)
                                                              : contributionBytes(c, n);
     const Choice choice = state.tuner.choose(c.kind, bytes);
-    const std::string what = std::string(collectiveName(c.kind)) + " #" + std::to_string(sequence);
+    // Rebuilt in place each call: the string keeps its capacity, so naming
+    // the call allocates nothing once warm.
+    std::string& what = state.callName;
+    what.assign(collectiveName(c.kind)).append(" #").append(std::to_string(sequence));
     shm::NodeArea* node = nullptr;
     // Forced onto nodes of unequal size, hier runs the flat ring (hierarchical_allreduce.cpp).
     const bool hierarchical = choice.algorithm == Algorithm::Hierarchical && state.acrossHosts;

@@ -20,7 +20,7 @@ class Progress {
   std::atomic<const char*> name_{nullptr};
   std::atomic<uint32_t> sequence_{0};
   std::atomic<int> state_{0};            // 0 none yet, 1 running, 2 done, 3 failed
-  std::atomic<int64_t> sinceUs_{0};      // steady clock, when it began or ended
+  std::atomic<int64_t> sinceUs_{0};      // coarse monotonic clock, when it began or ended
 };
 
 }  // namespace loom

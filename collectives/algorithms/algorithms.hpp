@@ -35,7 +35,7 @@ struct Plan {
   // its receiver and leaves slots free for the recvReduceSend that follows;
   // with a full FIFO every rank of a ring could wait for its next at once.
   size_t chunkBytes;
-  std::string what;   // "allreduce #12", for errors
+  const std::string& what;  // "allreduce #12", for errors
   shm::NodeArea* node = nullptr;  // the node's shared segment, for the shm algorithms
   const Ring* ring = nullptr;     // the order of the ring and chain algorithms
   const std::array<topo::Tree, 2>* trees = nullptr;  // double binary trees over ring positions
