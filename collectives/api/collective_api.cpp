@@ -112,9 +112,10 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                     .reduction = q.reduces ? state.ops.resolve(q.op, q.datatype) : loom::coll::Reduction{},
                                     .root = q.root};
   // A blocking call outside a group runs here: no Call, no std::function to allocate.
-  if (!loom::group::deferred(hostStream(stream))) return loom::coll::runCollective(c, collective);
+  loom::HostStream* host = hostStream(stream);
+  if (!loom::group::deferred(host)) return loom::coll::runCollective(c, collective);
   loom::group::submit({.comm = &c,
-                       .stream = hostStream(stream),
+                       .stream = host,
                        .kind = loom::OpKind::Send,
                        .peer = -1,
                        .buffer = nullptr,

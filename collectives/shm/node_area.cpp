@@ -274,16 +274,13 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // buffers are readable only when all the ranks are one process's threads.
   // (Cross-memory reads, process_vm_readv, were measured slower than staging:
   // the staged copy stays in cache, and pinning pages costs.)
+  const auto shared = [](const transport::shm::SharedRef& ref) { return ref.pid == 0 || ref.fd >= 0; };
   bool oneProcess = true;
+  bool allShared = true;
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
     if (theirs.offered == 0) return;
     oneProcess = oneProcess && theirs.pid == control_->rank(0).calls[step % 2].buffers.pid;
-  }
-  const auto shared = [](const transport::shm::SharedRef& ref) { return ref.pid == 0 || ref.fd >= 0; };
-  bool allShared = true;
-  for (int local = 0; local < localSize_; ++local) {
-    const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
   }
   if (!allShared && !oneProcess) return;
