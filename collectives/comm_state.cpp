@@ -66,8 +66,14 @@ shm::NodeArea& CommState::nodeArea(size_t slotBytes) {
 }
 
 CommState& CommState::of(Communicator& comm) {
+  if (CommExtension* ready = comm.collectivesReady.load(std::memory_order_acquire)) {
+    return static_cast<CommState&>(*ready);
+  }
   std::lock_guard lock(comm.extensionMutex);
-  if (!comm.collectives) comm.collectives = std::make_unique<CommState>(comm);
+  if (!comm.collectives) {
+    comm.collectives = std::make_unique<CommState>(comm);
+    comm.collectivesReady.store(comm.collectives.get(), std::memory_order_release);
+  }
   return static_cast<CommState&>(*comm.collectives);
 }
 

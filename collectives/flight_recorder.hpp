@@ -31,7 +31,7 @@ class FlightRecorder {
     loomDataType_t type = loomFloat32;
     const char* algorithm = "-";  // set once the tuner chose
     State state = State::Running;
-    std::chrono::system_clock::time_point started;  // wall clock: comparable across ranks
+    std::chrono::system_clock::time_point started;  // wall clock, to the kernel's tick: comparable across ranks
     std::chrono::system_clock::time_point ended;
     std::string error;
   };

@@ -30,6 +30,7 @@ Communicator::~Communicator() {
     cancel_.cancel();
     initThread_.join();
   }
+  collectivesReady.store(nullptr, std::memory_order_relaxed);
   collectives.reset();  // it uses the engine's connections: goes first
   engine_.reset();
   if (bootstrap_ && bootstrap_->watchdog() && aborted_.load(std::memory_order_acquire)) bootstrap_->watchdog()->abandon();

@@ -99,9 +99,11 @@ class Communicator {
   // rank's with a single rank.
   std::vector<std::string> survey(std::chrono::milliseconds within);
 
-  // The collectives layer's state; `extensionMutex` guards its creation.
+  // The collectives layer's state; `extensionMutex` guards its creation, and
+  // `collectivesReady` publishes it, so that every later call finds it without the lock.
   std::mutex extensionMutex;
   std::unique_ptr<CommExtension> collectives;
+  std::atomic<CommExtension*> collectivesReady{nullptr};
 
  private:
   void runInit(const UniqueIdData& id, int rank, int nranks);

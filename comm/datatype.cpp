@@ -44,9 +44,11 @@ const char* datatypeName(loomDataType_t datatype) {
 }
 
 size_t bufferBytes(size_t count, loomDataType_t datatype) {
-  const size_t size = datatypeSize(datatype);
-  if (count > SIZE_MAX / size) throw Error(loomInvalidArgument, "count=" + std::to_string(count) + " overflows the buffer size");
-  return count * size;
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, datatypeSize(datatype), &bytes)) {
+    throw Error(loomInvalidArgument, "count=" + std::to_string(count) + " overflows the buffer size");
+  }
+  return bytes;
 }
 
 }  // namespace loom

@@ -202,6 +202,17 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
                            return std::to_string(std::get<0>(p.param)) + "ranks_" + name;
                          });
 
+// A step of up to 32 bytes travels in the staging rank's arrival line
+// (shm::kArrivalBytes), a larger one in its slot: sizes on either side of
+// that edge, back to back so that fast ranks reuse each parity's line.
+TEST(CollectivesShm, StepsAtTheArrivalLineEdgeAreExact) {
+  for (int n : {2, 3}) {
+    runMatrix(n, "", {{Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::AllGather}, {loomInt8}, {Op::Sum, Op::Max},
+                      {31, 32, 33}});
+    runMatrix(n, "", {{Coll::Reduce, Coll::AllReduce}, {loomFloat64}, {Op::Sum}, {4, 5}});
+  }
+}
+
 TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
   for (const std::string& algo : kFull ? std::vector<std::string>{"ring", "rd", "shm"} : std::vector<std::string>{"ring", "shm"}) {
     runMatrix(3, "allreduce:" + algo, {{Coll::AllReduce}, {kFull ? loomFloat32 : loomInt8}, {Op::Sum}, {(4u << 20) + 1}});

@@ -38,7 +38,7 @@ void shmAllGather(const Plan& plan) {
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     const uint64_t step = node.nextStep();
-    copyBlock(node.stage(me, step), in, piece.bytes);
+    copyBlock(node.stage(me, step, piece.bytes), in, piece.bytes);
     node.arrive(step, plan.what);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
       readInPlace(plan, node, *peers);
@@ -47,7 +47,7 @@ void shmAllGather(const Plan& plan) {
 
     for (int q = 0; q < n; ++q) {
       std::byte* out = plan.c.recv + static_cast<size_t>(q) * block + piece.offset;
-      copyBlock(out, q == me ? in : node.stage(q, step), piece.bytes);
+      copyBlock(out, q == me ? in : node.stage(q, step, piece.bytes), piece.bytes);
     }
   }
 }

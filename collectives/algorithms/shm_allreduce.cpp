@@ -52,7 +52,8 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + mine.offset;
   if (mine.bytes != 0) {
     const shm::PeerReads reading(node, plan.what);
-    cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset, mine.bytes / plan.c.typeSize);
+    cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset,
+                elementsIn(mine.bytes, plan.c.typeSize));
   }
   node.sync(plan.what);  // every slice is final, and every input has been read
 
@@ -78,11 +79,12 @@ void reduceWhole(const Plan& plan, shm::NodeArea& node, const Pieces& pieces) {
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     const uint64_t step = node.nextStep();
-    copyBlock(node.stage(me, step), in, piece.bytes);
+    copyBlock(node.stage(me, step, piece.bytes), in, piece.bytes);
     node.arrive(step, plan.what);
-    for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = q == me ? in : node.stage(q, step);
+    for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = q == me ? in : node.stage(q, step, piece.bytes);
     if (piece.bytes != 0) {
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + piece.offset, piece.bytes / plan.c.typeSize);
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + piece.offset,
+                  elementsIn(piece.bytes, plan.c.typeSize));
     }
   }
 }
@@ -144,7 +146,7 @@ void shmAllReduce(const Plan& plan) {
       for (int q = 0; q < n; ++q) {
         sources[static_cast<size_t>(q)] = (q == me ? in : node.stage(q, step)) + at;
       }
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out + at, bytes / typeSize);
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out + at, elementsIn(bytes, typeSize));
       copyBlock(node.result(step) + at, out + at, bytes);
     }
     previous = Reduced{piece, step};

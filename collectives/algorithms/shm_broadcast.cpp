@@ -37,9 +37,10 @@ void shmBroadcast(const Plan& plan) {
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const uint64_t step = node.nextStep();
-    if (isRoot) copyBlock(node.stage(root, step), plan.c.send + piece.offset, piece.bytes);
+    if (isRoot) copyBlock(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
     node.arrive(step, plan.what);
-    copyBlock(plan.c.recv + piece.offset, isRoot ? plan.c.send + piece.offset : node.stage(root, step), piece.bytes);
+    const std::byte* from = isRoot ? plan.c.send + piece.offset : node.stage(root, step, piece.bytes);
+    copyBlock(plan.c.recv + piece.offset, from, piece.bytes);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
       readInPlace(plan, node, *peers, piece.bytes);
       return;

@@ -40,11 +40,12 @@ void shmReduce(const Plan& plan) {
     const std::byte* in = plan.c.send + piece.offset;
     const bool whole = reducesWhole(n, piece.bytes);
     const uint64_t step = node.nextStep();
-    if (inPlace == nullptr && (!whole || me != root)) copyBlock(node.stage(me, step), in, piece.bytes);
+    if (inPlace == nullptr && (!whole || me != root)) copyBlock(node.stage(me, step, piece.bytes), in, piece.bytes);
     node.arrive(step, plan.what);
     const auto input = [&](int q) -> const std::byte* {
       if (q == me) return in;
-      return inPlace != nullptr ? inPlace->send[static_cast<size_t>(q)] + piece.offset : node.stage(q, step);
+      if (inPlace != nullptr) return inPlace->send[static_cast<size_t>(q)] + piece.offset;
+      return node.stage(q, step, piece.bytes);
     };
 
     const Slice mine = whole ? Slice{0, me == root ? piece.bytes : 0} : sliceOf(piece.bytes, typeSize, n, me);
@@ -53,7 +54,7 @@ void shmReduce(const Plan& plan) {
     if (mine.bytes != 0) {
       std::optional<shm::PeerReads> reading;
       if (inPlace != nullptr) reading.emplace(node, plan.what);
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, dst, mine.bytes / typeSize);
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, dst, elementsIn(mine.bytes, typeSize));
     }
     if (i == 0) inPlace = node.peerBuffers();
     if (whole) continue;

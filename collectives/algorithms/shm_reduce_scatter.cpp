@@ -22,7 +22,7 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   for (int q = 0; q < node.localSize(); ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + mine;
   {
     const shm::PeerReads reading(node, plan.what);
-    cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv, block / plan.c.typeSize);
+    cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv, elementsIn(block, plan.c.typeSize));
   }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
@@ -60,7 +60,8 @@ void shmReduceScatter(const Plan& plan) {
                                                 : node.stage(q, step) + static_cast<size_t>(me) * stepBytes;
     }
     if (piece.bytes != 0) {
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + piece.offset, piece.bytes / typeSize);
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + piece.offset,
+                  elementsIn(piece.bytes, typeSize));
     }
   }
 }

@@ -39,19 +39,29 @@ struct alignas(kCacheLine) Line {
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "shared counters must be lock-free (address-free)");
 
-struct alignas(kCacheLine) CallLine {
-  // Plain data: published and read under the Arrived counter's release/acquire.
-  CallInfo call;
-  CallBuffers buffers;
+// A rank's arrival at the steps of one parity. What a peer needs once it
+// sees the step, the call it announces and a small step's staged input,
+// shares the counter's cache line, so that it arrives with the counter: one
+// transfer between cores instead of three. Plain data, published and read
+// under the counter's release/acquire.
+struct alignas(kCacheLine) ArrivalLine {
+  std::atomic<uint64_t> step;
+  CallInfo call;  // when `step` is its call's first
+  std::byte staged[kArrivalBytes];
+};
+static_assert(sizeof(ArrivalLine) == kCacheLine, "an arrival is one cache line");
+
+struct alignas(kCacheLine) BuffersLine {
+  CallBuffers buffers;  // published with the call's first arrival
 };
 
 struct RankControl {
-  Line<uint64_t> arrived;
+  ArrivalLine arrived[2];  // by step parity, like the data buffers
   Line<uint64_t> reduced;
   Line<uint32_t> left;
   Line<uint32_t> reading;
   Line<uint32_t> failed;
-  CallLine calls[2];  // by step parity, like the data buffers
+  BuffersLine buffers[2];
 };
 
 // Each rank maps the segment at its own address, so ThreadSanitizer cannot
@@ -94,8 +104,9 @@ struct NodeArea::Control {
   Line<uint32_t> generation;  // the futex word: bumped by a post that finds sleepers
 
   RankControl& rank(int local) { return reinterpret_cast<RankControl*>(this + 1)[local]; }
-  std::atomic<uint64_t>& counter(int local, Counter c) {
-    return c == Counter::Arrived ? rank(local).arrived.value : rank(local).reduced.value;
+  // The counter that says whether `local` has reached `step` on `c`.
+  std::atomic<uint64_t>& counter(int local, Counter c, uint64_t step) {
+    return c == Counter::Arrived ? rank(local).arrived[step % 2].step : rank(local).reduced.value;
   }
 };
 
@@ -203,7 +214,7 @@ PeerReads::~PeerReads() {
 void NodeArea::abandonCall() noexcept {
   if (control_ == nullptr || offered_.offered == 0 || callStep_ == 0) return;
   // Peers learn of the offer with this rank's first step: not posted, not read.
-  if (control_->rank(localRank_).arrived.value.load(std::memory_order_relaxed) < callStep_) return;
+  if (control_->counter(localRank_, Counter::Arrived, callStep_).load(std::memory_order_relaxed) < callStep_) return;
   control_->rank(localRank_).failed.value.store(1, std::memory_order_seq_cst);
   wake();
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -227,11 +238,16 @@ std::byte* NodeArea::stage(int local, uint64_t step) const {
   return data_ + ((step % 2) * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
 }
 
+std::byte* NodeArea::stage(int local, uint64_t step, size_t bytes) const {
+  if (bytes > kArrivalBytes) return stage(local, step);
+  return control_->rank(local).arrived[step % 2].staged;
+}
+
 std::byte* NodeArea::result(uint64_t step) const { return stage(localSize_, step); }
 
 void NodeArea::post(Counter counter, uint64_t step) {
   releaseCounters();
-  control_->counter(localRank_, counter).store(step, std::memory_order_seq_cst);
+  control_->counter(localRank_, counter, step).store(step, std::memory_order_seq_cst);
   wake();
 }
 
@@ -249,7 +265,7 @@ void NodeArea::sleep(int local, Counter counter, uint64_t step) {
   auto& sleepers = control_->sleepers.value;
   sleepers.fetch_add(1, std::memory_order_seq_cst);
   const uint32_t generation = control_->generation.value.load(std::memory_order_seq_cst);
-  if (control_->counter(local, counter).load(std::memory_order_seq_cst) < step) {
+  if (control_->counter(local, counter, step).load(std::memory_order_seq_cst) < step) {
     const timespec slice = toTimespec(kSleepSlice);
     futex(control_->generation.value, FUTEX_WAIT, generation, &slice);  // EAGAIN/ETIMEDOUT/EINTR: look again
   }
@@ -278,9 +294,9 @@ void NodeArea::resolveBuffers(uint64_t step) {
   bool oneProcess = true;
   bool allShared = true;
   for (int local = 0; local < localSize_; ++local) {
-    const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
+    const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
     if (theirs.offered == 0) return;
-    oneProcess = oneProcess && theirs.pid == control_->rank(0).calls[step % 2].buffers.pid;
+    oneProcess = oneProcess && theirs.pid == control_->rank(0).buffers[step % 2].buffers.pid;
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
   }
   if (!allShared && !oneProcess) return;
@@ -290,7 +306,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));
   peerBuffers_.recv.resize(static_cast<size_t>(localSize_));
   for (int local = 0; local < localSize_; ++local) {
-    const CallBuffers& theirs = control_->rank(local).calls[step % 2].buffers;
+    const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
     peerBuffers_.send[static_cast<size_t>(local)] = map(theirs.send);
     peerBuffers_.recv[static_cast<size_t>(local)] = map(theirs.recv);
   }
@@ -306,9 +322,9 @@ uint64_t NodeArea::nextStep() {
   const uint64_t step = ++step_;
   if (callStep_ == 0) {
     callStep_ = step;
-    auto& line = control_->rank(localRank_).calls[step % 2];  // published by post(Arrived, step)
-    line.call = call_;
-    line.buffers = offered_;
+    // Published by post(Arrived, step).
+    control_->rank(localRank_).arrived[step % 2].call = call_;
+    control_->rank(localRank_).buffers[step % 2].buffers = offered_;
   }
   return step;
 }
@@ -318,7 +334,9 @@ void NodeArea::arrive(uint64_t step, const std::string& what) {
   waitAll(Counter::Arrived, step, what);
   if (step == callStep_) {
     checkCalls(step, what);
-    resolveBuffers(step);
+    // Peers' buffers are read only if every rank offered its own, so a rank
+    // that offered none need not look (and leaves their lines in their caches).
+    if (offered_.offered != 0) resolveBuffers(step);
   }
 }
 
@@ -330,7 +348,7 @@ void NodeArea::checkCalls(uint64_t step, const std::string& what) const {
            std::to_string(c.root);
   };
   for (int local = 0; local < localSize_; ++local) {
-    const CallInfo& theirs = control_->rank(local).calls[step % 2].call;
+    const CallInfo& theirs = control_->rank(local).arrived[step % 2].call;
     if (theirs == call) continue;
     throw Error(loomInvalidUsage, what + ": rank " + std::to_string(localToRank_[static_cast<size_t>(local)]) +
                                       " called " + describe(theirs) + " where this rank called " + describe(call) +
@@ -339,7 +357,7 @@ void NodeArea::checkCalls(uint64_t step, const std::string& what) const {
 }
 
 bool NodeArea::reached(int local, Counter counter, uint64_t step) const {
-  return control_->counter(local, counter).load(std::memory_order_acquire) >= step;
+  return control_->counter(local, counter, step).load(std::memory_order_acquire) >= step;
 }
 
 void NodeArea::waitAll(Counter counter, uint64_t step, const std::string& what) {

@@ -3,7 +3,9 @@
 //
 //   control  — per local rank, one cache line per counter, written only by
 //              that rank (release) and read by the others (acquire):
-//                arrived: the last step whose input this rank has staged
+//                arrived: by step parity, the last step whose input this
+//                         rank has staged, with the call that step announces
+//                         and up to kArrivalBytes of staged input
 //                reduced: the last step whose slice of the result it has written
 //                left:    set when the rank's communicator goes away
 //                reading: set while the rank reads peers' buffers in place
@@ -41,6 +43,10 @@
 namespace loom::coll::shm {
 
 using transport::shm::kCacheLine;
+
+// Bytes of a step that travel in the staging rank's arrival line instead of
+// its slot (NodeArea::stage with a size).
+inline constexpr size_t kArrivalBytes = 32;
 
 enum class Counter { Arrived, Reduced };
 
@@ -133,6 +139,10 @@ class NodeArea {
   std::span<const void*> sources() { return sources_; }
 
   std::byte* stage(int local, uint64_t step) const;  // local rank's staging slot for `step`
+  // Where `local` stages `bytes` for `step` when that is all it stages for the
+  // step: up to kArrivalBytes in its arrival line, which the peers fetch anyway
+  // to see it arrive (one cache line between cores for a small step), else its slot.
+  std::byte* stage(int local, uint64_t step, size_t bytes) const;
   std::byte* result(uint64_t step) const;            // the result slot for `step`
 
   // Publishes that this rank has reached `step` on `counter`.
