@@ -46,11 +46,10 @@ void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
   while (sent < bytes || received < bytes) {
     bool moved = false;
     while (sent < bytes) {
-      auto slot = out.reserve();
-      if (slot.empty()) break;
+      if (out.reserve().empty()) break;
       const size_t n = std::min(bytes - sent, outPiece);
-      std::memcpy(slot.data(), src + sent, n);
-      out.commit({.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_});
+      out.commitFrom({src + sent, n}, {.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_});
+      out.progress();  // on its way now: the peer can start on it
       sent += n;
       moved = true;
     }
@@ -72,11 +71,12 @@ void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
                        peer);
     }
   }
+  out.keepPayloads();  // src may change once this returns
 }
 
 // One loop for every primitive: per piece, wait for an inbound slot and/or
-// a free outbound slot, then compute the piece once into its first
-// destination and copy it to the second.
+// a free outbound slot, compute the piece once, send it, and copy it where
+// else it goes.
 void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes) {
   if (bytes == 0) return;
   // Connect out first: connecting needs only the peer's listener, while
@@ -106,16 +106,29 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
       n = std::min(n, left);
     }
     const std::byte* inData = in ? slot->data.data() + inOffset_ : nullptr;
-    std::byte* first = out ? outSlot.data() : dst + done;  // where the piece is computed
-    if (flow & kReduce) {
-      const std::array<const void*, 2> sources{inData, src + done};
-      cpu::reduce(type_, op_, sources, first, n / typeSize_);
+    // A piece that comes in is computed once: into dst when it goes there
+    // (and is sent from there), else into the outgoing slot. One that does
+    // not is src's own, sent first and copied to dst after.
+    const std::byte* piece = nullptr;
+    if (!in) {
+      piece = src + done;
     } else {
-      std::memcpy(first, in ? inData : src + done, n);
+      std::byte* into = out && !(flow & kCopy) ? outSlot.data() : dst + done;
+      if (flow & kReduce) {
+        const std::array<const void*, 2> sources{inData, src + done};
+        cpu::reduce(type_, op_, sources, into, n / typeSize_);
+      } else {
+        std::memcpy(into, inData, n);
+      }
+      piece = into;
     }
-    if (out && (flow & kCopy)) std::memcpy(dst + done, first, n);
-
-    if (out) out->commit({.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_});
+    if (out) {
+      const transport::SlotTag tag{.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_};
+      if (piece == outSlot.data()) out->commit(tag);
+      else out->commitFrom({piece, n}, tag);
+      out->progress();  // on its way now: the next rank can start on it
+    }
+    if (!in && (flow & kCopy) && dst + done != piece) std::memcpy(dst + done, piece, n);
     if (in) {
       inOffset_ += n;
       if (inOffset_ == slot->data.size()) {
@@ -125,6 +138,7 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
     }
     done += n;
   }
+  if (out) out->keepPayloads();  // a socket sends from src and dst, which may change once this returns
 }
 
 }  // namespace loom::coll

@@ -117,6 +117,19 @@ TEST(ShmFifo, TheSenderRunsAheadByTheFifoDepthAndNoFurther) {
   EXPECT_FALSE(receiver.peek().has_value());
 }
 
+// Shared memory copies at commitFrom: the caller's memory is free at once.
+TEST(ShmFifo, CommitFromCopiesIntoTheSlot) {
+  ShmPair pair(FifoShape{.slots = 2, .slotBytes = 64});
+  std::vector<std::byte> caller(64, std::byte{1});
+  ASSERT_FALSE(pair.sender->reserve().empty());
+  pair.sender->commitFrom(caller, {.messageBytes = 64, .bytes = 64});
+  std::fill(caller.begin(), caller.end(), std::byte{2});
+  auto slot = pair.receiver->peek();
+  ASSERT_TRUE(slot.has_value());
+  ASSERT_EQ(slot->data.size(), 64u);
+  for (auto byte : slot->data) EXPECT_EQ(byte, std::byte{1});
+}
+
 TEST(ShmFifo, APeerThatClosesIsNoticedOnlyAfterItsDataIsRead) {
   ShmPair pair(FifoShape{.slots = 2, .slotBytes = 64});
   auto& receiver = *pair.receiver;
@@ -173,6 +186,44 @@ TEST(SocketFifo, SlotsCrossSeveralLanesInOrder) {
       ++received;
     }
   }
+  EXPECT_TRUE(sender.flushed());
+}
+
+// commitFrom: a socket sends straight from the caller's memory (what is
+// there when it goes), until keepPayloads() copies what has not gone yet.
+TEST(SocketFifo, SlotsCommittedFromCallerMemoryAreSentFromItUntilKept) {
+  FifoShape shape{.slots = 4, .slotBytes = 256 << 10};  // more than a socketpair's buffer takes at once
+  auto [a, b] = socketPair();
+  std::vector<net::Socket> sendSide, recvSide;
+  sendSide.push_back(std::move(a));
+  recvSide.push_back(std::move(b));
+  sock::SocketSendConnection sender(std::move(sendSide), shape, "rank 1");
+  sock::SocketRecvConnection receiver(std::move(recvSide), shape, "rank 0");
+  std::vector<std::byte> caller(4 * shape.slotBytes, std::byte{1});
+  const auto commit = [&](size_t slot) {
+    ASSERT_FALSE(sender.reserve().empty());
+    const std::span<const std::byte> data(caller.data() + slot * shape.slotBytes, shape.slotBytes);
+    sender.commitFrom(data, {.messageBytes = caller.size(), .bytes = shape.slotBytes});
+  };
+  commit(0);
+  std::fill(caller.begin(), caller.begin() + shape.slotBytes, std::byte{2});  // before anything went: 2 goes
+  for (size_t slot = 1; slot < 4; ++slot) commit(slot);
+  sender.progress();
+  ASSERT_FALSE(sender.flushed()) << "the socket took everything at once: the test shows nothing";
+  sender.keepPayloads();
+  std::fill(caller.begin() + shape.slotBytes, caller.end(), std::byte{3});  // kept: 1 goes
+  std::vector<std::byte> expected(caller.size(), std::byte{1});
+  std::fill(expected.begin(), expected.begin() + shape.slotBytes, std::byte{2});
+  std::vector<std::byte> got;
+  while (got.size() < caller.size()) {
+    sender.progress();
+    receiver.progress();
+    while (auto slot = receiver.peek()) {
+      got.insert(got.end(), slot->data.begin(), slot->data.end());
+      receiver.release();
+    }
+  }
+  EXPECT_TRUE(got == expected);
   EXPECT_TRUE(sender.flushed());
 }
 

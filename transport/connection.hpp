@@ -57,6 +57,15 @@ class SendConnection {
   virtual std::span<std::byte> reserve() = 0;
   // Publishes the reserved slot with tag.bytes bytes of payload.
   virtual void commit(SlotTag tag) = 0;
+  // Publishes the reserved slot with `data` (tag.bytes bytes) as its payload.
+  // A transport that copies in progress() anyway (sockets) sends straight
+  // from `data`, which must then stay as it is until flushed() or
+  // keepPayloads(); the others copy it into the slot (this default).
+  virtual void commitFrom(std::span<const std::byte> data, SlotTag tag);
+  // Copies what commitFrom left in the caller's memory and is not sent yet
+  // into the FIFO, so the caller may change that memory now (without waiting
+  // for a peer that may be waiting for this rank).
+  virtual void keepPayloads() {}
   // Moves bytes where the transport needs the CPU to; true if anything moved.
   virtual bool progress() = 0;
   // True once every committed slot has left this process (the peer can get it

@@ -195,8 +195,8 @@ bool Engine::progressSends(int rank, Peer& peer) {
       auto slot = connection.reserve();
       if (slot.empty()) break;
       const size_t n = std::min(slot.size(), op.bytes - op.moved);
-      if (n != 0) std::memcpy(slot.data(), op.buffer + op.moved, n);
-      connection.commit({.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n)});
+      // A socket sends from the user's buffer: the op finishes only once flushed().
+      connection.commitFrom({op.buffer + op.moved, n}, {.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n)});
       op.moved += n;
       op.started = true;
       step.moved = true;

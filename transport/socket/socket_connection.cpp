@@ -21,19 +21,33 @@ SocketSendConnection::SocketSendConnection(std::vector<net::Socket> sockets, Fif
       peerName_(std::move(peerName)),
       storage_(shape.totalBytes()),
       tags_(shape.slots),
+      payloads_(shape.slots, nullptr),
       sent_(shape.slots, 0) {
   for (size_t i = 0; i < sockets.size(); ++i) lanes_.push_back(Lane{.socket = std::move(sockets[i]), .slot = i, .offset = 0});
 }
 
 std::span<std::byte> SocketSendConnection::reserve() {
   if (head_ - tail_ >= shape_.slots) return {};
-  return {storage_.data() + (head_ % shape_.slots) * size_t{shape_.slotBytes}, shape_.slotBytes};
+  return {storageOf(head_), shape_.slotBytes};
 }
 
-void SocketSendConnection::commit(SlotTag tag) {
+void SocketSendConnection::commit(SlotTag tag) { commitFrom({storageOf(head_), tag.bytes}, tag); }
+
+void SocketSendConnection::commitFrom(std::span<const std::byte> data, SlotTag tag) {
   tag.sequence = static_cast<uint32_t>(head_);
   tags_[head_ % shape_.slots] = tag;
+  payloads_[head_ % shape_.slots] = data.data();
   ++head_;
+}
+
+void SocketSendConnection::keepPayloads() {
+  for (uint64_t slot = tail_; slot < head_; ++slot) {
+    const size_t index = slot % shape_.slots;
+    std::byte* own = storageOf(slot);
+    if (sent_[index] || payloads_[index] == own || tags_[index].bytes == 0) continue;
+    std::memcpy(own, payloads_[index], tags_[index].bytes);  // a lane part-way through it goes on from its offset
+    payloads_[index] = own;
+  }
 }
 
 bool SocketSendConnection::advance(Lane& lane) {
@@ -42,7 +56,7 @@ bool SocketSendConnection::advance(Lane& lane) {
     const size_t index = lane.slot % shape_.slots;
     const SlotTag& tag = tags_[index];
     auto head = tagBytes(tag);
-    std::span<const std::byte> body(storage_.data() + index * size_t{shape_.slotBytes}, tag.bytes);
+    std::span<const std::byte> body(payloads_[index], tag.bytes);
     size_t n = lane.offset < kTagBytes ? lane.socket.sendSome(head.subspan(lane.offset), body)
                                        : lane.socket.sendSome({}, body.subspan(lane.offset - kTagBytes));
     lane.offset += n;

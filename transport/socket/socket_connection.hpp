@@ -24,6 +24,9 @@ class SocketSendConnection final : public SendConnection {
   size_t slotBytes() const override { return shape_.slotBytes; }
   std::span<std::byte> reserve() override;
   void commit(SlotTag tag) override;
+  // Sends from `data` itself: no copy into the FIFO.
+  void commitFrom(std::span<const std::byte> data, SlotTag tag) override;
+  void keepPayloads() override;
   bool progress() override;
   bool flushed() const override { return tail_ == head_; }
   void checkAlive() override;
@@ -37,11 +40,13 @@ class SocketSendConnection final : public SendConnection {
     size_t offset = 0;  // bytes of it (tag, then payload) already sent
   };
   bool advance(Lane& lane);
+  std::byte* storageOf(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
 
   FifoShape shape_;
   std::string peerName_;
   std::vector<std::byte> storage_;
   std::vector<SlotTag> tags_;
+  std::vector<const std::byte*> payloads_;  // each slot's payload: in storage_, or the caller's (commitFrom)
   std::vector<char> sent_;
   std::vector<Lane> lanes_;
   uint64_t head_ = 0;  // slots committed

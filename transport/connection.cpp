@@ -1,0 +1,19 @@
+#include "transport/connection.hpp"
+
+#include <cstring>
+
+#include "comm/base/error.hpp"
+
+namespace loom::transport {
+
+void SendConnection::commitFrom(std::span<const std::byte> data, SlotTag tag) {
+  const std::span<std::byte> slot = reserve();
+  if (slot.size() < data.size() || data.size() != tag.bytes) {
+    throw Error(loomInternalError, "commitFrom: " + std::to_string(data.size()) + " bytes for a slot of " +
+                                       std::to_string(slot.size()) + " (tag says " + std::to_string(tag.bytes) + ")");
+  }
+  if (!data.empty()) std::memcpy(slot.data(), data.data(), data.size());
+  commit(tag);
+}
+
+}  // namespace loom::transport
