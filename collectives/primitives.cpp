@@ -27,13 +27,21 @@ void Primitives::copySend(const std::byte* src, std::byte* dst, size_t bytes) {
   run(kCopy | kSend, src, dst, bytes);
 }
 
-void Primitives::checkTag(const transport::RecvSlot& slot, size_t bytes) const {
-  if (slot.tag.messageBytes == bytes && slot.tag.message == sequence_ && slot.data.size() % typeSize_ == 0) return;
+void Primitives::checkTag(const transport::RecvSlot& slot, size_t bytes, size_t offset) const {
+  if (slot.tag.messageBytes == bytes && slot.tag.message == sequence_ && slot.data.size() % typeSize_ == 0 &&
+      slot.tag.offset == offset) {
+    return;
+  }
+  const bool sameMessage = slot.tag.messageBytes == bytes && slot.tag.message == sequence_;
+  const std::string where = sameMessage ? " at offset " + std::to_string(slot.tag.offset) + " where offset " +
+                                              std::to_string(offset) + " was expected"
+                                        : "";
   throw Error(loomInvalidUsage,
               links_.what() + ": rank " + std::to_string(prev_) + " sent " + std::to_string(slot.tag.messageBytes) +
-                  " bytes for collective #" + std::to_string(slot.tag.message) + " where " + std::to_string(bytes) +
-                  " bytes for #" + std::to_string(sequence_) +
-                  " were expected (every rank must call the same collectives with matching counts and types)");
+                  " bytes for collective #" + std::to_string(slot.tag.message) + where +
+                  (sameMessage ? "" : " where " + std::to_string(bytes) + " bytes for #" +
+                                          std::to_string(sequence_) + " were expected") +
+                  " (every rank must call the same collectives with matching counts and types)");
 }
 
 void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
@@ -41,14 +49,20 @@ void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
   transport::SendConnection& out = links_.to(next_);  // first: see run()
   transport::RecvConnection& in = links_.from(prev_);
   const size_t outPiece = out.slotBytes() - out.slotBytes() % typeSize_;
+  const transport::ReceiveInto direct(in, {dst, bytes}, sequence_);
   size_t sent = 0;
   size_t received = 0;
+  uint32_t slots = 0;
   while (sent < bytes || received < bytes) {
     bool moved = false;
     while (sent < bytes) {
       if (out.reserve().empty()) break;
       const size_t n = std::min(bytes - sent, outPiece);
-      out.commitFrom({src + sent, n}, {.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_});
+      out.commitFrom({src + sent, n}, {.messageBytes = bytes,
+                                       .offset = sent,
+                                       .bytes = static_cast<uint32_t>(n),
+                                       .message = sequence_,
+                                       .index = slots++});
       out.progress();  // on its way now: the peer can start on it
       sent += n;
       moved = true;
@@ -56,11 +70,12 @@ void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
     while (received < bytes) {
       auto slot = in.peek();
       if (!slot) break;
-      checkTag(*slot, bytes);
+      checkTag(*slot, bytes, received);
       if (slot->data.size() > bytes - received) {
         throw Error(loomRemoteError, links_.what() + ": rank " + std::to_string(prev_) + " sent a malformed slot");
       }
-      std::memcpy(dst + received, slot->data.data(), slot->data.size());
+      // Where it landed already, when the connection received it into dst (receiveInto).
+      if (slot->data.data() != dst + received) std::memcpy(dst + received, slot->data.data(), slot->data.size());
       received += slot->data.size();
       in.release();
       moved = true;
@@ -86,13 +101,17 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
   transport::RecvConnection* in = (flow & kRecv) ? &links_.from(prev_) : nullptr;
   const size_t outPiece = out ? out->slotBytes() - out->slotBytes() % typeSize_ : bytes;
   if (outPiece == 0) throw Error(loomInternalError, "a FIFO slot is smaller than one element");
+  // What only lands in dst may land there straight from the network.
+  std::optional<transport::ReceiveInto> direct;
+  if (in && (flow & kCopy) && !(flow & kReduce)) direct.emplace(*in, std::span(dst, bytes), sequence_);
 
   size_t done = 0;
+  uint32_t slots = 0;
   while (done < bytes) {
     std::optional<transport::RecvSlot> slot;
     if (in) {
       links_.waitUntil([&] { return (slot = in->peek()).has_value(); }, prev_);
-      checkTag(*slot, bytes);
+      checkTag(*slot, bytes, done - inOffset_);
     }
     std::span<std::byte> outSlot;
     if (out) links_.waitUntil([&] { return !(outSlot = out->reserve()).empty(); }, next_);
@@ -117,13 +136,17 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
       if (flow & kReduce) {
         const std::array<const void*, 2> sources{inData, src + done};
         cpu::reduce(type_, op_, sources, into, n / typeSize_);
-      } else {
+      } else if (into != inData) {  // else it landed there (receiveInto)
         std::memcpy(into, inData, n);
       }
       piece = into;
     }
     if (out) {
-      const transport::SlotTag tag{.messageBytes = bytes, .bytes = static_cast<uint32_t>(n), .message = sequence_};
+      const transport::SlotTag tag{.messageBytes = bytes,
+                                   .offset = done,
+                                   .bytes = static_cast<uint32_t>(n),
+                                   .message = sequence_,
+                                   .index = slots++};
       if (piece == outSlot.data()) out->commit(tag);
       else out->commitFrom({piece, n}, tag);
       out->progress();  // on its way now: the next rank can start on it

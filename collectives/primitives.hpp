@@ -13,10 +13,15 @@
 //   recvCopySend(dst)              dst, next <- prev
 //   copySend(src, dst)             dst, next <- src
 //   sendRecv(src, dst)             next <- src while dst <- prev (an exchange:
-//                                  neither side waits for the other to finish)
+//                                  neither side waits for the other to finish;
+//                                  src and dst must not overlap)
 //
-// Every slot carries the size of the primitive's message and the
-// collective's sequence number; a receiver that expected something else
+// Sockets send straight from src and dst and receive straight into dst where
+// nothing else is done with what arrives (SendConnection::commitFrom,
+// RecvConnection::receiveInto).
+//
+// Every slot carries the size of the primitive's message, its offset there
+// and the collective's sequence number; a receiver that expected something else
 // (ranks in different collectives, or with different counts) fails with
 // loomInvalidUsage instead of reducing garbage.
 #pragma once
@@ -50,8 +55,8 @@ class Primitives {
  private:
   enum Flow : unsigned { kRecv = 1, kReduce = 2, kCopy = 4, kSend = 8 };
   void run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes);
-  // Throws unless the slot belongs to a message of `bytes` of this collective.
-  void checkTag(const transport::RecvSlot& slot, size_t bytes) const;
+  // Throws unless the slot is the one at `offset` of a message of `bytes` of this collective.
+  void checkTag(const transport::RecvSlot& slot, size_t bytes, size_t offset) const;
 
   Links& links_;
   int prev_;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <filesystem>
 #include <new>
@@ -28,6 +29,23 @@ std::pair<net::Socket, net::Socket> socketPair() {
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
   return {net::Socket(fds[0], "rank 0"), net::Socket(fds[1], "rank 1")};
 }
+
+// A socket connection's two ends over `lanes` socket pairs.
+struct SocketEnds {
+  std::unique_ptr<sock::SocketSendConnection> sender;
+  std::unique_ptr<sock::SocketRecvConnection> receiver;
+
+  SocketEnds(FifoShape shape, int lanes) {
+    std::vector<net::Socket> sendSide, recvSide;
+    for (int i = 0; i < lanes; ++i) {
+      auto [a, b] = socketPair();
+      sendSide.push_back(std::move(a));
+      recvSide.push_back(std::move(b));
+    }
+    sender = std::make_unique<sock::SocketSendConnection>(std::move(sendSide), shape, "rank 1");
+    receiver = std::make_unique<sock::SocketRecvConnection>(std::move(recvSide), shape, "rank 0");
+  }
+};
 
 // Both ends of a shared-memory FIFO in this process.
 struct ShmPair {
@@ -160,14 +178,9 @@ TEST(ShmFifo, APeerThatLeavesFailsTheSenderOnlyIfSlotsAreLeft) {
 
 TEST(SocketFifo, SlotsCrossSeveralLanesInOrder) {
   FifoShape shape{.slots = 4, .slotBytes = 1000};
-  std::vector<net::Socket> sendSide, recvSide;
-  for (int i = 0; i < 3; ++i) {
-    auto [a, b] = socketPair();
-    sendSide.push_back(std::move(a));
-    recvSide.push_back(std::move(b));
-  }
-  sock::SocketSendConnection sender(std::move(sendSide), shape, "rank 1");
-  sock::SocketRecvConnection receiver(std::move(recvSide), shape, "rank 0");
+  SocketEnds ends(shape, 3);
+  auto& sender = *ends.sender;
+  auto& receiver = *ends.receiver;
   uint32_t sent = 0, received = 0;
   while (received < 50) {
     while (sent < 50) {
@@ -193,12 +206,9 @@ TEST(SocketFifo, SlotsCrossSeveralLanesInOrder) {
 // there when it goes), until keepPayloads() copies what has not gone yet.
 TEST(SocketFifo, SlotsCommittedFromCallerMemoryAreSentFromItUntilKept) {
   FifoShape shape{.slots = 4, .slotBytes = 256 << 10};  // more than a socketpair's buffer takes at once
-  auto [a, b] = socketPair();
-  std::vector<net::Socket> sendSide, recvSide;
-  sendSide.push_back(std::move(a));
-  recvSide.push_back(std::move(b));
-  sock::SocketSendConnection sender(std::move(sendSide), shape, "rank 1");
-  sock::SocketRecvConnection receiver(std::move(recvSide), shape, "rank 0");
+  SocketEnds ends(shape, 1);
+  auto& sender = *ends.sender;
+  auto& receiver = *ends.receiver;
   std::vector<std::byte> caller(4 * shape.slotBytes, std::byte{1});
   const auto commit = [&](size_t slot) {
     ASSERT_FALSE(sender.reserve().empty());
@@ -227,14 +237,75 @@ TEST(SocketFifo, SlotsCommittedFromCallerMemoryAreSentFromItUntilKept) {
   EXPECT_TRUE(sender.flushed());
 }
 
+// receiveInto: the message's slots that had not begun to arrive land in
+// place; one that came before stays in the FIFO; the next message, of the same
+// id and size and on the other lane, does not touch the buffer; and ending it
+// moves what lies in the buffer but is not released yet into the FIFO.
+TEST(SocketFifo, AMessagesSlotsLandInTheBufferItNames) {
+  FifoShape shape{.slots = 8, .slotBytes = 64};
+  SocketEnds ends(shape, 2);
+  auto& sender = *ends.sender;
+  auto& receiver = *ends.receiver;
+  constexpr size_t kMessage = 3 * 64;
+  // Two messages of 3 slots each, id 7, filled with the slot's number.
+  std::vector<std::byte> payload(2 * kMessage);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(i / 64);
+  const auto send = [&](uint32_t slot) {
+    ASSERT_FALSE(sender.reserve().empty());
+    sender.commitFrom({payload.data() + slot * 64, 64}, {.messageBytes = kMessage,
+                                                         .offset = (slot % 3) * 64u,
+                                                         .bytes = 64,
+                                                         .message = 7,
+                                                         .index = slot % 3});
+  };
+  const auto flush = [&] {
+    while (!sender.flushed()) sender.progress();
+    for (int i = 0; i < 10; ++i) receiver.progress();
+  };
+  send(0);
+  flush();  // slot 0 is in before the buffer is named
+  std::vector<std::byte> buffer(kMessage, std::byte{0xff});
+  receiver.receiveInto(buffer, 7);
+  for (uint32_t slot = 1; slot < 6; ++slot) send(slot);
+  flush();
+  for (uint32_t slot = 0; slot < 3; ++slot) {
+    auto got = receiver.peek();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->tag.offset, slot * 64u);
+    EXPECT_EQ(got->data.data() == buffer.data() + slot * 64, slot != 0) << "slot " << slot;
+    for (auto byte : got->data) ASSERT_EQ(byte, std::byte(slot));
+    if (got->data.data() != buffer.data() + slot * 64) std::memcpy(buffer.data() + slot * 64, got->data.data(), 64);
+    receiver.release();
+  }
+  // The next message's slots are in the FIFO, not over this one's.
+  for (size_t i = 0; i < kMessage; ++i) ASSERT_EQ(buffer[i], std::byte(i / 64)) << "byte " << i;
+  auto next = receiver.peek();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_FALSE(next->data.data() >= buffer.data() && next->data.data() < buffer.data() + buffer.size());
+  receiver.receiveInto({}, 0);
+
+  // A second message named, received, not released, then un-named: its slots move to the FIFO.
+  for (uint32_t slot = 3; slot < 6; ++slot) receiver.release();
+  std::vector<std::byte> second(kMessage, std::byte{0xff});
+  receiver.receiveInto(second, 7);
+  for (uint32_t slot = 0; slot < 3; ++slot) send(slot);
+  flush();
+  receiver.receiveInto({}, 0);
+  std::fill(second.begin(), second.end(), std::byte{0xee});
+  for (uint32_t slot = 0; slot < 3; ++slot) {
+    auto got = receiver.peek();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_FALSE(got->data.data() >= second.data() && got->data.data() < second.data() + second.size());
+    for (auto byte : got->data) ASSERT_EQ(byte, std::byte(slot));
+    receiver.release();
+  }
+}
+
 TEST(SocketFifo, APeerThatLeavesFailsTheSenderOnlyIfSlotsAreLeft) {
   FifoShape shape{.slots = 2, .slotBytes = 64};
-  auto [a, b] = socketPair();
-  std::vector<net::Socket> sendSide, recvSide;
-  sendSide.push_back(std::move(a));
-  recvSide.push_back(std::move(b));
-  sock::SocketSendConnection sender(std::move(sendSide), shape, "rank 1");
-  auto receiver = std::make_unique<sock::SocketRecvConnection>(std::move(recvSide), shape, "rank 0");
+  SocketEnds ends(shape, 1);
+  auto& sender = *ends.sender;
+  auto& receiver = ends.receiver;
   sender.reserve();
   sender.commit({.messageBytes = 8, .bytes = 8, .sequence = 0});
   while (!sender.flushed()) sender.progress();

@@ -29,10 +29,11 @@ namespace loom::transport {
 // Travels with every slot.
 struct SlotTag {
   uint64_t messageBytes = 0;  // size of the whole message this chunk belongs to
+  uint64_t offset = 0;        // of this slot's payload in the message
   uint32_t bytes = 0;         // payload bytes in this slot
   uint32_t sequence = 0;      // slot number modulo 2^32: set by the transport, checked by the receiver
   uint32_t message = 0;       // the sender's message id (a collective's sequence number; 0 for point-to-point)
-  uint32_t reserved = 0;
+  uint32_t index = 0;         // this slot's number in the message (0: its first)
 };
 
 struct RecvSlot {
@@ -87,12 +88,35 @@ class RecvConnection {
   virtual std::optional<RecvSlot> peek() = 0;
   // Returns the slot peek() showed to the sender (one credit).
   virtual void release() = 0;
+  // The message that begins at the oldest unreleased slot, `id` and
+  // message.size() bytes long, may land straight in `message`: a transport
+  // that receives with the CPU (sockets) puts each payload whose slot has not
+  // begun to arrive at its offset there, and peek() shows it in place; the
+  // others ignore this. An empty span ends it, before `message` goes (ReceiveInto).
+  virtual void receiveInto(std::span<std::byte> message, uint32_t id) {
+    static_cast<void>(message);
+    static_cast<void>(id);
+  }
   virtual bool progress() = 0;
   // Throws loomRemoteError if the peer is known to be gone and every slot it
   // committed has been released here.
   virtual void checkAlive() = 0;
   virtual void addWaitFds(std::vector<WaitFd>& out) const = 0;
   virtual const std::string& peerName() const = 0;
+};
+
+// Points `connection` at `message` for as long as it lives (receiveInto).
+class ReceiveInto {
+ public:
+  ReceiveInto(RecvConnection& connection, std::span<std::byte> message, uint32_t id) : connection_(connection) {
+    connection_.receiveInto(message, id);
+  }
+  ~ReceiveInto() { connection_.receiveInto({}, 0); }
+  ReceiveInto(const ReceiveInto&) = delete;
+  ReceiveInto& operator=(const ReceiveInto&) = delete;
+
+ private:
+  RecvConnection& connection_;
 };
 
 }  // namespace loom::transport

@@ -39,7 +39,7 @@ void send(ShmSendConnection& c, const std::byte* data, uint32_t bytes, uint64_t 
   while ((slot = c.reserve()).empty()) {
   }
   std::memcpy(slot.data(), data, bytes);
-  c.commit(SlotTag{.messageBytes = marker, .bytes = bytes, .sequence = 0, .message = 0, .reserved = 0});
+  c.commit(SlotTag{.messageBytes = marker, .bytes = bytes, .sequence = 0, .message = 0, .index = 0});
 }
 
 // Waits for a slot, copies it out, releases it; returns its marker.

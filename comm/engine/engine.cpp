@@ -196,7 +196,10 @@ bool Engine::progressSends(int rank, Peer& peer) {
       if (slot.empty()) break;
       const size_t n = std::min(slot.size(), op.bytes - op.moved);
       // A socket sends from the user's buffer: the op finishes only once flushed().
-      connection.commitFrom({op.buffer + op.moved, n}, {.messageBytes = op.bytes, .bytes = static_cast<uint32_t>(n)});
+      connection.commitFrom({op.buffer + op.moved, n}, {.messageBytes = op.bytes,
+                                                        .offset = op.moved,
+                                                        .bytes = static_cast<uint32_t>(n),
+                                                        .index = static_cast<uint32_t>(op.moved / slot.size())});
       op.moved += n;
       op.started = true;
       step.moved = true;

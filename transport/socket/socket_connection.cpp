@@ -10,7 +10,7 @@ namespace loom::transport::sock {
 namespace {
 
 constexpr size_t kTagBytes = sizeof(SlotTag);
-static_assert(kTagBytes == 24);
+static_assert(kTagBytes == 32);
 
 std::span<const std::byte> tagBytes(const SlotTag& tag) { return std::as_bytes(std::span(&tag, 1)); }
 
@@ -95,6 +95,7 @@ SocketRecvConnection::SocketRecvConnection(std::vector<net::Socket> sockets, Fif
       peerName_(std::move(peerName)),
       storage_(shape.totalBytes()),
       tags_(shape.slots),
+      payloads_(shape.slots, nullptr),
       ready_(shape.slots, 0) {
   for (size_t i = 0; i < sockets.size(); ++i) {
     Lane lane;
@@ -112,7 +113,7 @@ bool SocketRecvConnection::advance(Lane& lane) {
       if (lane.offset < kTagBytes) {
         n = lane.socket.recvSome(std::as_writable_bytes(std::span(&lane.tag, 1)).subspan(lane.offset));
       } else {
-        std::span<std::byte> body(slotData(lane.slot), lane.tag.bytes);
+        std::span<std::byte> body(lane.body, lane.tag.bytes);
         n = lane.socket.recvSome(body.subspan(lane.offset - kTagBytes));
       }
     } catch (const Error& e) {
@@ -127,9 +128,11 @@ bool SocketRecvConnection::advance(Lane& lane) {
     if (tagDone && (lane.tag.bytes > shape_.slotBytes || lane.tag.sequence != static_cast<uint32_t>(lane.slot))) {
       throw Error(loomRemoteError, "corrupt slot " + std::to_string(lane.slot) + " from " + peerName_);
     }
+    if (tagDone) lane.body = bodyOf(lane);
     if (lane.offset < kTagBytes || lane.offset < kTagBytes + lane.tag.bytes) continue;
     const size_t index = lane.slot % shape_.slots;
     tags_[index] = lane.tag;
+    payloads_[index] = lane.body;
     ready_[index] = 1;
     lane.slot += lanes_.size();
     lane.offset = 0;
@@ -146,7 +149,40 @@ bool SocketRecvConnection::progress() {
 std::optional<RecvSlot> SocketRecvConnection::peek() {
   const size_t index = tail_ % shape_.slots;
   if (!ready_[index]) return std::nullopt;
-  return RecvSlot{{slotData(tail_), tags_[index].bytes}, tags_[index]};
+  return RecvSlot{{payloads_[index], tags_[index].bytes}, tags_[index]};
+}
+
+void SocketRecvConnection::receiveInto(std::span<std::byte> message, uint32_t id) {
+  // What still lies in the old message, or is on its way there, moves into
+  // the FIFO first: its owner may reuse it once this returns.
+  const auto inOld = [&](const std::byte* p) {
+    return !into_.empty() && p >= into_.data() && p < into_.data() + into_.size();
+  };
+  for (uint64_t slot = tail_; slot < tail_ + shape_.slots; ++slot) {
+    const size_t index = slot % shape_.slots;
+    if (!ready_[index] || !inOld(payloads_[index])) continue;
+    std::memcpy(slotData(slot), payloads_[index], tags_[index].bytes);
+    payloads_[index] = slotData(slot);
+  }
+  for (auto& lane : lanes_) {
+    if (lane.offset < kTagBytes || !inOld(lane.body)) continue;
+    std::memcpy(slotData(lane.slot), lane.body, lane.offset - kTagBytes);
+    lane.body = slotData(lane.slot);
+  }
+  into_ = message;
+  intoId_ = id;
+  intoFirst_ = tail_;
+}
+
+// The message's own slots only: the next message may have the same id and
+// size (a ring's steps), and its first slot comes on some lane while this
+// one's last is still on another.
+std::byte* SocketRecvConnection::bodyOf(const Lane& lane) {
+  const SlotTag& tag = lane.tag;
+  const bool ours = !into_.empty() && tag.message == intoId_ && tag.messageBytes == into_.size() &&
+                    lane.slot >= intoFirst_ && lane.slot - intoFirst_ == tag.index && tag.offset <= into_.size() &&
+                    tag.bytes <= into_.size() - tag.offset;
+  return ours ? into_.data() + tag.offset : slotData(lane.slot);
 }
 
 void SocketRecvConnection::release() {

@@ -59,6 +59,7 @@ class SocketRecvConnection final : public RecvConnection {
 
   std::optional<RecvSlot> peek() override;
   void release() override;
+  void receiveInto(std::span<std::byte> message, uint32_t id) override;
   bool progress() override;
   void checkAlive() override;
   void addWaitFds(std::vector<WaitFd>& out) const override;
@@ -70,8 +71,11 @@ class SocketRecvConnection final : public RecvConnection {
     uint64_t slot = 0;
     size_t offset = 0;
     SlotTag tag;
-    std::string closed;  // why the peer's side ended, once it has
+    std::byte* body = nullptr;  // where the slot's payload goes: its FIFO slot, or the message (receiveInto)
+    std::string closed;         // why the peer's side ended, once it has
   };
+  // Where the payload of `lane`'s slot, whose tag has just come, goes.
+  std::byte* bodyOf(const Lane& lane);
   bool advance(Lane& lane);
   std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
 
@@ -79,9 +83,13 @@ class SocketRecvConnection final : public RecvConnection {
   std::string peerName_;
   std::vector<std::byte> storage_;
   std::vector<SlotTag> tags_;
+  std::vector<const std::byte*> payloads_;  // of ready slots
   std::vector<char> ready_;
   std::vector<Lane> lanes_;
   uint64_t tail_ = 0;  // slots released
+  std::span<std::byte> into_;  // receiveInto's message: it begins at slot intoFirst_
+  uint32_t intoId_ = 0;
+  uint64_t intoFirst_ = 0;
 };
 
 }  // namespace loom::transport::sock
