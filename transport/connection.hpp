@@ -93,10 +93,7 @@ class RecvConnection {
   // that receives with the CPU (sockets) puts each payload whose slot has not
   // begun to arrive at its offset there, and peek() shows it in place; the
   // others ignore this. An empty span ends it, before `message` goes (ReceiveInto).
-  virtual void receiveInto(std::span<std::byte> message, uint32_t id) {
-    static_cast<void>(message);
-    static_cast<void>(id);
-  }
+  virtual void receiveInto(std::span<std::byte> /*message*/, uint32_t /*id*/) {}
   virtual bool progress() = 0;
   // Throws loomRemoteError if the peer is known to be gone and every slot it
   // committed has been released here.

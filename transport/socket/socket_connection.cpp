@@ -28,10 +28,10 @@ SocketSendConnection::SocketSendConnection(std::vector<net::Socket> sockets, Fif
 
 std::span<std::byte> SocketSendConnection::reserve() {
   if (head_ - tail_ >= shape_.slots) return {};
-  return {storageOf(head_), shape_.slotBytes};
+  return {slotData(head_), shape_.slotBytes};
 }
 
-void SocketSendConnection::commit(SlotTag tag) { commitFrom({storageOf(head_), tag.bytes}, tag); }
+void SocketSendConnection::commit(SlotTag tag) { commitFrom({slotData(head_), tag.bytes}, tag); }
 
 void SocketSendConnection::commitFrom(std::span<const std::byte> data, SlotTag tag) {
   tag.sequence = static_cast<uint32_t>(head_);
@@ -43,7 +43,7 @@ void SocketSendConnection::commitFrom(std::span<const std::byte> data, SlotTag t
 void SocketSendConnection::keepPayloads() {
   for (uint64_t slot = tail_; slot < head_; ++slot) {
     const size_t index = slot % shape_.slots;
-    std::byte* own = storageOf(slot);
+    std::byte* own = slotData(slot);
     if (sent_[index] || payloads_[index] == own || tags_[index].bytes == 0) continue;
     std::memcpy(own, payloads_[index], tags_[index].bytes);  // a lane part-way through it goes on from its offset
     payloads_[index] = own;

@@ -40,7 +40,7 @@ class SocketSendConnection final : public SendConnection {
     size_t offset = 0;  // bytes of it (tag, then payload) already sent
   };
   bool advance(Lane& lane);
-  std::byte* storageOf(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
+  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
 
   FifoShape shape_;
   std::string peerName_;
