@@ -38,8 +38,9 @@ constexpr double kFoldGBps = 10.0;
 
 constexpr size_t kDefaultChunk = 4u << 20;
 // The shared segment's slot: each step's working set, (ranks + 1) slots,
-// stays in the last-level cache (35.8 MiB here; 2 MiB of L2 per core), so
-// what is staged is reduced and copied out before it reaches memory.
+// stays in the last-level cache (32-36 MiB on the project's VMs, with 1-2 MiB
+// of L2 per core), so what is staged is reduced and copied out before it
+// reaches memory.
 constexpr size_t kDefaultSlot = 256u << 10;
 constexpr size_t kMaxSlot = 16u << 20;
 

@@ -1,12 +1,13 @@
 // Copying out of memory that another rank on this node has just written: its
 // slots in the node segment, or its loomMemAlloc'd buffers read in place.
 //
-// Those lines may still sit dirty in the writer's cache. On a 2-vCPU AMD
-// EPYC VM whose two cores share no L3 (0.2 us to see a peer's store), one
-// glibc memcpy of a 128 KiB slice that a peer had just written, which runs as
-// a single `rep movsb`, moved about 2 GB/s. Prefetching each page's lines
-// before copying it puts them in flight together, and the same copies ran
-// 3-5x faster (bench/RESULTS.md, "Pulled copies").
+// Those lines may still sit dirty in the writer's cache. One glibc memcpy of
+// such a slice runs as a single `rep movsb`, which on the project's 2-vCPU
+// AMD EPYC VMs fetched them slowly: copying a 128 KiB slice a peer had just
+// written took 4-5x as long as copying it page by page with each page's
+// lines prefetched first, which puts them in flight together. It held
+// whether the host ran the two vCPUs close together (a store seen across in
+// 0.05 us) or apart (0.2 us). bench/RESULTS.md, "Pulled copies".
 #pragma once
 
 #include <cstddef>
