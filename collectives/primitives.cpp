@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "comm/base/copy_bytes.hpp"
 #include "comm/base/error.hpp"
 
 namespace loom::coll {
@@ -75,7 +76,7 @@ void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
         throw Error(loomRemoteError, links_.what() + ": rank " + std::to_string(prev_) + " sent a malformed slot");
       }
       // Where it landed already, when the connection received it into dst (receiveInto).
-      if (slot->data.data() != dst + received) std::memcpy(dst + received, slot->data.data(), slot->data.size());
+      if (slot->data.data() != dst + received) copyBytes(dst + received, slot->data.data(), slot->data.size());
       received += slot->data.size();
       in.release();
       moved = true;
@@ -137,7 +138,7 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
         const std::array<const void*, 2> sources{inData, src + done};
         cpu::reduce(type_, op_, sources, into, n / typeSize_);
       } else if (into != inData) {  // else it landed there (receiveInto)
-        std::memcpy(into, inData, n);
+        copyBytes(into, inData, n);
       }
       piece = into;
     }
@@ -151,7 +152,7 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
       else out->commitFrom({piece, n}, tag);
       out->progress();  // on its way now: the next rank can start on it
     }
-    if (!in && (flow & kCopy) && dst + done != piece) std::memcpy(dst + done, piece, n);
+    if (!in && (flow & kCopy) && dst + done != piece) copyBytes(dst + done, piece, n);
     if (in) {
       inOffset_ += n;
       if (inOffset_ == slot->data.size()) {

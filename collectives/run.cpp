@@ -7,6 +7,7 @@
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/comm_state.hpp"
 #include "collectives/signature_check.hpp"
+#include "comm/base/copy_bytes.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
 
@@ -24,7 +25,7 @@ size_t contributionBytes(const Collective& c, int nranks) {
 
 // With one rank every collective is a copy of the rank's own block.
 void runAlone(const Collective& c) {
-  if (c.send != c.recv && c.blockBytes() != 0) std::memmove(c.recv, c.send, c.blockBytes());
+  if (c.send != c.recv) copyBytes(c.recv, c.send, c.blockBytes());
 }
 
 void runAlgorithm(const Plan& plan, Algorithm algorithm) {

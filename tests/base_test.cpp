@@ -3,10 +3,15 @@
 #include <loom/loom.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "comm/base/copy_bytes.hpp"
 #include "comm/base/env.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/log.hpp"
@@ -116,4 +121,26 @@ TEST(Logging, FileGetsHostPidAndRankPrefix) {
   EXPECT_EQ(line, std::string(host) + ":" + std::to_string(::getpid()) + ":7 loom INFO INIT hello 42");
   EXPECT_FALSE(std::getline(in, line)) << "TRACE leaked at INFO: " << line;
   ::unlink(path.c_str());
+}
+
+// copyBytes takes one of two paths by size and by the buffers' relative
+// alignment: every byte is copied, and none past the end, on both sides of
+// the size edge (2 KiB) and of the 64-byte blocks, co-aligned or not.
+TEST(CopyBytes, CopiesEveryByteAndNoMoreAtAnyRelativeAlignment) {
+  std::vector<std::byte> src(3 * 4096 + 128), dst(src.size() + 128);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + i / 251);
+  for (size_t from : {0, 16}) {
+    for (size_t to : {0, 1, 8, 16, 48, 64}) {
+      for (size_t bytes : {0, 1, 63, 2047, 2048, 2049, 2048 + 63, 4096, 3 * 4096}) {
+        std::fill(dst.begin(), dst.end(), std::byte{0xee});
+        loom::copyBytes(dst.data() + to, src.data() + from, bytes);
+        const std::string where = std::to_string(from) + " -> " + std::to_string(to) + ", " + std::to_string(bytes);
+        EXPECT_EQ(std::memcmp(dst.data() + to, src.data() + from, bytes), 0) << where;
+        EXPECT_EQ(dst[to + bytes], std::byte{0xee}) << where;
+        if (to != 0) {
+          EXPECT_EQ(dst[to - 1], std::byte{0xee}) << where;
+        }
+      }
+    }
+  }
 }

@@ -4,12 +4,10 @@
 // representative slice of the matrix (LOOM_TEST_FULL_MATRIX=0) to fit CI.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "collectives/shm/pull_copy.hpp"
 #include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"
 #include "tests/support/ranks.hpp"
@@ -212,24 +210,6 @@ TEST(CollectivesShm, StepsAtTheArrivalLineEdgeAreExact) {
     runMatrix(n, "", {{Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::AllGather}, {loomInt8}, {Op::Sum, Op::Max},
                       {31, 32, 33}});
     runMatrix(n, "", {{Coll::Reduce, Coll::AllReduce}, {loomFloat64}, {Op::Sum}, {4, 5}});
-  }
-}
-
-// pullCopy copies page by page: every byte, at sizes and alignments on both
-// sides of a page's edge, and nothing past the end.
-TEST(CollectivesShm, PullCopyCopiesEveryByteAndNoMore) {
-  std::vector<std::byte> src(3 * 4096 + 64), dst(src.size() + 1);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + i / 251);
-  for (size_t offset : {0, 1, 63}) {
-    for (size_t bytes : {0, 1, 4095, 4096, 4097, 2 * 4096 + 1, 3 * 4096}) {
-      std::fill(dst.begin(), dst.end(), std::byte{0xee});
-      coll::shm::pullCopy(dst.data() + offset, src.data() + offset, bytes);
-      EXPECT_EQ(std::memcmp(dst.data() + offset, src.data() + offset, bytes), 0) << offset << " " << bytes;
-      EXPECT_EQ(dst[offset + bytes], std::byte{0xee}) << offset << " " << bytes;
-      if (offset != 0) {
-        EXPECT_EQ(dst[offset - 1], std::byte{0xee}) << offset << " " << bytes;
-      }
-    }
   }
 }
 

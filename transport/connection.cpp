@@ -1,7 +1,6 @@
 #include "transport/connection.hpp"
 
-#include <cstring>
-
+#include "comm/base/copy_bytes.hpp"
 #include "comm/base/error.hpp"
 
 namespace loom::transport {
@@ -12,7 +11,7 @@ void SendConnection::commitFrom(std::span<const std::byte> data, SlotTag tag) {
     throw Error(loomInternalError, "commitFrom: " + std::to_string(data.size()) + " bytes for a slot of " +
                                        std::to_string(slot.size()) + " (tag says " + std::to_string(tag.bytes) + ")");
   }
-  if (!data.empty()) std::memcpy(slot.data(), data.data(), data.size());
+  copyBytes(slot.data(), data.data(), data.size());
   commit(tag);
 }
 

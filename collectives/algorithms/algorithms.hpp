@@ -15,6 +15,7 @@
 #include "collectives/primitives.hpp"
 #include "collectives/ring.hpp"
 #include "collectives/scratch.hpp"
+#include "comm/base/copy_bytes.hpp"
 #include "comm/communicator.hpp"
 #include "topology/placement.hpp"
 
@@ -50,7 +51,7 @@ struct Plan {
 
 // A local copy of a block: nothing when empty or in place.
 inline void copyBlock(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (dst != src && bytes != 0) std::memmove(dst, src, bytes);
+  if (dst != src) copyBytes(dst, src, bytes);
 }
 
 void ringAllReduce(const Plan& plan);

@@ -7,9 +7,9 @@
 // partners compute the same bits.
 #include <array>
 #include <bit>
-#include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "comm/base/copy_bytes.hpp"
 
 namespace loom::coll {
 
@@ -21,7 +21,7 @@ void recursiveDoublingAllReduce(const Plan& plan) {
   const size_t bytes = plan.c.blockBytes();
   const size_t count = plan.c.count;
   std::byte* acc = plan.c.recv;
-  if (plan.c.send != acc) std::memcpy(acc, plan.c.send, bytes);
+  if (plan.c.send != acc) copyBytes(acc, plan.c.send, bytes);
   Links links(plan.comm.engine(), plan.what);
 
   // Fold: rank 2i hands its data to 2i+1.

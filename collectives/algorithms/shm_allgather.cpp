@@ -18,12 +18,7 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   {
     const shm::PeerReads reading(node, plan.what);
     for (int q = 0; q < node.localSize(); ++q) {
-      std::byte* out = plan.c.recv + static_cast<size_t>(q) * block;
-      if (q == node.localRank()) {
-        copyBlock(out, peers.send[static_cast<size_t>(q)], block);
-      } else {
-        shm::pullCopy(out, peers.send[static_cast<size_t>(q)], block);
-      }
+      copyBlock(plan.c.recv + static_cast<size_t>(q) * block, peers.send[static_cast<size_t>(q)], block);
     }
   }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
@@ -52,11 +47,7 @@ void shmAllGather(const Plan& plan) {
 
     for (int q = 0; q < n; ++q) {
       std::byte* out = plan.c.recv + static_cast<size_t>(q) * block + piece.offset;
-      if (q == me) {
-        copyBlock(out, in, piece.bytes);
-      } else {
-        shm::pullCopy(out, node.stage(q, step, piece.bytes), piece.bytes);
-      }
+      copyBlock(out, q == me ? in : node.stage(q, step, piece.bytes), piece.bytes);
     }
   }
 }

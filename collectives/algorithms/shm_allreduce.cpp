@@ -63,7 +63,7 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
     for (int q = 0; q < n; ++q) {
       if (q == me) continue;
       const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
-      shm::pullCopy(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
+      copyBlock(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
     }
   }
   // No rank may return, and reuse its buffers, while another still reads it.
@@ -99,8 +99,8 @@ void copyOthersSlices(const Plan& plan, shm::NodeArea& node, const Reduced& redu
   for (int q = 0; q < node.localSize(); ++q) {
     if (q == node.localRank()) continue;
     const Slice theirs = sliceOf(reduced.piece.bytes, plan.c.typeSize, node.localSize(), q);
-    shm::pullCopy(plan.c.recv + reduced.piece.offset + theirs.offset, node.result(reduced.step) + theirs.offset,
-                  theirs.bytes);
+    copyBlock(plan.c.recv + reduced.piece.offset + theirs.offset, node.result(reduced.step) + theirs.offset,
+              theirs.bytes);
   }
 }
 

@@ -19,11 +19,7 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   const std::byte* rootInput = peers.send[static_cast<size_t>(plan.c.root)];
   {
     const shm::PeerReads reading(node, plan.what);
-    if (node.localRank() == plan.c.root) {
-      copyBlock(plan.c.recv + from, rootInput + from, plan.c.blockBytes() - from);
-    } else {
-      shm::pullCopy(plan.c.recv + from, rootInput + from, plan.c.blockBytes() - from);
-    }
+    copyBlock(plan.c.recv + from, rootInput + from, plan.c.blockBytes() - from);
   }
   node.sync(plan.what);  // the root keeps its input until every rank has read it
 }
@@ -43,11 +39,8 @@ void shmBroadcast(const Plan& plan) {
     const uint64_t step = node.nextStep();
     if (isRoot) copyBlock(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
     node.arrive(step, plan.what);
-    if (isRoot) {
-      copyBlock(plan.c.recv + piece.offset, plan.c.send + piece.offset, piece.bytes);
-    } else {
-      shm::pullCopy(plan.c.recv + piece.offset, node.stage(root, step, piece.bytes), piece.bytes);
-    }
+    const std::byte* from = isRoot ? plan.c.send + piece.offset : node.stage(root, step, piece.bytes);
+    copyBlock(plan.c.recv + piece.offset, from, piece.bytes);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
       readInPlace(plan, node, *peers, piece.bytes);
       return;

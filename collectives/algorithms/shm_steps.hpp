@@ -10,7 +10,6 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/shm/node_area.hpp"
-#include "collectives/shm/pull_copy.hpp"
 
 namespace loom::coll {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/base/copy_bytes.hpp"
 #include "comm/base/log.hpp"
 
 namespace loom {
@@ -234,7 +235,7 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
       if (op.moved + slot->data.size() > op.bytes) {
         throw Error(loomRemoteError, "rank " + std::to_string(rank) + " sent more bytes than its message holds");
       }
-      if (!slot->data.empty()) std::memcpy(op.buffer + op.moved, slot->data.data(), slot->data.size());
+      copyBytes(op.buffer + op.moved, slot->data.data(), slot->data.size());
       connection.release();
       op.moved += slot->data.size();
       op.started = true;
@@ -270,6 +271,5 @@ void Engine::checkPeers() {
     }
   }
 }
-
 
 }  // namespace loom
