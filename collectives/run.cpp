@@ -49,6 +49,8 @@ void runAlgorithm(const Plan& plan, Algorithm algorithm) {
       break;
     case Algorithm::Hierarchical:
       if (plan.c.kind == K::AllReduce) return hierarchicalAllReduce(plan);
+      if (plan.c.kind == K::AllGather) return hierarchicalAllGather(plan);
+      if (plan.c.kind == K::ReduceScatter) return hierarchicalReduceScatter(plan);
       break;
     case Algorithm::Direct:
       switch (plan.c.kind) {
@@ -122,7 +124,7 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     std::string& what = state.callName;
     what.assign(collectiveName(c.kind)).append(" #").append(std::to_string(sequence));
     shm::NodeArea* node = nullptr;
-    // Forced onto nodes of unequal size, hier runs the flat ring (hierarchical_allreduce.cpp).
+    // Forced onto nodes of unequal size, hier runs the flat ring (algorithms/hierarchical_*.cpp).
     const bool hierarchical = choice.algorithm == Algorithm::Hierarchical && state.acrossHosts;
     const bool flatInstead = choice.algorithm == Algorithm::Hierarchical && !hierarchical;
     entry.algorithm = flatInstead ? "ring" : algorithmName(choice.algorithm);

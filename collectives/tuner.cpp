@@ -84,8 +84,10 @@ bool applies(Algorithm algorithm, CollectiveKind kind) {
              kind == CollectiveKind::Reduce;
     case Algorithm::RecursiveDoubling:
     case Algorithm::Tree:
-    case Algorithm::Hierarchical:
       return kind == CollectiveKind::AllReduce;
+    case Algorithm::Hierarchical:
+      return kind == CollectiveKind::AllReduce || kind == CollectiveKind::AllGather ||
+             kind == CollectiveKind::ReduceScatter;
     case Algorithm::Direct: return kind != CollectiveKind::Broadcast;
     case Algorithm::Shm:
       return kind == CollectiveKind::AllReduce || kind == CollectiveKind::AllGather ||
@@ -167,15 +169,22 @@ double Tuner::estimateUs(Algorithm algorithm, CollectiveKind kind, size_t bytes)
     }
     case Algorithm::Hierarchical: {
       if (layout_.nodes < 2 || layout_.ranksPerNode < 2) return std::numeric_limits<double>::infinity();
-      // A reduce-scatter and an all-gather on each node's segment, and
-      // between them a ring across the nodes in which each of a node's ranks
-      // carries 1/ranksPerNode of the buffer, all of them over the node's link.
-      // The node phases' fixed cost is what was measured across two
-      // namespaces with 2 ranks each (bench/RESULTS.md): about three
-      // socket hand-offs, so the flat algorithms keep messages below ~128 KiB.
+      // All-reduce: a reduce-scatter and an all-gather on each node's
+      // segment, and between them a ring across the nodes in which each of a
+      // node's ranks carries 1/ranksPerNode of the buffer, all of them over
+      // the node's link. All-gather: the ring across nodes, then one gather
+      // on the segment. The node phases' fixed cost is what was measured
+      // across two namespaces with 2 ranks each (bench/RESULTS.md): about
+      // three socket hand-offs for the all-reduce (whose tail also takes the
+      // flat ring), so the flat algorithms keep its messages below ~128 KiB;
+      // the all-gather's one gather adds little to its ring (0.84 of the flat
+      // ring's time at 16 KiB, 0.53-0.75 at 256 KiB-16 MiB).
       const double h = layout_.nodes;
-      const double segment = 3 * path.latencyUs + 2 * s / (kSegmentPath.bandwidthGBps * 1e3);
-      return segment + 2 * (h - 1) * path.latencyUs + 2 * (h - 1) / h * s / (path.bandwidthGBps * 1e3);
+      const bool allReduce = kind == CollectiveKind::AllReduce;
+      const double passes = allReduce ? 2 : 1;
+      const double segment = (allReduce ? 3 * path.latencyUs : kSegmentPath.latencyUs) +
+                             passes * s / (kSegmentPath.bandwidthGBps * 1e3);
+      return segment + passes * ((h - 1) * path.latencyUs + (h - 1) / h * s / (path.bandwidthGBps * 1e3));
     }
     case Algorithm::Tree:
       // Up and down a tree of depth log2(n); a rank inner in one tree takes

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "collectives/collective.hpp"
@@ -54,6 +55,22 @@ inline void copyBlock(std::byte* dst, const std::byte* src, size_t bytes) {
   if (dst != src) copyBytes(dst, src, bytes);
 }
 
+// The blocks of a collective on the node's shared segment, for the flat
+// shm algorithms and the hierarchical ones' node phases: each local rank q
+// has `perRank` blocks of the plan's block size, the k-th at inputAt(q, k)
+// bytes into an input (its peers may read `inputBytes` of it in place) and
+// at outputAt(q, k) bytes into an output. A gather copies every rank's
+// blocks from its input to every rank's output; a reduce-scatter reduces
+// block (q, k) of every rank's input into q's output. The flat ones have one
+// block per rank: rank q's, q blocks into the send or receive buffer.
+struct NodeBlocks {
+  const std::byte* input;
+  size_t inputBytes;
+  int perRank;
+  std::function<size_t(int local, int k)> inputAt;
+  std::function<size_t(int local, int k)> outputAt;
+};
+
 void ringAllReduce(const Plan& plan);
 void ringAllGather(const Plan& plan);
 void ringReduceScatter(const Plan& plan);
@@ -62,6 +79,8 @@ void chainReduce(const Plan& plan);
 void recursiveDoublingAllReduce(const Plan& plan);
 void treeAllReduce(const Plan& plan);
 void hierarchicalAllReduce(const Plan& plan);
+void hierarchicalAllGather(const Plan& plan);
+void hierarchicalReduceScatter(const Plan& plan);
 void directAllGather(const Plan& plan);
 void directAlltoAll(const Plan& plan);
 void directGather(const Plan& plan);
@@ -73,7 +92,9 @@ void directReduce(const Plan& plan);
 // Within one node, on the shared segment (shm/node_area.hpp).
 void shmAllReduce(const Plan& plan);
 void shmReduceScatter(const Plan& plan);
+void shmReduceBlocks(const Plan& plan, const NodeBlocks& blocks);
 void shmAllGather(const Plan& plan);
+void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks);
 void shmBroadcast(const Plan& plan);
 void shmReduce(const Plan& plan);
 

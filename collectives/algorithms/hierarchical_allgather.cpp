@@ -1,0 +1,40 @@
+// Hierarchical all-gather, for several nodes with the same number L of ranks
+// each:
+//
+//   1. across nodes, a ring all-gather among the ranks with this rank's local
+//      index, one per node: each ends with its H counterparts' blocks in
+//      place in its output;
+//   2. within each node, a gather on the node's shared segment: each local
+//      rank contributes the H blocks it now holds, and every rank copies the
+//      others' into its output.
+//
+// The node's L rings run at once, each carrying its ranks' blocks, so the
+// node's link carries the (H-1) L blocks it must receive, where the flat
+// ring's link between two nodes carries n-1. Nodes with unequal rank counts
+// have no ring across hosts: there the flat ring does all of it.
+#include "collectives/algorithms/algorithms.hpp"
+
+namespace loom::coll {
+
+void hierarchicalAllGather(const Plan& plan) {
+  if (plan.acrossHosts == nullptr || plan.node == nullptr) return ringAllGather(plan);
+  const size_t block = plan.c.blockBytes();
+
+  Plan across = plan;
+  across.nranks = plan.acrossHosts->size();
+  across.ring = plan.acrossHosts;
+  ringAllGather(across);
+
+  // Local rank q's block from host h is that of the h-th host's q-th rank.
+  const auto& hostRanks = plan.comm.placement().hostRanks;
+  const auto place = [&hostRanks, block](int q, int h) {
+    return static_cast<size_t>(hostRanks[static_cast<size_t>(h)][static_cast<size_t>(q)]) * block;
+  };
+  shmGatherBlocks(plan, {.input = plan.c.recv,
+                         .inputBytes = block * static_cast<size_t>(plan.nranks),
+                         .perRank = across.nranks,
+                         .inputAt = place,
+                         .outputAt = place});
+}
+
+}  // namespace loom::coll
