@@ -24,14 +24,16 @@ void hierarchicalReduceScatter(const Plan& plan) {
   const int hosts = plan.acrossHosts->size();
   std::byte* nodeSums = plan.received->get(inputBytes).data();
 
-  // Local rank q's k-th block is that of the k-th host's q-th rank, at the same place in input and scratch.
+  // Local rank q's k-th block is that of the k-th host's q-th rank, at the
+  // same place in the input and the scratch.
   const auto& hostRanks = plan.comm.placement().hostRanks;
   const auto place = [&hostRanks, block](int q, int k) {
     return static_cast<size_t>(hostRanks[static_cast<size_t>(k)][static_cast<size_t>(q)]) * block;
   };
   Plan within = plan;
   within.c.recv = nodeSums;
-  shmReduceBlocks(within, {.input = plan.c.send, .inputBytes = inputBytes, .perRank = hosts, .inputAt = place, .outputAt = place});
+  shmReduceBlocks(within,
+                  {.input = plan.c.send, .inputBytes = inputBytes, .perRank = hosts, .inputAt = place, .outputAt = place});
 
   Plan across = plan;
   across.c.send = nodeSums;

@@ -46,7 +46,8 @@ void shmReduceBlocks(const Plan& plan, const NodeBlocks& blocks) {
   const size_t block = plan.c.blockBytes();
   const size_t perRank = static_cast<size_t>(blocks.perRank);
   // A slot holds one piece of each of the n x perRank blocks.
-  const size_t stepBytes = std::max(typeSize, wholeElements(node.slotBytes() / (static_cast<size_t>(n) * perRank), typeSize));
+  const size_t stepBytes =
+      std::max(typeSize, wholeElements(node.slotBytes() / (static_cast<size_t>(n) * perRank), typeSize));
   const Pieces pieces(block, stepBytes);
   const std::span<const void*> sources = node.sources();
   if (pieces.count() > 1) {
