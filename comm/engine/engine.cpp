@@ -99,6 +99,7 @@ void Engine::withdraw(std::span<P2pOp* const> ops) {
     Direction& direction = op->kind == OpKind::Send ? peer.sends : peer.recvs;
     const bool wasHead = !direction.queue.empty() && direction.queue.front() == op;
     std::erase(direction.queue, op);
+    direction.removed(op);
     if (wasHead && !direction.queue.empty()) direction.queue.front()->lastActivity = Clock::now();
     if (op->started && direction.broken.empty()) direction.broken = op->describe() + " was abandoned midway";
     op->error = loomInvalidUsage;
@@ -110,6 +111,7 @@ void Engine::withdraw(std::span<P2pOp* const> ops) {
 void Engine::complete(Direction& direction) {
   P2pOp* op = direction.queue.front();
   direction.queue.pop_front();
+  direction.removed(op);
   finish(*op, OpState::Done);
   if (!direction.queue.empty()) direction.queue.front()->lastActivity = Clock::now();
 }
@@ -117,6 +119,7 @@ void Engine::complete(Direction& direction) {
 void Engine::fail(Direction& direction, const Error& error) {
   P2pOp* head = direction.queue.front();
   direction.queue.pop_front();
+  direction.removed(head);
   const bool connectionLost = head->started || error.code() == loomRemoteError || error.code() == loomSystemError ||
                               error.code() == loomInvalidUsage;
   std::string why = head->describe() + ": " + error.what();
@@ -221,6 +224,10 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
       if (!peer.recv) return step;  // the sender has not connected yet
     }
     transport::RecvConnection& connection = *peer.recv;
+    if (peer.recvs.landingFor != &op && !op.started) {  // its first slot has not been taken yet
+      peer.recvs.landing.emplace(connection, std::span(op.buffer, op.bytes), 0);
+      peer.recvs.landingFor = &op;
+    }
     while (op.moved < op.bytes || !op.started) {
       auto slot = connection.peek();
       if (!slot) {
@@ -235,7 +242,8 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
       if (op.moved + slot->data.size() > op.bytes) {
         throw Error(loomRemoteError, "rank " + std::to_string(rank) + " sent more bytes than its message holds");
       }
-      copyBytes(op.buffer + op.moved, slot->data.data(), slot->data.size());
+      std::byte* into = op.buffer + op.moved;
+      if (slot->data.data() != into) copyBytes(into, slot->data.data(), slot->data.size());  // else it landed there
       connection.release();
       op.moved += slot->data.size();
       op.started = true;

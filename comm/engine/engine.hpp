@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,12 +70,22 @@ class Engine {
   struct Direction {
     std::deque<P2pOp*> queue;
     std::string broken;  // why this direction cannot be used any more
+    // A socket receives the head op's message straight into its buffer
+    // (RecvConnection::receiveInto) until the op leaves the queue.
+    std::optional<transport::ReceiveInto> landing;
+    const P2pOp* landingFor = nullptr;
+
+    void removed(const P2pOp* op) {
+      if (op != landingFor) return;
+      landing.reset();
+      landingFor = nullptr;
+    }
   };
   struct Peer {
     std::unique_ptr<transport::SendConnection> send;  // point-to-point, guarded by mutex_
     std::unique_ptr<transport::RecvConnection> recv;
     Direction sends;
-    Direction recvs;
+    Direction recvs;  // after recv: its landing goes first
     std::unique_ptr<transport::SendConnection> collectiveSend;  // the collective lock's
     std::unique_ptr<transport::RecvConnection> collectiveRecv;
   };
