@@ -8,6 +8,7 @@
 
 #include "tests/support/files.hpp"
 #include "tests/support/processes.hpp"
+#include "tools/loom-perf/fresh_inputs.hpp"
 
 using loom::test::runProcess;
 
@@ -132,8 +133,8 @@ TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
 }
 
 TEST(LoomPerf, BadFlagsAreNamed) {
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"-a", "median"}, {"-I", "2"}, {"-f", "0.5"},
-                                               {"-d", "float128"}, {"-b", "lots"}, {"--bogus", "1"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"-a", "median"}, {"-I", "2"}, {"-F", "2"},
+                                               {"-f", "0.5"}, {"-d", "float128"}, {"-b", "lots"}, {"--bogus", "1"}}) {
     std::vector<std::string> argv{LOOM_PERF_BIN, "all_reduce", "-N", "2"};
     argv.insert(argv.end(), args.begin(), args.end());
     auto r = runProcess(argv);
@@ -154,6 +155,24 @@ TEST(LoomPerf, AlgoFlagSetsTheAlgorithm) {
   auto bad = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "--algo", "nosuch"});
   EXPECT_NE(bad.exitCode, 0);
   EXPECT_NE(bad.output.find("'nosuch' is not an algorithm"), std::string::npos) << bad.output;
+}
+
+// -F 1 rewrites each rank's input before each timed call: the values stay
+// what they were (the rewrite stores each line back), the run still checks
+// exact, and the JSON says the inputs were fresh.
+TEST(LoomPerf, FreshInputsKeepTheirValuesAndAreRecorded) {
+  std::vector<unsigned char> buffer(4099);
+  for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<unsigned char>(i * 7 + 3);
+  const std::vector<unsigned char> before = buffer;
+  loom::perf::rewriteLines(buffer.data() + 1, buffer.size() - 1);
+  EXPECT_EQ(buffer, before);
+
+  const std::string json = ::testing::TempDir() + "loom-perf-fresh-" + std::to_string(::getpid()) + ".json";
+  auto r = runProcess({LOOM_PERF_BIN, "all_gather", "-N", "2", "-b", "1K", "-e", "64K", "-f", "64", "-n", "3", "-w",
+                       "1", "-F", "1", "--json", json});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(loom::test::readFile(json).find("\"fresh_inputs\": true"), std::string::npos) << loom::test::readFile(json);
+  std::remove(json.c_str());
 }
 
 TEST(LoomPerf, ACorruptedResultIsCountedAndFailsTheRun) {

@@ -59,7 +59,7 @@ void runRank(const loom::bench::Sweep& s, int rank, const std::string& storeDir)
     gloo::BarrierOptions opts(context);
     gloo::barrier(opts);
   };
-  loom::bench::runSweep(s, rank, n, run, barrier);
+  loom::bench::runSweep(s, rank, n, run, barrier, send.data());
 }
 
 }  // namespace

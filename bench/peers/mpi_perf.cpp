@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
       MPI_Bcast(send.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
     }
   };
-  loom::bench::runSweep(s, rank, n, run, [] { MPI_Barrier(MPI_COMM_WORLD); });
+  loom::bench::runSweep(s, rank, n, run, [] { MPI_Barrier(MPI_COMM_WORLD); }, send.data());
   MPI_Finalize();
   return 0;
 }

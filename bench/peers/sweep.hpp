@@ -1,7 +1,9 @@
 // The measurement loop that the peer programs (mpi_perf, gloo_perf) share
 // with loom-perf's method, so that their figures compare: for each size from
 // -b to -e by factor -f, -w warm-up iterations, then -n timed iterations back
-// to back, reporting the mean time of one and nccl-tests' bus bandwidth.
+// to back, reporting the mean time of one and nccl-tests' bus bandwidth. With
+// -F 1 each rank rewrites its input before each call and only the calls are
+// timed (tools/loom-perf/fresh_inputs.hpp).
 // Output, one line per size on rank 0: "size_bytes time_us busbw_GBps".
 #pragma once
 
@@ -12,6 +14,8 @@
 #include <functional>
 #include <string>
 
+#include "tools/loom-perf/fresh_inputs.hpp"
+
 namespace loom::bench {
 
 struct Sweep {
@@ -21,6 +25,7 @@ struct Sweep {
   size_t factor = 2;
   int iters = 20;
   int warmup = 5;
+  bool freshInputs = false;  // -F 1
   int nranks = 2;  // gloo_perf: ranks to fork; mpi_perf takes MPI's
   // gloo_perf across machines: run only this rank (of -N), meeting the others
   // in the file store --store, its TCP device on --addr.
@@ -29,7 +34,7 @@ struct Sweep {
   std::string address = "127.0.0.1";
 };
 
-// Parses "COLLECTIVE [-b N] [-e N] [-f N] [-n N] [-w N] [-N N] [--rank R --store DIR --addr IP]"
+// Parses "COLLECTIVE [-b N] [-e N] [-f N] [-n N] [-w N] [-F 0|1] [-N N] [--rank R --store DIR --addr IP]"
 // (K/M/G suffixes).
 inline Sweep parseSweep(int argc, char** argv) {
   Sweep s;
@@ -53,6 +58,7 @@ inline Sweep parseSweep(int argc, char** argv) {
     else if (flag == "-f") s.factor = static_cast<size_t>(std::atoi(value));
     else if (flag == "-n") s.iters = std::atoi(value);
     else if (flag == "-w") s.warmup = std::atoi(value);
+    else if (flag == "-F") s.freshInputs = std::atoi(value) != 0;
     else if (flag == "-N") s.nranks = std::atoi(value);
     else if (flag == "--rank") s.rank = std::atoi(value);
     else if (flag == "--store") s.store = value;
@@ -78,19 +84,36 @@ inline double busFactor(const std::string& collective, int n) {
   return static_cast<double>(n - 1) / n;
 }
 
+// The bytes of this rank's input to a collective of total size `bytes`.
+inline size_t inputBytes(const std::string& collective, size_t bytes, int n) {
+  return collective == "all_gather" ? bytes / static_cast<size_t>(n) : bytes;
+}
+
 // Runs the sweep: `run(bytes)` performs one collective of `bytes` (the
 // total size S of nccl-tests: the whole gathered buffer for all-gather and
-// reduce-scatter); `barrier()` aligns the ranks before each timed loop.
+// reduce-scatter); `barrier()` aligns the ranks before each timed loop;
+// `input` is where the collective reads this rank's input (for -F).
 inline void runSweep(const Sweep& s, int rank, int n, const std::function<void(size_t)>& run,
-                     const std::function<void()>& barrier) {
+                     const std::function<void()>& barrier, void* input) {
+  using Clock = std::chrono::steady_clock;
   if (rank == 0) std::printf("# %s on %d ranks: size_bytes time_us busbw_GBps\n", s.collective.c_str(), n);
   for (size_t bytes = s.minBytes; bytes <= s.maxBytes; bytes *= s.factor) {
     for (int i = 0; i < s.warmup; ++i) run(bytes);
     barrier();
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < s.iters; ++i) run(bytes);
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / s.iters;
+    double total = 0;
+    if (s.freshInputs) {
+      for (int i = 0; i < s.iters; ++i) {
+        perf::rewriteLines(input, inputBytes(s.collective, bytes, n));
+        const auto start = Clock::now();
+        run(bytes);
+        total += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      }
+    } else {
+      const auto start = Clock::now();
+      for (int i = 0; i < s.iters; ++i) run(bytes);
+      total = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    }
+    const double us = total / s.iters;
     if (rank == 0) {
       std::printf("%zu %.2f %.3f\n", bytes, us, static_cast<double>(bytes) / us / 1e3 * busFactor(s.collective, n));
       std::fflush(stdout);

@@ -11,7 +11,8 @@
 // the slowest rank's). With -c 1, one extra call per size on inputs built
 // from (rank, index) is checked element by element against the exact
 // expected result (tools/check), and #wrong counts the mismatches over all
-// ranks. The exit status is 1 if any was wrong.
+// ranks. The exit status is 1 if any was wrong. With -F 1 every rank rewrites
+// its input before each call (fresh_inputs.hpp) and only the calls are timed.
 #include <loom/loom.h>
 #include <unistd.h>
 
@@ -20,12 +21,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "comm/base/ranges.hpp"
 #include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"
+#include "tools/loom-perf/fresh_inputs.hpp"
 #include "tools/launch/local_job.hpp"
 #include "tools/loom-perf/options.hpp"
 #include "tools/loom-perf/report.hpp"
@@ -125,10 +128,12 @@ class Runner {
     for (int i = 0; i < o_.warmup; ++i) run(c, op);
     Timing t;
     std::vector<double> each;
+    const size_t inputBytes = loom::check::sendElements(c) * loom::check::typeSize(c.type);
     const auto t0 = Clock::now();
-    if (o_.perIteration) {
+    if (o_.perIteration || o_.freshInputs) {
       each.resize(static_cast<size_t>(o_.iters));
       for (auto& us : each) {
+        if (o_.freshInputs) loom::perf::rewriteLines(send_, inputBytes);
         const auto start = Clock::now();
         run(c, op);
         us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
@@ -136,7 +141,8 @@ class Runner {
     } else {
       for (int i = 0; i < o_.iters; ++i) run(c, op);
     }
-    t.us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
+    t.us = o_.freshInputs ? std::accumulate(each.begin(), each.end(), 0.0) / o_.iters
+                          : std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
     if (o_.check) {
       prepare(c, inPlace);
       run(c, op);

@@ -14,8 +14,8 @@ using check::Op;
 [[noreturn]] void usage(int status) {
   std::fprintf(status == 0 ? stdout : stderr,
                "usage: loom-perf COLLECTIVE [-b min] [-e max] [-f factor | -i increment] [-n iters] [-w warmup]\n"
-               "                 [-c 0|1] [-d type] [-o op] [-r root] [-a min|max|avg] [-I 0|1] [-N ranks]\n"
-               "                 [-R 0|1] [--algo NAME] [--json FILE] [--csv FILE]\n"
+               "                 [-c 0|1] [-d type] [-o op] [-r root] [-a min|max|avg] [-I 0|1] [-F 0|1]\n"
+               "                 [-N ranks] [-R 0|1] [--algo NAME] [--json FILE] [--csv FILE]\n"
                "  COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce, gather, scatter,\n"
                "              alltoall, sendrecv (to rank+1, from rank-1, in a group), or barrier (the\n"
                "              out-of-band bootstrap barrier)\n"
@@ -28,6 +28,7 @@ using check::Op;
                "  -r     root of rooted collectives (default 0)\n"
                "  -a     how the ranks' times combine: min, max (default: the slowest rank) or avg\n"
                "  -I     1: time every iteration and report min, p50, p99 and the coefficient of variation\n"
+               "  -F     1: rewrite every rank's input before each call, untimed (fresh data, as in training)\n"
                "  -N     ranks to start on this machine when not under a launcher (default 4)\n"
                "  -R     buffers from malloc (0, default) or loomMemAlloc (1: read in place by the node's ranks)\n"
                "  --algo NAME   LOOM_ALGO for this run (e.g. ring, or allreduce:rd,allgather:direct)\n"
@@ -156,6 +157,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "-r") o.root = parseInt("-r", v, 0);
     else if (a == "-a") o.aggregate = parseAggregate(v);
     else if (a == "-I") o.perIteration = parseInt("-I", v, 0, 1) != 0;
+    else if (a == "-F") o.freshInputs = parseInt("-F", v, 0, 1) != 0;
     else if (a == "-R") o.loomMemAlloc = parseInt("-R", v, 0, 1) != 0;
     else if (a == "--algo") o.algo = v;
     else if (a == "--json") o.jsonFile = v;

@@ -32,6 +32,7 @@ struct Options {
   int root = 0;
   Aggregate aggregate = Aggregate::Max;  // -a: the slowest rank by default
   bool perIteration = false;             // -I 1: min, p50, p99 and CV of single iterations
+  bool freshInputs = false;              // -F 1: rewrite the input before each call (fresh_inputs.hpp)
   std::string algo;                      // --algo: LOOM_ALGO for this run
   std::string jsonFile;
   std::string csvFile;

@@ -98,6 +98,7 @@ void Report::writeJson(const std::string& path) const {
   json.field("collective", o_.collective).field("ranks", nranks_).field("iterations", o_.iters);
   json.field("warmup", o_.warmup).field("check", o_.check == 1).field("aggregate", aggregateName(o_.aggregate));
   json.field("buffers", o_.loomMemAlloc ? "loomMemAlloc" : "malloc").field("algo", o_.algo);
+  json.field("fresh_inputs", o_.freshInputs);
   json.field("bus_factor", busFactor(o_.coll, nranks_));
   json.key("rank_info").beginArray();
   for (const auto& r : ranks_) json.value(r);
