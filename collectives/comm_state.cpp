@@ -47,6 +47,7 @@ std::optional<Ring> acrossHostsOf(Communicator& comm) {
 Overrides overridesOf(const Communicator& comm) {
   Overrides o = Overrides::fromEnv();
   o.deterministic = comm.config().deterministic;
+  o.deterministicBy = comm.config().deterministicBy;
   return o;
 }
 

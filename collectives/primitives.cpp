@@ -6,13 +6,22 @@
 #include <string>
 
 #include "comm/base/copy_bytes.hpp"
+#include "collectives/call_signature.hpp"
 #include "comm/base/error.hpp"
+#include "comm/engine/message_match.hpp"
 
 namespace loom::coll {
 
 Primitives::Primitives(Links& links, int prev, int next, loomDataType_t type, size_t typeSize, cpu::ReduceOp op,
-                       uint32_t sequence)
-    : links_(links), prev_(prev), next_(next), type_(type), typeSize_(typeSize), op_(op), sequence_(sequence) {}
+                       uint32_t sequence, uint32_t call)
+    : links_(links),
+      prev_(prev),
+      next_(next),
+      type_(type),
+      typeSize_(typeSize),
+      op_(op),
+      sequence_(sequence),
+      call_(call) {}
 
 void Primitives::send(const std::byte* src, size_t bytes) { run(kSend, src, nullptr, bytes); }
 void Primitives::recv(std::byte* dst, size_t bytes) { run(kRecv | kCopy, nullptr, dst, bytes); }
@@ -29,20 +38,20 @@ void Primitives::copySend(const std::byte* src, std::byte* dst, size_t bytes) {
 }
 
 void Primitives::checkTag(const transport::RecvSlot& slot, size_t bytes, size_t offset) const {
-  if (slot.tag.messageBytes == bytes && slot.tag.message == sequence_ && slot.data.size() % typeSize_ == 0 &&
-      slot.tag.offset == offset) {
-    return;
+  requireMatch(slot.tag, {bytes, sequence_, call_, describeCollectiveMessage}, offset, prev_, links_.what());
+  if (slot.data.size() % typeSize_ != 0) {
+    throw Error(loomRemoteError, links_.what() + ": rank " + std::to_string(prev_) + " sent a slot of " +
+                                     std::to_string(slot.data.size()) + " bytes, not whole elements");
   }
-  const bool sameMessage = slot.tag.messageBytes == bytes && slot.tag.message == sequence_;
-  const std::string where = sameMessage ? " at offset " + std::to_string(slot.tag.offset) + " where offset " +
-                                              std::to_string(offset) + " was expected"
-                                        : "";
-  throw Error(loomInvalidUsage,
-              links_.what() + ": rank " + std::to_string(prev_) + " sent " + std::to_string(slot.tag.messageBytes) +
-                  " bytes for collective #" + std::to_string(slot.tag.message) + where +
-                  (sameMessage ? "" : " where " + std::to_string(bytes) + " bytes for #" +
-                                          std::to_string(sequence_) + " were expected") +
-                  " (every rank must call the same collectives with matching counts and types)");
+}
+
+transport::SlotTag Primitives::tag(size_t bytes, size_t offset, size_t payload, uint32_t index) const {
+  return {.messageBytes = bytes,
+          .offset = offset,
+          .bytes = static_cast<uint32_t>(payload),
+          .message = sequence_,
+          .index = index,
+          .call = call_};
 }
 
 void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
@@ -59,11 +68,7 @@ void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
     while (sent < bytes) {
       if (out.reserve().empty()) break;
       const size_t n = std::min(bytes - sent, outPiece);
-      out.commitFrom({src + sent, n}, {.messageBytes = bytes,
-                                       .offset = sent,
-                                       .bytes = static_cast<uint32_t>(n),
-                                       .message = sequence_,
-                                       .index = slots++});
+      out.commitFrom({src + sent, n}, tag(bytes, sent, n, slots++));
       out.progress();  // on its way now: the peer can start on it
       sent += n;
       moved = true;
@@ -143,13 +148,9 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
       piece = into;
     }
     if (out) {
-      const transport::SlotTag tag{.messageBytes = bytes,
-                                   .offset = done,
-                                   .bytes = static_cast<uint32_t>(n),
-                                   .message = sequence_,
-                                   .index = slots++};
-      if (piece == outSlot.data()) out->commit(tag);
-      else out->commitFrom({piece, n}, tag);
+      const transport::SlotTag pieceTag = tag(bytes, done, n, slots++);
+      if (piece == outSlot.data()) out->commit(pieceTag);
+      else out->commitFrom({piece, n}, pieceTag);
       out->progress();  // on its way now: the next rank can start on it
     }
     if (!in && (flow & kCopy) && dst + done != piece) copyBytes(dst + done, piece, n);

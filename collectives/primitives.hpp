@@ -20,10 +20,11 @@
 // nothing else is done with what arrives (SendConnection::commitFrom,
 // RecvConnection::receiveInto).
 //
-// Every slot carries the size of the primitive's message, its offset there
-// and the collective's sequence number; a receiver that expected something else
-// (ranks in different collectives, or with different counts) fails with
-// loomInvalidUsage instead of reducing garbage.
+// Every slot carries the size of the primitive's message, its offset there,
+// the collective's sequence number and call signature; a receiver that
+// expected something else (ranks in different collectives, or with different
+// counts, types, ops or roots) fails with loomInvalidUsage naming both calls
+// instead of reducing garbage (comm/engine/message_match.hpp).
 #pragma once
 
 #include <loom/loom.h>
@@ -34,14 +35,16 @@
 
 #include "collectives/cpu/reduce.hpp"
 #include "collectives/links.hpp"
+#include "transport/connection.hpp"
 
 namespace loom::coll {
 
 class Primitives {
  public:
   // prev or next may be -1 where a rank has none (the ends of a chain).
+  // `sequence` and `call` name the collective in every slot (call_signature.hpp).
   Primitives(Links& links, int prev, int next, loomDataType_t type, size_t typeSize, cpu::ReduceOp op,
-             uint32_t sequence);
+             uint32_t sequence, uint32_t call);
 
   void send(const std::byte* src, size_t bytes);
   void recv(std::byte* dst, size_t bytes);
@@ -57,6 +60,7 @@ class Primitives {
   void run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes);
   // Throws unless the slot is the one at `offset` of a message of `bytes` of this collective.
   void checkTag(const transport::RecvSlot& slot, size_t bytes, size_t offset) const;
+  transport::SlotTag tag(size_t bytes, size_t offset, size_t payload, uint32_t index) const;
 
   Links& links_;
   int prev_;
@@ -65,6 +69,7 @@ class Primitives {
   size_t typeSize_;
   cpu::ReduceOp op_;
   uint32_t sequence_;
+  uint32_t call_;
   size_t inOffset_ = 0;  // bytes of the current inbound slot already consumed
 };
 

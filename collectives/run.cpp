@@ -5,6 +5,7 @@
 #include <string>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/call_signature.hpp"
 #include "collectives/comm_state.hpp"
 #include "collectives/signature_check.hpp"
 #include "comm/base/copy_bytes.hpp"
@@ -95,6 +96,7 @@ constexpr std::chrono::milliseconds kSurveyWithin{1000};
 // One collective, under the state's runMutex; `entry` learns its algorithm.
 void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, FlightRecorder::Entry& entry) {
   const int n = comm.size();
+  const uint32_t call = callSignature(c);  // the call as made, before PreMulSum and Avg are resolved
   const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
                        c.kind == CollectiveKind::ReduceScatter;
 
@@ -140,6 +142,7 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .rank = comm.rank(),
               .nranks = n,
               .sequence = sequence,
+              .call = call,
               .chunkBytes = std::min(choice.chunkBytes, comm.engine().context().fifo.totalBytes() / 2),
               .what = what,
               .node = node,
@@ -176,7 +179,14 @@ void runCollective(Communicator& comm, Collective c) {
   comm.progress.begin(collectiveName(c.kind), sequence);
   try {
     if (state.checkSignatures) checkSignatures(comm, c, sequence);
-    runLocked(comm, state, c, sequence, entry);
+    try {
+      runLocked(comm, state, c, sequence, entry);
+    } catch (const Error& e) {
+      // Ranks out of step, found in the data path: the connections now hold
+      // another call's data. Nobody may wait out a deadline for it.
+      if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
+      throw;
+    }
   } catch (const Error& e) {
     comm.progress.end(true);
     state.recorder.fail(entry, e.what());

@@ -245,7 +245,8 @@ Choice Tuner::decide(CollectiveKind kind, size_t bytes) {
     if (overrides_.deterministic && reducesData(kind) && !foldsInRankOrder(*forced)) {
       throw Error(loomInvalidArgument, std::string("LOOM_ALGO: ") + algorithmName(*forced) + " does not fold " +
                                            collectiveName(kind) +
-                                           " in rank order, which LOOM_DETERMINISTIC=1 asks for (shm and direct do)");
+                                           " in rank order, which " + overrides_.deterministicBy +
+                                           " asks for (shm and direct do)");
     }
     choice.algorithm = *forced;
   } else {

@@ -54,6 +54,7 @@ struct Overrides {
   std::array<std::optional<Algorithm>, kCollectiveKinds> algorithm{};
   size_t chunkBytes = 0;  // 0: the tuner's
   bool deterministic = false;  // reductions only with algorithms that fold in rank order
+  const char* deterministicBy = "LOOM_DETERMINISTIC=1";  // who asked, for messages
 
   // Throws loomInvalidArgument naming the variable and the bad entry.
   static Overrides fromEnv();

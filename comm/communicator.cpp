@@ -26,6 +26,7 @@ net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const
 Communicator::Communicator(Config config) : config_(config) {}
 
 Communicator::~Communicator() {
+  groupWorker_.reset();  // idle: every group that used it waited for it
   if (initThread_.joinable()) {
     cancel_.cancel();
     initThread_.join();
@@ -65,9 +66,24 @@ void Communicator::revoke(int rank, const std::string& why) {
 
 void Communicator::revoke(const std::string& message) { cancel_.cancel(loomRemoteError, message); }
 
+void Communicator::poison(const std::string& what) {
+  if (cancel_.cancelled()) return;
+  poisoned_.store(true, std::memory_order_release);
+  cancel_.cancel(loomInvalidUsage, "the ranks are out of step: " + what);
+  if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportMismatch(what);
+}
+
+void Communicator::outOfStep(int from, const std::string& what) {
+  if (cancel_.cancelled()) return;
+  poisoned_.store(true, std::memory_order_release);
+  LOOM_WARN(Init, "rank %d found the ranks out of step: %s; the communicator is unusable", from, what.c_str());
+  cancel_.cancel(loomInvalidUsage, "the ranks are out of step, as rank " + std::to_string(from) + " found: " + what);
+}
+
 loomResult_t Communicator::state() const {
   const loomResult_t init = asyncError();
   if (init != loomSuccess) return init;
+  if (poisoned_.load(std::memory_order_acquire)) return loomInvalidUsage;
   return cancel_.code() == loomRemoteError ? loomRemoteError : loomSuccess;
 }
 
@@ -130,8 +146,9 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, self, std::move(listener), config_.timeout, &cancel_);
   bootstrap_->watch(Watchdog::Settings::fromEnv(config_.timeout),
-                    [this](int failed, const std::string& why) { revoke(failed, why); },
-                    [this] { return progress.describe(); });
+                    {.onFailure = [this](int failed, const std::string& why) { revoke(failed, why); },
+                     .onMismatch = [this](int from, const std::string& what) { outOfStep(from, what); },
+                     .describe = [this] { return progress.describe(); }});
 
   localSize_ = 0;
   for (const auto& p : bootstrap_->peers()) {
@@ -199,6 +216,11 @@ void Communicator::requireInitialized() const {
       throw Error(loomInvalidUsage, "communicator failed to initialize: " + initError_);
     }
   }
+}
+
+HostStream& Communicator::groupWorker() {
+  std::call_once(groupWorkerStarted_, [this] { groupWorker_ = std::make_unique<HostStream>(); });
+  return *groupWorker_;
 }
 
 void Communicator::setLastError(const std::string& message) {

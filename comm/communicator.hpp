@@ -17,6 +17,7 @@
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "comm/engine/engine.hpp"
+#include "comm/engine/stream.hpp"
 #include "comm/progress.hpp"
 #include "topology/placement.hpp"
 
@@ -75,13 +76,26 @@ class Communicator {
   // under it): the communicator is as broken as if it had been told, and is
   // revoked with that message (the watchdog's notice may come later or never).
   void revoke(const std::string& message);
-  // loomRemoteError once revoked, else asyncError().
+  // A collective of this rank found the ranks out of step in the data path
+  // (another call, count, type, op or root on a peer): the connections now
+  // hold another call's data, so the communicator is unusable. Every
+  // pending and later call fails with loomInvalidUsage and `what`, and
+  // every other rank is told (Watchdog::reportMismatch), so that none waits
+  // out its deadline.
+  void poison(const std::string& what);
+  // Whether a wait on this communicator would end at once (aborted, revoked, poisoned).
+  bool cancelled() const { return cancel_.cancelled(); }
+  // loomRemoteError once revoked, loomInvalidUsage once poisoned, else asyncError().
   loomResult_t state() const;
   // The out-of-band watch over the peers; null with a single rank.
   Watchdog* watchdog();
   // Numbers this rank's loomCommShrink calls on this communicator, so that
   // the survivors match their offers.
   uint32_t nextShrinkEpoch() { return shrinkEpoch_++; }
+
+  // Runs this rank's share of a group that one thread posted for several
+  // ranks of this process (comm/engine/group.cpp); started on first use.
+  HostStream& groupWorker();
 
   void setLastError(const std::string& message);
   std::string lastError() const;
@@ -107,6 +121,8 @@ class Communicator {
 
  private:
   void runInit(const UniqueIdData& id, int rank, int nranks);
+  // Rank `from` found the ranks out of step (its poison()).
+  void outOfStep(int from, const std::string& what);
   // Opens the data listener (on the interface of this rank's NIC when it has
   // one here), exchanges endpoints, creates the engine.
   void startEngine(const UniqueIdData& id, const PeerInfo& self);
@@ -126,9 +142,12 @@ class Communicator {
   std::string initError_;
   std::thread initThread_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> poisoned_{false};
   uint32_t shrinkEpoch_ = 0;
   mutable std::mutex failedMutex_;
   std::vector<int> failed_;  // ranks the watchdog declared failed
+  std::once_flag groupWorkerStarted_;
+  std::unique_ptr<HostStream> groupWorker_;  // idle whenever no group call is under way
 };
 
 // Creates a listener on the interface chosen by LOOM_SOCKET_IFNAME (port 0:

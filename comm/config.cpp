@@ -33,6 +33,7 @@ Config Config::resolve(const loomConfig_t* config) {
                   "config->deterministic must be 0 or 1, not " + std::to_string(config->deterministic));
     }
     c.deterministic = config->deterministic == 1;
+    c.deterministicBy = "config.deterministic = 1";
   }
   return c;
 }

@@ -11,7 +11,15 @@ namespace loom {
 size_t datatypeSize(loomDataType_t datatype);
 // "int8", "float32", "bfloat16", ...; "?" for a value that is not one.
 const char* datatypeName(loomDataType_t datatype);
-// count x datatypeSize, or loomInvalidArgument naming "count" if that overflows.
-size_t bufferBytes(size_t count, loomDataType_t datatype);
+// The bytes of a buffer argument that holds `blocks` blocks of `count`
+// elements (blocks > 1: the n-block buffers of all-gather, reduce-scatter,
+// gather, scatter and all-to-all). loomInvalidArgument naming `countName`
+// unless they are at most LOOM_MAX_BUFFER_BYTES: the one size rule of every
+// entry point, which also keeps every offset the algorithms compute from
+// wrapping.
+size_t bufferBytes(size_t count, loomDataType_t datatype, const char* countName = "count", size_t blocks = 1);
+// loomInvalidArgument naming `name` when [p, p + bytes) runs past the end of
+// the address space.
+void requireInAddressSpace(const void* p, size_t bytes, const char* name);
 
 }  // namespace loom

@@ -26,7 +26,7 @@
 
 namespace loom::transport {
 
-// Travels with every slot.
+// Travels with every slot (40 bytes, sent as they lie in memory).
 struct SlotTag {
   uint64_t messageBytes = 0;  // size of the whole message this chunk belongs to
   uint64_t offset = 0;        // of this slot's payload in the message
@@ -34,6 +34,8 @@ struct SlotTag {
   uint32_t sequence = 0;      // slot number modulo 2^32: set by the transport, checked by the receiver
   uint32_t message = 0;       // the sender's message id (a collective's sequence number; 0 for point-to-point)
   uint32_t index = 0;         // this slot's number in the message (0: its first)
+  uint32_t call = 0;          // what the sender is calling, opaque here (the collectives' call signature; 0: point-to-point)
+  uint32_t spare = 0;         // zero: keeps the tag free of padding on the wire
 };
 
 struct RecvSlot {

@@ -32,6 +32,7 @@ struct Plan {
   int rank;
   int nranks;
   uint32_t sequence;  // tags every slot of this collective
+  uint32_t call;      // so does the call's signature (call_signature.hpp)
   // The most one ring step moves: the tuner's chunk, capped at half a FIFO
   // (NCCL's steps per chunk) so that a step's first send completes without
   // its receiver and leaves slots free for the recvReduceSend that follows;
@@ -46,7 +47,7 @@ struct Plan {
 
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {
-    return Primitives(links, prev, next, c.type, c.typeSize, c.reduction.op, sequence);
+    return Primitives(links, prev, next, c.type, c.typeSize, c.reduction.op, sequence, call);
   }
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/call_signature.hpp"
 #include "comm/engine/wait.hpp"
 
 namespace loom::coll {
@@ -34,6 +35,9 @@ class Exchange {
     op.peer = peer;
     op.buffer = buffer;
     op.bytes = bytes;
+    op.messageId = plan_.sequence;
+    op.call = plan_.call;
+    op.describeMessage = describeCollectiveMessage;
   }
 
   const Plan& plan_;

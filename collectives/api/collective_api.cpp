@@ -31,8 +31,8 @@ struct Request {
   bool reduces = false;
 };
 
-// Bytes of sendbuff and recvbuff this rank touches, and where its own block
-// sits in the n-block buffer (the in-place position).
+// Bytes of sendbuff and recvbuff this rank touches, and whether it reads
+// and writes them (a root-only buffer is ignored elsewhere, as in NCCL).
 struct Footprint {
   size_t sendBytes;
   size_t recvBytes;
@@ -40,52 +40,59 @@ struct Footprint {
   bool writesRecv;
 };
 
-size_t timesRanks(size_t bytes, int n, const char* countName) {
-  if (bytes != 0 && static_cast<size_t>(n) > SIZE_MAX / bytes) {
-    throw loom::Error(loomInvalidArgument, std::string(countName) + " x nranks overflows size_t");
+// The count argument's name in loom.h, for messages.
+const char* countName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllGather:
+    case CollectiveKind::Gather: return "sendcount";
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::Scatter: return "recvcount";
+    default: return "count";
   }
-  return bytes * static_cast<size_t>(n);
 }
 
-Footprint footprint(const Request& q, size_t block, int n, int rank) {
+// Applies the one size rule (bufferBytes) to each buffer the call spans.
+Footprint footprint(const Request& q, int n, int rank) {
   const bool isRoot = rank == q.root;
+  const char* name = countName(q.kind);
+  const size_t block = loom::bufferBytes(q.count, q.datatype, name);
+  const auto blocks = [&] { return loom::bufferBytes(q.count, q.datatype, name, static_cast<size_t>(n)); };
   switch (q.kind) {
     case CollectiveKind::Broadcast: return {block, block, isRoot, true};
     case CollectiveKind::Reduce: return {block, block, true, isRoot};
     case CollectiveKind::AllReduce: return {block, block, true, true};
-    case CollectiveKind::ReduceScatter: return {timesRanks(block, n, "recvcount"), block, true, true};
-    case CollectiveKind::AllGather: return {block, timesRanks(block, n, "sendcount"), true, true};
-    case CollectiveKind::AlltoAll: return {timesRanks(block, n, "count"), timesRanks(block, n, "count"), true, true};
-    case CollectiveKind::Gather: return {block, timesRanks(block, n, "sendcount"), true, isRoot};
-    case CollectiveKind::Scatter: return {timesRanks(block, n, "recvcount"), block, isRoot, true};
+    case CollectiveKind::ReduceScatter: return {blocks(), block, true, true};
+    case CollectiveKind::AllGather: return {block, blocks(), true, true};
+    case CollectiveKind::AlltoAll: return {blocks(), blocks(), true, true};
+    case CollectiveKind::Gather: return {block, blocks(), true, isRoot};
+    case CollectiveKind::Scatter: return {blocks(), block, isRoot, true};
   }
   return {};
 }
 
 // Buffers may be the same (in place) or, for the n-block collectives, the
-// rank's own block of the other; any other overlap would be read after it
-// was overwritten.
+// rank's own block of the other (NCCL's rule); any other overlap would be
+// read after it was overwritten. The rule of each collective, as loom.h says it.
 void checkOverlap(const Request& q, const Footprint& f, size_t block, int rank) {
   if (!f.readsSend || !f.writesRecv || f.sendBytes == 0 || f.recvBytes == 0) return;
   const auto* s = static_cast<const std::byte*>(q.sendbuff);
   const auto* r = static_cast<const std::byte*>(q.recvbuff);
   if (s + f.sendBytes <= r || r + f.recvBytes <= s) return;
-  const size_t own = block * static_cast<size_t>(q.kind == CollectiveKind::Gather ||
-                                                         q.kind == CollectiveKind::Scatter
-                                                     ? q.root
-                                                     : rank);
+  const size_t own = block * static_cast<size_t>(rank);  // on gather and scatter, rank is the root here
+  const char* rule = "sendbuff == recvbuff";
   bool inPlace = false;
   switch (q.kind) {
-    case CollectiveKind::AllGather:
-    case CollectiveKind::Gather: inPlace = s == r + own; break;
-    case CollectiveKind::ReduceScatter:
-    case CollectiveKind::Scatter: inPlace = r == s + own; break;
-    case CollectiveKind::AlltoAll: inPlace = false; break;
+    case CollectiveKind::AllGather: inPlace = s == r + own; rule = "sendbuff == recvbuff + rank * sendcount"; break;
+    case CollectiveKind::Gather: inPlace = s == r + own; rule = "sendbuff == recvbuff + root * sendcount"; break;
+    case CollectiveKind::ReduceScatter: inPlace = r == s + own; rule = "recvbuff == sendbuff + rank * recvcount"; break;
+    case CollectiveKind::Scatter: inPlace = r == s + own; rule = "recvbuff == sendbuff + root * recvcount"; break;
+    case CollectiveKind::AlltoAll:
+      throw loom::Error(loomInvalidArgument, "sendbuff and recvbuff overlap: all-to-all does not run in place");
     default: inPlace = s == r; break;
   }
   if (!inPlace) {
-    throw loom::Error(loomInvalidArgument,
-                      "sendbuff and recvbuff overlap but are not in place (equal, or this rank's block of the other)");
+    throw loom::Error(loomInvalidArgument, std::string("sendbuff and recvbuff overlap but are not in place (") +
+                                               loom::coll::collectiveName(q.kind) + " in place is " + rule + ")");
   }
 }
 
@@ -93,15 +100,20 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
   loomComm& c = ready(comm);
   loom::LogRankScope scope(c.rank());
   const int n = c.size();
-  const size_t block = loom::bufferBytes(q.count, q.datatype);
   if (q.rooted && (q.root < 0 || q.root >= n)) {
     throw loom::Error(loomInvalidArgument, "root=" + std::to_string(q.root) + " is not a rank of this communicator (0 to " +
                                                std::to_string(n - 1) + ")");
   }
-  const Footprint f = footprint(q, block, n, c.rank());
-  if (f.readsSend && f.sendBytes != 0) requireNonNull(q.sendbuff, "sendbuff");
-  if (f.writesRecv && f.recvBytes != 0) requireNonNull(q.recvbuff, "recvbuff");
-  checkOverlap(q, f, block, c.rank());
+  const Footprint f = footprint(q, n, c.rank());
+  if (f.readsSend && f.sendBytes != 0) {
+    requireNonNull(q.sendbuff, "sendbuff");
+    loom::requireInAddressSpace(q.sendbuff, f.sendBytes, "sendbuff");
+  }
+  if (f.writesRecv && f.recvBytes != 0) {
+    requireNonNull(q.recvbuff, "recvbuff");
+    loom::requireInAddressSpace(q.recvbuff, f.recvBytes, "recvbuff");
+  }
+  checkOverlap(q, f, q.count * loom::datatypeSize(q.datatype), c.rank());
   auto& state = loom::coll::CommState::of(c);
   loom::coll::Collective collective{.kind = q.kind,
                                     .send = static_cast<const std::byte*>(q.sendbuff),

@@ -19,7 +19,11 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
   loomComm& c = ready(comm);
   loom::LogRankScope scope(c.rank());
   const size_t bytes = loom::bufferBytes(count, datatype);
-  if (bytes != 0) requireNonNull(buffer, kind == loom::OpKind::Send ? "sendbuff" : "recvbuff");
+  const char* name = kind == loom::OpKind::Send ? "sendbuff" : "recvbuff";
+  if (bytes != 0) {
+    requireNonNull(buffer, name);
+    loom::requireInAddressSpace(buffer, bytes, name);
+  }
   if (peer < 0 || peer >= c.size()) {
     throw loom::Error(loomInvalidArgument, "peer=" + std::to_string(peer) + " is not a rank of this communicator (0 to " +
                                                std::to_string(c.size() - 1) + ")");

@@ -22,7 +22,7 @@ Bootstrap::Bootstrap(const UniqueIdData& id, int rank, int nranks, PeerInfo self
   if (nranks_ > 1) connectRing(id.secret, deadline);
 }
 
-void Bootstrap::watch(Watchdog::Settings settings, Watchdog::OnFailure onFailure, Watchdog::Describe describe) {
+void Bootstrap::watch(Watchdog::Settings settings, Watchdog::Handlers handlers) {
   if (nranks_ == 1) {
     listener_.close();
     return;
@@ -30,7 +30,7 @@ void Bootstrap::watch(Watchdog::Settings settings, Watchdog::OnFailure onFailure
   std::vector<std::string> addresses;
   for (const auto& p : peers_) addresses.push_back(p.bootstrapAddress);
   watchdog_ = std::make_unique<Watchdog>(secret_, rank_, std::move(addresses), std::move(listener_), settings,
-                                         std::move(onFailure), std::move(describe));
+                                         std::move(handlers));
 }
 
 void Bootstrap::connectRing(const Secret& secret, Deadline deadline) {

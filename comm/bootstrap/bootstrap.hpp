@@ -35,7 +35,7 @@ class Bootstrap final : public transport::OutOfBand {
   void barrier();
 
   // Starts watching the peers (more than one rank only); the watchdog takes the listener.
-  void watch(Watchdog::Settings settings, Watchdog::OnFailure onFailure, Watchdog::Describe describe);
+  void watch(Watchdog::Settings settings, Watchdog::Handlers handlers);
   // Null until watch(), and with a single rank.
   Watchdog* watchdog() { return watchdog_.get(); }
 

@@ -29,8 +29,9 @@ enum class FrameType : uint16_t {
   ShrinkOffer = 9,    // the survivors' new rank 0 -> each survivor: epoch, unique id
   ProgressQuery = 10,   // a rank surveying its peers -> each: rank
   ProgressReport = 11,  // the answer, on the same connection: rank, where its collectives are
+  MismatchNotice = 12,  // rank -> every rank: reporter, what it found out of step
 };
-inline constexpr FrameType kLastFrameType = FrameType::ProgressReport;
+inline constexpr FrameType kLastFrameType = FrameType::MismatchNotice;
 
 struct FrameHeader {
   FrameType type;

@@ -81,7 +81,7 @@ Watchdog::Settings Watchdog::Settings::fromEnv(milliseconds timeout) {
 }
 
 Watchdog::Watchdog(const Secret& secret, int rank, std::vector<std::string> addresses, net::Socket listener,
-                   Settings settings, OnFailure onFailure, Describe describe)
+                   Settings settings, Handlers handlers)
     : secret_(secret),
       rank_(rank),
       nranks_(static_cast<int>(addresses.size())),
@@ -90,8 +90,7 @@ Watchdog::Watchdog(const Secret& secret, int rank, std::vector<std::string> addr
       addresses_(std::move(addresses)),
       listener_(std::move(listener)),
       settings_(settings),
-      onFailure_(std::move(onFailure)),
-      describe_(std::move(describe)) {
+      handlers_(std::move(handlers)) {
   thread_ = std::thread([this] { run(); });
   registry().add(this);
 }
@@ -221,7 +220,7 @@ bool Watchdog::serve(Incoming& in) {
         case FrameType::FailureNotice:
           if (std::find(declared_.begin(), declared_.end(), m.failed) == declared_.end()) {
             declared_.push_back(m.failed);
-            onFailure_(m.failed, m.text + " (seen by rank " + std::to_string(m.from) + ")");
+            handlers_.onFailure(m.failed, m.text + " (seen by rank " + std::to_string(m.from) + ")");
           }
           return false;
         case FrameType::ShrinkOffer:
@@ -231,8 +230,11 @@ bool Watchdog::serve(Incoming& in) {
           }
           offersChanged_.notify_all();
           return false;
+        case FrameType::MismatchNotice:
+          handlers_.onMismatch(m.from, m.text);
+          return false;
         case FrameType::ProgressQuery: {
-          const WatchdogMessage report{.type = FrameType::ProgressReport, .from = rank_, .text = describe_()};
+          const WatchdogMessage report{.type = FrameType::ProgressReport, .from = rank_, .text = handlers_.describe()};
           sendFrame(in.socket, FrameType::ProgressReport, secret_, report.encode(), Deadline::after(kNotifyTimeout), &stop_);
           return false;
         }
@@ -257,7 +259,7 @@ bool Watchdog::serve(Incoming& in) {
 void Watchdog::declare(int rank, const std::string& why) {
   if (std::find(declared_.begin(), declared_.end(), rank) != declared_.end()) return;
   declared_.push_back(rank);
-  onFailure_(rank, why + " (seen by rank " + std::to_string(rank_) + ")");
+  handlers_.onFailure(rank, why + " (seen by rank " + std::to_string(rank_) + ")");
   for (int r = 0; r < nranks_; ++r) {
     if (r != rank_ && r != rank) notify(r, rank, why);
   }
@@ -269,6 +271,19 @@ void Watchdog::notify(int to, int failed, const std::string& why) {
     sendTo(to, FrameType::FailureNotice, notice.encode(), Deadline::after(kNotifyTimeout), &stop_);
   } catch (const Error& e) {
     LOOM_INFO(Bootstrap, "could not tell rank %d that rank %d failed: %s", to, failed, e.what());
+  }
+}
+
+void Watchdog::reportMismatch(const std::string& what) {
+  const WatchdogMessage notice{.type = FrameType::MismatchNotice, .from = rank_, .text = what};
+  const auto payload = notice.encode();
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    try {
+      sendTo(r, FrameType::MismatchNotice, payload, Deadline::after(kNotifyTimeout), &stop_);
+    } catch (const Error& e) {
+      LOOM_INFO(Bootstrap, "could not tell rank %d that the ranks are out of step: %s", r, e.what());
+    }
   }
 }
 
@@ -305,7 +320,7 @@ std::vector<std::byte> Watchdog::awaitOffer(int from, uint32_t epoch, Deadline d
 std::vector<std::string> Watchdog::survey(milliseconds within, std::span<const int> failed) {
   const auto deadline = Deadline::after(within);
   std::vector<std::string> answers(static_cast<size_t>(nranks_));
-  answers[static_cast<size_t>(rank_)] = describe_();
+  answers[static_cast<size_t>(rank_)] = handlers_.describe();
   struct Asked {
     int rank;
     net::Socket socket;

@@ -16,6 +16,10 @@
 // - Everything arriving on the listener is read as it comes from
 //   non-blocking sockets and checked (secret, type, length) before use; a
 //   stranger's connection is dropped and logged, and stalls nothing.
+// - A rank whose collective found the ranks out of step in the data path
+//   (different calls, counts, types, ops or roots) sends a MismatchNotice
+//   to every other rank, so that those waiting on it fail at once instead
+//   of at their deadline.
 // - Any rank may survey the others: each watchdog answers a ProgressQuery
 //   with where its rank's collectives are, so a failed collective's report
 //   can say where every rank stopped, and which did not answer.
@@ -51,14 +55,19 @@ class Watchdog {
     std::chrono::milliseconds timeout{300000};  // for connecting and for shrink offers
     static Settings fromEnv(std::chrono::milliseconds timeout);  // LOOM_HEARTBEAT_MS
   };
-  // Called on the watchdog's thread, once per failed rank.
-  using OnFailure = std::function<void(int rank, const std::string& why)>;
-  // Where this rank's collectives are (Progress::describe), for surveys.
-  using Describe = std::function<std::string()>;
+  // What the watchdog tells its communicator, on the watchdog's thread.
+  struct Handlers {
+    // Once per failed rank.
+    std::function<void(int rank, const std::string& why)> onFailure;
+    // A peer found the ranks out of step (reportMismatch).
+    std::function<void(int from, const std::string& what)> onMismatch;
+    // Where this rank's collectives are (Progress::describe), for surveys.
+    std::function<std::string()> describe;
+  };
 
   // `addresses[r]` is rank r's bootstrap listener; `listener` is this rank's.
   Watchdog(const Secret& secret, int rank, std::vector<std::string> addresses, net::Socket listener,
-           Settings settings, OnFailure onFailure, Describe describe);
+           Settings settings, Handlers handlers);
   ~Watchdog();  // stop()
   // Ends the watch, with a Goodbye to the next rank unless abandoned. Also
   // run for every live watchdog when the process exits (atexit): a rank that
@@ -74,6 +83,10 @@ class Watchdog {
   // communicator's unique id; the others wait for the one from `from`.
   void sendOffer(int to, uint32_t epoch, std::span<const std::byte> uniqueId, Deadline deadline);
   std::vector<std::byte> awaitOffer(int from, uint32_t epoch, Deadline deadline);
+
+  // Tells every other rank what this one found out of step (a MismatchNotice
+  // each, from the calling thread; an unreachable rank is skipped).
+  void reportMismatch(const std::string& what);
 
   // Asks every rank where its collectives are, all at once; one line per
   // rank ("in allreduce #3 for 1002 ms", "no answer within 1000 ms",
@@ -106,8 +119,7 @@ class Watchdog {
   std::vector<std::string> addresses_;
   net::Socket listener_;
   Settings settings_;
-  OnFailure onFailure_;
-  Describe describe_;
+  Handlers handlers_;
 
   // The thread's own state.
   net::Socket toNext_;

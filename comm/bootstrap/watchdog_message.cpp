@@ -29,6 +29,7 @@ std::vector<std::byte> WatchdogMessage::encode() const {
       w.putBytes(uniqueId);
       break;
     case FrameType::ProgressReport:
+    case FrameType::MismatchNotice:
       w.putString(text.substr(0, kMaxTextBytes));
       break;
     default:
@@ -59,6 +60,7 @@ WatchdogMessage WatchdogMessage::decode(const Frame& frame, int nranks, int self
       break;
     }
     case FrameType::ProgressReport:
+    case FrameType::MismatchNotice:
       m.text = r.getString(kMaxTextBytes);
       break;
     default:

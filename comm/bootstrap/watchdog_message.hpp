@@ -18,10 +18,12 @@ struct WatchdogMessage {
   static constexpr size_t kMaxTextBytes = 2048;
   static constexpr size_t kMaxUniqueIdBytes = LOOM_UNIQUE_ID_BYTES;
 
-  FrameType type = FrameType::Heartbeat;  // Heartbeat, Goodbye, FailureNotice, ShrinkOffer, ProgressQuery or ProgressReport
+  FrameType type = FrameType::Heartbeat;  // Heartbeat, Goodbye, FailureNotice, ShrinkOffer, ProgressQuery,
+                                          // ProgressReport or MismatchNotice
   int from = -1;                          // the sender's rank: every message names it
   int failed = -1;                        // FailureNotice: the rank that failed
-  std::string text{};                     // FailureNotice: why; ProgressReport: where the sender's collectives are
+  std::string text{};                     // FailureNotice: why; ProgressReport: where the sender's collectives
+                                          // are; MismatchNotice: what the sender found out of step
   uint32_t epoch = 0;                     // ShrinkOffer: which shrink of the parent
   std::vector<std::byte> uniqueId{};      // ShrinkOffer: the new communicator's id
 

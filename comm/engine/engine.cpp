@@ -203,7 +203,9 @@ bool Engine::progressSends(int rank, Peer& peer) {
       connection.commitFrom({op.buffer + op.moved, n}, {.messageBytes = op.bytes,
                                                         .offset = op.moved,
                                                         .bytes = static_cast<uint32_t>(n),
-                                                        .index = static_cast<uint32_t>(op.moved / slot.size())});
+                                                        .message = op.messageId,
+                                                        .index = static_cast<uint32_t>(op.moved / slot.size()),
+                                                        .call = op.call});
       op.moved += n;
       op.started = true;
       step.moved = true;
@@ -225,7 +227,7 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
     }
     transport::RecvConnection& connection = *peer.recv;
     if (peer.recvs.landingFor != &op && !op.started) {  // its first slot has not been taken yet
-      peer.recvs.landing.emplace(connection, std::span(op.buffer, op.bytes), 0);
+      peer.recvs.landing.emplace(connection, std::span(op.buffer, op.bytes), op.messageId);
       peer.recvs.landingFor = &op;
     }
     while (op.moved < op.bytes || !op.started) {
@@ -234,11 +236,7 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
         if (connection.progress()) continue;
         break;
       }
-      if (slot->tag.messageBytes != op.bytes) {
-        throw Error(loomInvalidUsage, "rank " + std::to_string(rank) + " sent a message of " +
-                                          std::to_string(slot->tag.messageBytes) +
-                                          " bytes (count x datatype size must match on both sides)");
-      }
+      requireMatch(slot->tag, {op.bytes, op.messageId, op.call, op.describeMessage}, op.moved, rank, {});
       if (op.moved + slot->data.size() > op.bytes) {
         throw Error(loomRemoteError, "rank " + std::to_string(rank) + " sent more bytes than its message holds");
       }

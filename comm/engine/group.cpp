@@ -1,6 +1,7 @@
 #include "comm/engine/group.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -17,9 +18,21 @@ struct State {
 };
 thread_local State state;
 
-// Runs the collectives in order, then posts every point-to-point op and
-// waits for all of them.
-void runNow(const std::vector<Call>& calls) {
+// Calls grouped by `key`, each group in the order of `calls`.
+template <class Key>
+std::vector<std::pair<Key, std::vector<Call>>> splitBy(const std::vector<Call>& calls, Key Call::*key) {
+  std::vector<std::pair<Key, std::vector<Call>>> groups;
+  for (const auto& c : calls) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == c.*key; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {c.*key, {}});
+    it->second.push_back(c);
+  }
+  return groups;
+}
+
+// One communicator's calls: the collectives in order, then every
+// point-to-point op posted at once and waited for together.
+void runOneRank(const std::vector<Call>& calls) {
   for (const auto& call : calls) {
     if (call.collective) call.collective();
   }
@@ -35,6 +48,41 @@ void runNow(const std::vector<Call>& calls) {
     pointers.push_back(&ops[i]);
   }
   if (!pointers.empty()) runOps(pointers);
+}
+
+// Runs calls that this thread waits for. Where they span several
+// communicators (one thread driving several ranks of this process, NCCL's
+// one-thread-many-devices idiom), every rank's share starts at once: this
+// thread takes the first communicator's, each other communicator's group
+// worker its own. Run one after another, the first rank's collective would
+// wait on a peer that this same thread had not started yet.
+void runNow(const std::vector<Call>& calls) {
+  const auto oneRank = [&](const Call& c) { return c.comm == calls.front().comm; };
+  if (std::all_of(calls.begin(), calls.end(), oneRank)) return runOneRank(calls);  // no copies in the common case
+  auto ranks = splitBy(calls, &Call::comm);
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    const std::vector<Call>& share = ranks[i].second;
+    ranks[i].first->groupWorker().enqueue([&share] { runOneRank(share); });
+  }
+  // Every worker is waited for before `ranks` goes, whatever failed.
+  std::exception_ptr first;
+  try {
+    runOneRank(ranks[0].second);
+  } catch (const Error& e) {
+    ranks[0].first->setLastError(e.what());
+    first = std::current_exception();
+  } catch (...) {
+    first = std::current_exception();
+  }
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    try {
+      ranks[i].first->groupWorker().synchronize();
+    } catch (const Error& e) {
+      ranks[i].first->setLastError(e.what());
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 // One task on `stream`; each communicator counts it as a call in flight, so
@@ -61,19 +109,15 @@ void execute(std::vector<Call> calls) {
   if (std::all_of(calls.begin(), calls.end(), [](const Call& c) { return c.stream == nullptr; })) {
     return runNow(calls);  // the common case, a blocking call or group: nothing to split
   }
-  // Split by stream, keeping each stream's calls in order.
+  // Each stream's calls, in order, become one task of it; the rest run here.
   std::vector<Call> blocking;
-  std::vector<std::pair<HostStream*, std::vector<Call>>> streams;
-  for (const auto& c : calls) {
-    if (c.stream == nullptr) {
-      blocking.push_back(c);
-      continue;
+  for (auto& [stream, streamCalls] : splitBy(calls, &Call::stream)) {
+    if (stream == nullptr) {
+      blocking = std::move(streamCalls);
+    } else {
+      enqueue(*stream, std::move(streamCalls));
     }
-    auto it = std::find_if(streams.begin(), streams.end(), [&](const auto& s) { return s.first == c.stream; });
-    if (it == streams.end()) it = streams.insert(streams.end(), {c.stream, {}});
-    it->second.push_back(c);
   }
-  for (auto& [stream, streamCalls] : streams) enqueue(*stream, std::move(streamCalls));
   if (!blocking.empty()) runNow(blocking);
 }
 

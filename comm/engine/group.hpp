@@ -4,9 +4,13 @@
 // sends and receives cannot deadlock. Outside a group a call is a group of one.
 //
 // Calls on a NULL stream run in the calling thread, which returns when they
-// are done; calls on a host stream become one task of that stream. A group's
-// collectives run first, one after another in the order they were called
-// (the order every rank shares), then its point-to-point calls together.
+// are done; calls on a host stream become one task of that stream. Per
+// communicator, a group's collectives run first, one after another in the
+// order they were called (the order every rank shares), then its
+// point-to-point calls together. A group that spans several communicators
+// of this process (one thread driving several ranks) runs each one's share
+// at once, on the communicators' group workers, so no rank waits on a peer
+// this thread has not started.
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <string>
 
+#include "comm/engine/message_match.hpp"
+
 namespace loom {
 
 class Engine;
@@ -23,6 +25,12 @@ struct P2pOp {
   int peer = -1;
   std::byte* buffer = nullptr;  // read-only for sends
   size_t bytes = 0;
+  // What the message is: 0, 0 for point-to-point calls; a collective's
+  // sequence number and call signature for the ops of a direct algorithm.
+  // Every slot carries them, and a receive checks them (message_match.hpp).
+  uint32_t messageId = 0;
+  uint32_t call = 0;
+  DescribeMessage describeMessage = describeP2pMessage;
 
   // Owned by the progressing thread while Pending.
   size_t moved = 0;      // bytes copied into or out of slots

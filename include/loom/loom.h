@@ -78,6 +78,12 @@ typedef struct {
   char internal[LOOM_UNIQUE_ID_BYTES];
 } loomUniqueId;
 
+/* The most bytes one buffer argument may span (128 TiB, the x86-64 user
+ * address space): a count x datatype size (x nranks for the n-block buffers)
+ * above it is refused with loomInvalidArgument naming the count, as is a
+ * buffer whose end would wrap the address space. */
+#define LOOM_MAX_BUFFER_BYTES 0x800000000000ULL /* 2^47 */
+
 #define LOOM_SPLIT_NOCOLOR (-1)
 #define LOOM_CONFIG_UNDEF_INT (-2147483647 - 1)
 

@@ -1,5 +1,5 @@
 // A data connection's receiving end, as the listener sees one: a 64-byte
-// Hello, then slots (a 32-byte SlotTag and its payload each, slot i on lane
+// Hello, then slots (a 40-byte SlotTag and its payload each, slot i on lane
 // i mod N). The Hello is decoded and handed to its transport's accept, with
 // the job's secret put in (the listener has checked it by then); for the
 // socket transport, the rest of the bytes then arrive through a real socket

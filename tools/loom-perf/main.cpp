@@ -27,6 +27,7 @@
 
 #include "comm/base/ranges.hpp"
 #include "comm/communicator.hpp"
+#include "tools/check/collective_call.hpp"
 #include "tools/check/collective_check.hpp"
 #include "tools/loom-perf/fresh_inputs.hpp"
 #include "tools/launch/local_job.hpp"
@@ -200,22 +201,10 @@ class Runner {
   }
 
   void run(const Case& c, loomRedOp_t op) {
-    switch (c.coll) {
-      case Coll::Broadcast: CHECK(comm_, loomBroadcast(send_, recv_, c.count, c.type, c.root, comm_, nullptr)); break;
-      case Coll::Reduce: CHECK(comm_, loomReduce(send_, recv_, c.count, c.type, op, c.root, comm_, nullptr)); break;
-      case Coll::AllReduce: CHECK(comm_, loomAllReduce(send_, recv_, c.count, c.type, op, comm_, nullptr)); break;
-      case Coll::ReduceScatter: CHECK(comm_, loomReduceScatter(send_, recv_, c.count, c.type, op, comm_, nullptr)); break;
-      case Coll::AllGather: CHECK(comm_, loomAllGather(send_, recv_, c.count, c.type, comm_, nullptr)); break;
-      case Coll::AlltoAll: CHECK(comm_, loomAlltoAll(send_, recv_, c.count, c.type, comm_, nullptr)); break;
-      case Coll::Gather: CHECK(comm_, loomGather(send_, recv_, c.count, c.type, c.root, comm_, nullptr)); break;
-      case Coll::Scatter: CHECK(comm_, loomScatter(send_, recv_, c.count, c.type, c.root, comm_, nullptr)); break;
-      case Coll::SendRecv:
-        CHECK(comm_, loomGroupStart());
-        CHECK(comm_, loomSend(send_, c.count, c.type, (rank_ + 1) % size_, comm_, nullptr));
-        CHECK(comm_, loomRecv(recv_, c.count, c.type, (rank_ + size_ - 1) % size_, comm_, nullptr));
-        CHECK(comm_, loomGroupEnd());
-        break;
-    }
+    const bool pair = c.coll == Coll::SendRecv;  // a send and a receive, posted together
+    if (pair) CHECK(comm_, loomGroupStart());
+    CHECK(comm_, loom::check::callCollective(c, send_, recv_, op, comm_, nullptr));
+    if (pair) CHECK(comm_, loomGroupEnd());
   }
 
   const Options& o_;

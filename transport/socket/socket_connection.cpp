@@ -10,7 +10,7 @@ namespace loom::transport::sock {
 namespace {
 
 constexpr size_t kTagBytes = sizeof(SlotTag);
-static_assert(kTagBytes == 32);
+static_assert(kTagBytes == 40);
 
 std::span<const std::byte> tagBytes(const SlotTag& tag) { return std::as_bytes(std::span(&tag, 1)); }
 

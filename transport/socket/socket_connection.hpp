@@ -1,6 +1,6 @@
 // The two ends of a TCP connection: each end keeps its own FIFO of slots in
 // local memory and the bytes travel over N sockets ("lanes"): slot i goes on
-// lane i mod N as a 24-byte SlotTag followed by its payload, so consecutive
+// lane i mod N as a 40-byte SlotTag followed by its payload, so consecutive
 // slots of a large message move in parallel. TCP's flow control carries the
 // credits: a receiver whose slots are full stops reading, the sender's kernel
 // buffer fills, and its slots stay in flight.

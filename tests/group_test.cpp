@@ -1,0 +1,112 @@
+// One thread driving several ranks, NCCL's multi-device idiom and what
+// nccl-tests -g does: loomCommInitAll, then per round loomGroupStart, one
+// call per rank, loomGroupEnd. Every collective and a send/receive ring,
+// with the NULL stream, a stream per rank and one shared stream, on 2, 4 and
+// 8 ranks, and with the ranks spread over processes that each drive theirs
+// from one thread. Each result is checked exactly, and LOOM_TIMEOUT_MS is
+// short, so a rank left waiting on a peer its thread never started fails.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tests/support/group_round.hpp"
+#include "tests/support/processes.hpp"
+#include "tests/support/ranks.hpp"
+
+namespace {
+
+using loom::check::Coll;
+using loom::test::GroupStreams;
+using loom::test::ScopedEnv;
+
+constexpr Coll kEveryCall[] = {Coll::Broadcast, Coll::Reduce,  Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather,
+                               Coll::AlltoAll,  Coll::Gather, Coll::Scatter,   Coll::SendRecv};
+
+const char* streamsName(GroupStreams s) {
+  switch (s) {
+    case GroupStreams::Null: return "null";
+    case GroupStreams::PerRank: return "rank";
+    case GroupStreams::Shared: return "shared";
+  }
+  return "?";
+}
+
+class OneThreadGroups : public ::testing::TestWithParam<std::tuple<int, GroupStreams>> {};
+
+TEST_P(OneThreadGroups, EveryCallOfEveryRankIsExact) {
+  const auto [n, streams] = GetParam();
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "10000");
+  std::vector<loomComm_t> comms(static_cast<size_t>(n));
+  ASSERT_EQ(loomCommInitAll(comms.data(), n, nullptr), loomSuccess) << loomGetLastError(nullptr);
+  for (Coll coll : kEveryCall) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}, size_t{100003}}) {
+      const int root = static_cast<int>(count % static_cast<size_t>(n));
+      EXPECT_EQ(loom::test::runGroupRound(comms, 0, n, coll, count, root, streams), "")
+          << loom::check::collName(coll) << " of " << count;
+    }
+  }
+  loom::test::destroyAll(comms);
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAndStreams, OneThreadGroups,
+                         ::testing::Combine(::testing::Values(2, 4, 8),
+                                            ::testing::Values(GroupStreams::Null, GroupStreams::PerRank,
+                                                              GroupStreams::Shared)),
+                         [](const auto& param) {
+                           return std::to_string(std::get<0>(param.param)) + "ranks_" +
+                                  streamsName(std::get<1>(param.param));
+                         });
+
+// The sockets between threads of one process, and the direct algorithms
+// (which post on the engine instead of the rings' FIFOs), take the same
+// idiom.
+TEST(OneThreadGroupsOverSockets, EveryCallIsExactWithRingsAndDirect) {
+  ScopedEnv transport("LOOM_TRANSPORT", "socket");
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "10000");
+  for (const char* algorithm : {"ring", "direct"}) {
+    ScopedEnv algo("LOOM_ALGO", algorithm);
+    std::vector<loomComm_t> comms(3);
+    ASSERT_EQ(loomCommInitAll(comms.data(), 3, nullptr), loomSuccess) << loomGetLastError(nullptr);
+    for (Coll coll : kEveryCall) {
+      EXPECT_EQ(loom::test::runGroupRound(comms, 0, 3, coll, 5000, 1, GroupStreams::Null), "")
+          << algorithm << ": " << loom::check::collName(coll);
+    }
+    loom::test::destroyAll(comms);
+  }
+}
+
+std::string hexOf(const loomUniqueId& id) {
+  std::string hex;
+  for (char c : id.internal) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", static_cast<unsigned char>(c));
+    hex += two;
+  }
+  return hex;
+}
+
+// Five ranks over three processes: two that each drive two ranks from one
+// thread, and one with a single rank.
+TEST(OneThreadGroupsAcrossProcesses, MixWithRanksOfOtherProcesses) {
+  for (const char* streams : {"null", "rank"}) {
+    loomUniqueId id;
+    ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+    const std::string hex = hexOf(id);
+    const std::map<std::string, std::string> env{{"LOOM_TIMEOUT_MS", "20000"}};
+    auto results = loom::test::runProcesses({{LOOM_TEST_GROUP_BIN, hex, "5", "0", "2", streams},
+                                             {LOOM_TEST_GROUP_BIN, hex, "5", "2", "2", streams},
+                                             {LOOM_TEST_GROUP_BIN, hex, "5", "4", "1", streams}},
+                                            {env, env, env}, std::chrono::seconds(100));
+    for (size_t p = 0; p < results.size(); ++p) {
+      EXPECT_EQ(results[p].exitCode, 0) << streams << ", process " << p << ":\n" << results[p].output;
+      EXPECT_NE(results[p].output.find("ok\n"), std::string::npos) << results[p].output;
+    }
+  }
+}
+
+}  // namespace
