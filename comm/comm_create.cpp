@@ -49,7 +49,7 @@ std::unique_ptr<loomComm> createCommFromEnv(const Config& config) {
   static std::atomic<int> generation{0};
   std::string key = "loom/init/" + std::to_string(generation.fetch_add(1)) + "/unique-id";
   auto deadline = Deadline::after(config.timeout);
-  auto store = openStore(launch.store, launch.rank == 0, deadline, nullptr);
+  auto store = openStore(launch.store, launch.rank == 0, deadline, nullptr, launch.storeSecret);
   loomUniqueId id;
   if (launch.rank == 0) {
     id = createUniqueId(config.timeout);

@@ -61,6 +61,7 @@ LaunchEnv readLaunchEnv(const EnvLookup& lookup) {
       throw Error(loomInvalidArgument, std::string("found ") + l.launcher + "'s rank variables but no rendezvous store: "
                                        "set LOOM_STORE_ADDR (host:port or file:///shared/dir) or MASTER_ADDR and MASTER_PORT");
     }
+    if (auto secret = lookup("LOOM_STORE_SECRET")) e.storeSecret = Secret::fromHex(*secret, "LOOM_STORE_SECRET");
     return e;
   }
   throw Error(loomInvalidArgument,

@@ -6,12 +6,15 @@
 //   4. Open MPI:        OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   5. PMI (MPICH, Hydra): PMI_RANK, PMI_SIZE
 // The store: LOOM_STORE_ADDR if set, else MASTER_ADDR and MASTER_PORT + 1
-// (torchrun's own agent already listens on MASTER_PORT).
+// (torchrun's own agent already listens on MASTER_PORT); its secret
+// LOOM_STORE_SECRET, whatever the launcher.
 #pragma once
 
 #include <functional>
 #include <optional>
 #include <string>
+
+#include "comm/base/secret.hpp"
 
 namespace loom {
 
@@ -21,6 +24,7 @@ struct LaunchEnv {
   int size = 0;
   int localRank = -1;    // -1 when the launcher does not say
   std::string store;     // an openStore() spec
+  std::optional<Secret> storeSecret;  // LOOM_STORE_SECRET: the TCP store serves only clients that present it
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -12,6 +12,8 @@ using Vars = std::map<std::string, std::string>;
 
 namespace {
 
+constexpr const char* kSecret = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
 loom::LaunchEnv parse(const Vars& vars) {
   return loom::readLaunchEnv([&](const std::string& k) -> std::optional<std::string> {
     auto it = vars.find(k);
@@ -88,6 +90,8 @@ TEST_P(InitFromLauncher, ThreeProcessesRendezvous) {
   const int n = 3;
   int port = loom::test::freePort();
   std::string tcpStore = "127.0.0.1:" + std::to_string(port);
+  const std::string fileStore =
+      "file://" + ::testing::TempDir() + "loom-launch-" + std::to_string(::getpid()) + "-" + std::to_string(port);
   std::vector<std::vector<std::string>> argvs;
   std::vector<Vars> envs;
   for (int r = 0; r < n; ++r) {
@@ -106,6 +110,9 @@ TEST_P(InitFromLauncher, ThreeProcessesRendezvous) {
                                v.insert_or_assign("LOOM_STORE_ADDR", tcpStore);
     if (launcher == "pmi") v.insert_or_assign("PMI_RANK", rs), v["PMI_SIZE"] = ns,
                            v.insert_or_assign("LOOM_STORE_ADDR", tcpStore);
+    if (launcher == "file") v.insert_or_assign("LOOM_RANK", rs), v.insert_or_assign("LOOM_WORLD_SIZE", ns),
+                            v.insert_or_assign("LOOM_STORE_ADDR", fileStore);
+    v["LOOM_STORE_SECRET"] = kSecret;  // the TCP store admits the job's ranks; the file store ignores it
     argvs.push_back({LOOM_TEST_RANK_BIN, ns});
     envs.push_back(v);
   }
@@ -116,4 +123,39 @@ TEST_P(InitFromLauncher, ThreeProcessesRendezvous) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Launchers, InitFromLauncher, ::testing::Values("loom", "torchrun", "slurm", "openmpi", "pmi"));
+INSTANTIATE_TEST_SUITE_P(Launchers, InitFromLauncher,
+                         ::testing::Values("loom", "torchrun", "slurm", "openmpi", "pmi", "file"));
+
+// A process with another LOOM_STORE_SECRET, or none, is refused by rank 0's
+// store with a message naming the variable; the job's ranks then fail at
+// their (short) deadline instead of handing it the unique id.
+TEST(InitFromLauncher, AProcessWithoutTheSecretIsRefused) {
+  for (const char* stranger : {"", "00112233445566778899aabbccddeeff"}) {
+    const int port = loom::test::freePort();
+    std::vector<std::vector<std::string>> argvs;
+    std::vector<Vars> envs;
+    for (int r = 0; r < 3; ++r) {
+      Vars v{{"LOOM_RANK", std::to_string(r)}, {"LOOM_WORLD_SIZE", "3"},
+             {"LOOM_STORE_ADDR", "127.0.0.1:" + std::to_string(port)}, {"LOOM_TIMEOUT_MS", "3000"},
+             {"LOOM_STORE_SECRET", r == 2 ? stranger : kSecret}};
+      argvs.push_back({LOOM_TEST_RANK_BIN, "3"});
+      envs.push_back(v);
+    }
+    auto results = loom::test::runProcesses(argvs, envs);
+    EXPECT_NE(results[2].exitCode, 0) << results[2].output;
+    EXPECT_NE(results[2].output.find("refused this process: it needs the job's LOOM_STORE_SECRET"), std::string::npos)
+        << results[2].output;
+    EXPECT_NE(results[0].exitCode, 0) << results[0].output;  // rank 2 never joined
+  }
+}
+
+TEST(LaunchEnv, StoreSecretIsReadAndCheckedWhateverTheLauncher) {
+  auto env = parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"},
+                    {"LOOM_STORE_SECRET", kSecret}});
+  ASSERT_TRUE(env.storeSecret.has_value());
+  EXPECT_EQ(env.storeSecret->toHex(), kSecret);
+  EXPECT_FALSE(parse({{"RANK", "0"}, {"WORLD_SIZE", "1"}}).storeSecret.has_value());
+  EXPECT_NE(errorOf({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOOM_STORE_SECRET", "abc"}}).find("LOOM_STORE_SECRET must be "
+                                                                                            "32 hex digits"),
+            std::string::npos);
+}

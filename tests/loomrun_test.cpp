@@ -1,6 +1,10 @@
 // loomrun: rank environment, output prefixes, and ending a failed job.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <regex>
+#include <set>
+
 #include "tests/support/processes.hpp"
 
 using loom::test::runProcess;
@@ -16,6 +20,27 @@ TEST(Loomrun, SetsTheRankEnvironmentAndPrefixesLines) {
     EXPECT_NE(r.output.find("[" + s + "] rank=" + s + " size=3 local=" + s + " store=file://"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("[" + s + "] err"), std::string::npos) << r.output;
   }
+}
+
+// Every rank of a job gets the same fresh 128-bit LOOM_STORE_SECRET; two
+// jobs get different ones, and one the caller set is passed on.
+TEST(Loomrun, GivesEveryJobAFreshStoreSecret) {
+  const auto secrets = [](const std::map<std::string, std::string>& env) {
+    auto r = runProcess({LOOMRUN_BIN, "-n", "2", "--", "sh", "-c", "echo secret=$LOOM_STORE_SECRET"}, env);
+    EXPECT_EQ(r.exitCode, 0) << r.output;
+    std::set<std::string> found;
+    const std::regex line("secret=([0-9a-f]*)");
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), line); it != std::sregex_iterator(); ++it) {
+      found.insert((*it)[1]);
+    }
+    return found;
+  };
+  const auto first = secrets({{"LOOM_STORE_SECRET", ""}});
+  ASSERT_EQ(first.size(), 1u);  // one secret, shared by both ranks
+  EXPECT_EQ(first.begin()->size(), 32u);
+  EXPECT_NE(secrets({{"LOOM_STORE_SECRET", ""}}), first);
+  const std::string given = "00112233445566778899aabbccddeeff";
+  EXPECT_EQ(secrets({{"LOOM_STORE_SECRET", given}}), std::set<std::string>{given});
 }
 
 TEST(Loomrun, AFailedRankEndsTheJobWithItsStatus) {

@@ -28,6 +28,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_SOCKET_IFNAME", "", "Network interfaces to use: comma-separated name prefixes, =name for an exact match, ^ to exclude. Default: any interface but lo and docker*, else lo."},
     {"LOOM_SOCKET_NSOCKS", "2", "TCP sockets per socket-transport connection (1 to 16); consecutive slots travel on different sockets."},
     {"LOOM_STORE_ADDR", "", "Rendezvous store for loomCommInitFromEnv: host:port (rank 0 serves a TCP store there) or file:///dir (a directory all ranks share)."},
+    {"LOOM_STORE_SECRET", "", "32 hex digits (128 random bits) that every rank of a job started by loomCommInitFromEnv shares: rank 0's TCP store serves only clients that present it, so whoever merely reaches the store's port cannot read the unique id. loomrun sets a fresh one per job; under torchrun, Slurm or mpirun export one to every rank. Unset: the store serves anyone who reaches it (trust the network)."},
     {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds: bootstrap, connection set-up, barriers, and a send or receive whose peer moves nothing for that long."},
     {"LOOM_TOPO_DUMP_FILE", "", "Write the machine and the communicator's plan (system graph, paths, places, ring, trees, NIC per rank) as JSON to this file: rank 0 writes it, or every rank when the name holds %r (replaced by the rank)."},
     {"LOOM_TOPO_FILE", "", "Describe this machine with this hwloc v2.0 XML file (lstopo --of xml) instead of discovering it; ranks are then placed on its GPUs, or its NUMA nodes in blocks, by local rank."},

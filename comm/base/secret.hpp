@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstddef>
+#include <string>
+#include <string_view>
 
 namespace loom {
 
@@ -11,6 +13,9 @@ struct Secret {
   std::array<std::byte, 16> bytes{};
 
   static Secret random();
+  // 32 hex digits; loomInvalidArgument naming `name` (the variable it came from) otherwise.
+  static Secret fromHex(std::string_view hex, const char* name);
+  std::string toHex() const;
   bool operator==(const Secret& other) const;  // constant time
 };
 

@@ -21,10 +21,11 @@ class SharedMemoryStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> openStore(const std::string& spec, bool serve, Deadline deadline, const Cancellation* cancel) {
+std::unique_ptr<Store> openStore(const std::string& spec, bool serve, Deadline deadline, const Cancellation* cancel,
+                                 const std::optional<Secret>& secret) {
   if (spec.starts_with("file://")) return std::make_unique<FileStore>(spec.substr(7));
   if (spec.starts_with("memory://")) return std::make_unique<SharedMemoryStore>(MemoryStore::named(spec.substr(9)));
-  return std::make_unique<TcpStore>(net::SocketAddress::parse(spec), serve, deadline, cancel);
+  return std::make_unique<TcpStore>(net::SocketAddress::parse(spec), serve, deadline, cancel, secret);
 }
 
 }  // namespace loom

@@ -4,12 +4,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "comm/base/cancellation.hpp"
 #include "comm/base/deadline.hpp"
+#include "comm/base/secret.hpp"
 
 namespace loom {
 
@@ -23,8 +25,10 @@ class Store {
 
 // "file:///dir" (FileStore), "memory://name" (MemoryStore shared by the
 // process's threads) or "host:port" (TcpStore; `serve` makes this process
-// its server, as rank 0 does).
-std::unique_ptr<Store> openStore(const std::string& spec, bool serve, Deadline deadline, const Cancellation* cancel);
+// its server, as rank 0 does; with `secret`, the server serves only clients
+// that present it, and this process presents it).
+std::unique_ptr<Store> openStore(const std::string& spec, bool serve, Deadline deadline, const Cancellation* cancel,
+                                 const std::optional<Secret>& secret = std::nullopt);
 
 inline constexpr size_t kMaxStoreKeyBytes = 1024;
 inline constexpr size_t kMaxStoreValueBytes = 16u << 20;

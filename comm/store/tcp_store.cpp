@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <thread>
@@ -30,6 +31,29 @@ StoreRequestHeader parseStoreRequestHeader(std::span<const std::byte, kStoreHead
 
 namespace {
 
+constexpr std::array<std::byte, 4> kHelloMagic{std::byte{'L'}, std::byte{'S'}, std::byte{'T'}, std::byte{'R'}};
+constexpr std::byte kAdmitted{1};
+constexpr std::byte kRefused{0};
+
+}  // namespace
+
+std::array<std::byte, kStoreHelloBytes> encodeStoreHello(const std::optional<Secret>& secret) {
+  std::array<std::byte, kStoreHelloBytes> hello{};
+  std::copy(kHelloMagic.begin(), kHelloMagic.end(), hello.begin());
+  if (secret) std::copy(secret->bytes.begin(), secret->bytes.end(), hello.begin() + kHelloMagic.size());
+  return hello;
+}
+
+bool storeHelloAdmits(std::span<const std::byte, kStoreHelloBytes> hello, const std::optional<Secret>& secret) {
+  if (!std::equal(kHelloMagic.begin(), kHelloMagic.end(), hello.begin())) return false;
+  if (!secret) return true;
+  Secret presented;
+  std::copy(hello.begin() + kHelloMagic.size(), hello.end(), presented.bytes.begin());
+  return presented == *secret;  // constant time
+}
+
+namespace {
+
 std::vector<std::byte> encodeRequest(StoreOp op, const std::string& key, std::span<const std::byte> value) {
   ByteWriter w;
   w.put(static_cast<uint8_t>(op));
@@ -51,8 +75,8 @@ std::vector<std::byte> encodeReply(std::span<const std::byte> value) {
 
 class TcpStoreServer::Impl {
  public:
-  explicit Impl(const net::SocketAddress& address)
-      : listener_(net::Socket::listen(address, "store listener")), thread_([this] { run(); }) {}
+  Impl(const net::SocketAddress& address, std::optional<Secret> secret)
+      : secret_(secret), listener_(net::Socket::listen(address, "store listener")), thread_([this] { run(); }) {}
   ~Impl() {
     cancel_.cancel();
     thread_.join();
@@ -63,7 +87,8 @@ class TcpStoreServer::Impl {
   struct Client {
     explicit Client(net::Socket s) : socket(std::move(s)) {}
     net::Socket socket;
-    net::PartialRead read{kStoreHeaderBytes};
+    net::PartialRead read{kStoreHelloBytes};
+    bool admitted = false;  // its hello carried the secret
     std::optional<StoreRequestHeader> header;
     std::string waitingFor;  // a GET whose key is not set yet
   };
@@ -94,6 +119,15 @@ class TcpStoreServer::Impl {
     Client& c = clients_[index];
     try {
       if (!c.read.advance(c.socket)) return;
+      if (!c.admitted) {
+        const bool admits = storeHelloAdmits(c.read.bytes().first<kStoreHelloBytes>(), secret_);
+        c.socket.sendAll(std::span(admits ? &kAdmitted : &kRefused, 1), Deadline::after(std::chrono::seconds(1)),
+                         &cancel_);
+        if (!admits) throw Error(loomInvalidUsage, "refused a client without the job's secret (LOOM_STORE_SECRET)");
+        c.admitted = true;
+        c.read.expect(kStoreHeaderBytes);
+        return;
+      }
       if (!c.header) {
         c.header = parseStoreRequestHeader(c.read.bytes().first<kStoreHeaderBytes>());
         c.read.expect(c.header->keyBytes + c.header->valueBytes);  // never empty: keys are not
@@ -139,6 +173,7 @@ class TcpStoreServer::Impl {
     c.socket.sendAll(encodeReply(value), Deadline::after(std::chrono::seconds(10)), &cancel_);
   }
 
+  std::optional<Secret> secret_;
   net::Socket listener_;
   Cancellation cancel_;
   std::vector<Client> clients_;
@@ -146,13 +181,28 @@ class TcpStoreServer::Impl {
   std::thread thread_;  // last: starts after every other member exists
 };
 
-TcpStoreServer::TcpStoreServer(const net::SocketAddress& address) : impl_(std::make_unique<Impl>(address)) {}
+TcpStoreServer::TcpStoreServer(const net::SocketAddress& address, std::optional<Secret> secret)
+    : impl_(std::make_unique<Impl>(address, secret)) {}
 TcpStoreServer::~TcpStoreServer() = default;
 net::SocketAddress TcpStoreServer::address() const { return impl_->address(); }
 
-TcpStore::TcpStore(const net::SocketAddress& address, bool serve, Deadline deadline, const Cancellation* cancel) {
-  if (serve) server_ = std::make_unique<TcpStoreServer>(address);
-  socket_ = net::Socket::connect(address, deadline, cancel, "the store at " + address.toString());
+TcpStore::TcpStore(const net::SocketAddress& address, bool serve, Deadline deadline, const Cancellation* cancel,
+                   std::optional<Secret> secret) {
+  if (serve) server_ = std::make_unique<TcpStoreServer>(address, secret);
+  const std::string name = "the store at " + address.toString();
+  socket_ = net::Socket::connect(address, deadline, cancel, name);
+  socket_.sendAll(encodeStoreHello(secret), deadline, cancel);
+  std::byte answer{};
+  try {
+    socket_.recvAll(std::span(&answer, 1), deadline, cancel);
+  } catch (const Error& e) {
+    if (e.code() != loomRemoteError) throw;
+    answer = kRefused;  // closed without an answer: not a Loom store, or one that refuses us
+  }
+  if (answer != kAdmitted) {
+    throw Error(loomInvalidUsage, name + " refused this process: it needs the job's LOOM_STORE_SECRET" +
+                                      (secret ? " (this one differs)" : " (none is set here)"));
+  }
 }
 
 TcpStore::~TcpStore() = default;

@@ -1,13 +1,20 @@
 // A store served over TCP by one process (rank 0 under loomCommInitFromEnv),
-// the way torch's TCPStore is. Requests: SET, GET (answered when the key
-// exists) and ERASE, each a 9-byte header (op, key length, value length)
-// and the bytes; lengths are checked before anything is read.
+// the way torch's TCPStore is. A client first presents a 20-byte hello (a
+// magic and the job's store secret, LOOM_STORE_SECRET); a server that has a
+// secret answers a wrong one with a refusal and drops the client, so whoever
+// merely reaches the port cannot read the unique id (and its secret) out of
+// the store. Then requests: SET, GET (answered when the key exists) and
+// ERASE, each a 9-byte header (op, key length, value length) and the bytes;
+// lengths are checked before anything is read.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
+#include "comm/base/secret.hpp"
 #include "comm/store/store.hpp"
 #include "transport/socket/socket.hpp"
 
@@ -21,13 +28,19 @@ struct StoreRequestHeader {
   uint32_t valueBytes;
 };
 inline constexpr size_t kStoreHeaderBytes = 9;
+inline constexpr size_t kStoreHelloBytes = 4 + 16;  // "LSTR", the secret (zeros without one)
+
+// A client's hello, and whether it presents `secret` (any hello passes a server without one).
+std::array<std::byte, kStoreHelloBytes> encodeStoreHello(const std::optional<Secret>& secret);
+bool storeHelloAdmits(std::span<const std::byte, kStoreHelloBytes> hello, const std::optional<Secret>& secret);
 
 // loomRemoteError on an unknown op or a length above the limits.
 StoreRequestHeader parseStoreRequestHeader(std::span<const std::byte, kStoreHeaderBytes> raw);
 
 class TcpStoreServer {
  public:
-  explicit TcpStoreServer(const net::SocketAddress& address);
+  // With a secret, only clients that present it are served.
+  explicit TcpStoreServer(const net::SocketAddress& address, std::optional<Secret> secret = std::nullopt);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -40,8 +53,11 @@ class TcpStoreServer {
 
 class TcpStore final : public Store {
  public:
-  // Connects to the server at `address`; with `serve`, starts it here first.
-  TcpStore(const net::SocketAddress& address, bool serve, Deadline deadline, const Cancellation* cancel);
+  // Connects to the server at `address` and presents `secret`; with
+  // `serve`, starts the server here first. loomInvalidUsage when the server
+  // refuses the secret.
+  TcpStore(const net::SocketAddress& address, bool serve, Deadline deadline, const Cancellation* cancel,
+           std::optional<Secret> secret = std::nullopt);
   ~TcpStore() override;
 
   void set(const std::string& key, std::span<const std::byte> value) override;

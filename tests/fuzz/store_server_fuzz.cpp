@@ -1,5 +1,5 @@
 // The TCP store's server, the real one over loopback. A client sends any
-// bytes and leaves; then a well-behaved client must still be served: its SET
+// bytes (after a valid hello, or not) and leaves; then a well-behaved client must still be served: its SET
 // is answered, and its GET returns what it set. The server drops a
 // malformed client (lengths are checked before anything is read) and
 // carries on.
@@ -27,6 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     auto stranger = loom::net::Socket::connect(server().address(), deadline, nullptr, "stranger");
     try {
+      // An odd first byte puts a valid hello first, so the request parser
+      // behind it is reached; an even one fuzzes the hello itself.
+      if (size > 0 && (data[0] & 1) != 0) stranger.sendAll(loom::encodeStoreHello(std::nullopt), deadline, nullptr);
       stranger.sendAll(std::as_bytes(std::span(data, size)), deadline, nullptr);
     } catch (const loom::Error&) {
       // dropped part-way: the server refused what it had read

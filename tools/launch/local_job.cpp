@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,7 +90,25 @@ std::string describe(int rank, pid_t pid, int status) {
   return who + " exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
-pid_t spawn(const JobOptions& options, int rank, const std::string& store, int outFd, int errFd) {
+// A fresh LOOM_STORE_SECRET for the job (32 hex digits), unless the caller's
+// environment already has one: a store the ranks serve then admits only them.
+std::string storeSecret() {
+  if (const char* given = std::getenv("LOOM_STORE_SECRET"); given != nullptr && *given != '\0') return given;
+  unsigned char bytes[16];
+  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+  }
+  std::string hex;
+  for (unsigned char b : bytes) {
+    constexpr char kDigits[] = "0123456789abcdef";
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 0xf];
+  }
+  return hex;
+}
+
+pid_t spawn(const JobOptions& options, int rank, const std::string& store, const std::string& secret, int outFd,
+            int errFd) {
   std::vector<char*> argv;
   for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -122,6 +141,7 @@ pid_t spawn(const JobOptions& options, int rank, const std::string& store, int o
   ::setenv("LOOM_LOCAL_RANK", rankText.c_str(), 1);
   ::setenv("LOOM_WORLD_SIZE", sizeText.c_str(), 1);
   ::setenv("LOOM_STORE_ADDR", store.c_str(), 1);
+  ::setenv("LOOM_STORE_SECRET", secret.c_str(), 1);
   ::execvp(argv[0], argv.data());
   std::fprintf(stderr, "loomrun: cannot execute %s: %s\n", argv[0], std::strerror(errno));
   ::_exit(127);
@@ -134,6 +154,7 @@ JobResult runLocalJob(const JobOptions& options) {
   if (options.argv.empty()) throw std::invalid_argument("no program to run");
   TempDir storeDir;
   std::string store = "file://" + storeDir.path();
+  const std::string secret = storeSecret();
 
   struct sigaction sa {};
   sa.sa_handler = onSignal;
@@ -150,7 +171,7 @@ JobResult runLocalJob(const JobOptions& options) {
       throw std::runtime_error("pipe failed");
     }
     auto& rank = ranks[static_cast<size_t>(r)];
-    rank.pid = spawn(options, r, store, outPipe[1], errPipe[1]);
+    rank.pid = spawn(options, r, store, secret, outPipe[1], errPipe[1]);
     ::close(outPipe[1]);
     if (errPipe[1] >= 0) ::close(errPipe[1]);
     rank.out = outPipe[0];

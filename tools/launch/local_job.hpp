@@ -1,6 +1,6 @@
 // Runs N ranks of a program as processes on this machine: the rank
-// environment set (LOOM_RANK, LOOM_WORLD_SIZE, LOOM_LOCAL_RANK and a fresh
-// file store in LOOM_STORE_ADDR), each output line prefixed with its rank,
+// environment set (LOOM_RANK, LOOM_WORLD_SIZE, LOOM_LOCAL_RANK, a fresh
+// file store in LOOM_STORE_ADDR and a fresh LOOM_STORE_SECRET unless one is set), each output line prefixed with its rank,
 // and the whole job ended as soon as one rank fails. loomrun and loom-perf's
 // embedded launcher are both this.
 #pragma once
