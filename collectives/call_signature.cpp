@@ -48,22 +48,26 @@ uint32_t callSignature(const Collective& c) {
   return kind | static_cast<uint32_t>(c.type) << 4 | reductionCode(c) << 8 | root << 12;
 }
 
-std::string describeCollectiveMessage(const transport::SlotTag& tag) {
-  const uint32_t kind = tag.call & 0xf;
-  if (kind == 0) return describeP2pMessage(tag);
-  const std::string piece = "a " + std::to_string(tag.messageBytes) + "-byte piece of ";
+std::string describeCall(uint32_t call, uint32_t sequence) {
+  const uint32_t kind = call & 0xf;
+  if (kind == 0) return "a point-to-point call";
   if (kind > static_cast<uint32_t>(kCollectiveKinds)) {
     char hex[16];
-    std::snprintf(hex, sizeof hex, "%#x", tag.call);
-    return piece + "an unknown call " + hex + " #" + std::to_string(tag.message);
+    std::snprintf(hex, sizeof hex, "%#x", call);
+    return std::string("an unknown call ") + hex + " #" + std::to_string(sequence);
   }
   const auto collective = static_cast<CollectiveKind>(kind - 1);
-  std::string what = piece + collectiveName(collective) + " #" + std::to_string(tag.message) + " (" +
-                     datatypeName(static_cast<loomDataType_t>(tag.call >> 4 & 0xf));
-  const uint32_t reduction = tag.call >> 8 & 0xf;
+  std::string what = std::string(collectiveName(collective)) + " #" + std::to_string(sequence) + " (" +
+                     datatypeName(static_cast<loomDataType_t>(call >> 4 & 0xf));
+  const uint32_t reduction = call >> 8 & 0xf;
   if (reduction != kNone) what += std::string(" ") + reductionName(reduction);
-  if (rooted(collective)) what += ", root " + std::to_string(tag.call >> 12);
+  if (rooted(collective)) what += ", root " + std::to_string(call >> 12);
   return what + ")";
+}
+
+std::string describeCollectiveMessage(const transport::SlotTag& tag) {
+  if ((tag.call & 0xf) == 0) return describeP2pMessage(tag);
+  return "a " + std::to_string(tag.messageBytes) + "-byte piece of " + describeCall(tag.call, tag.message);
 }
 
 }  // namespace loom::coll

@@ -17,6 +17,10 @@ namespace loom::coll {
 // Of the call as the user made it: before PreMulSum and Avg are resolved.
 uint32_t callSignature(const Collective& c);
 
+// "allreduce #3 (float32 sum)", "broadcast #2 (int8, root 1)"; "a
+// point-to-point call" for 0.
+std::string describeCall(uint32_t call, uint32_t sequence);
+
 // "a 668-byte piece of allreduce #3 (float32 sum)"; point-to-point messages
 // as describeP2pMessage says them. A DescribeMessage (message_match.hpp).
 std::string describeCollectiveMessage(const transport::SlotTag& tag);

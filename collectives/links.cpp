@@ -6,17 +6,25 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "collectives/call_signature.hpp"
 #include "comm/base/error.hpp"
 
 namespace loom::coll {
 
-Links::Links(Engine& engine, std::string what) : engine_(engine), what_(std::move(what)) {}
+Links::Links(Communicator& comm, std::string what, uint32_t sequence, uint32_t call, uint64_t bytes)
+    : engine_(comm.engine()),
+      what_(std::move(what)),
+      sequence_(sequence),
+      call_(call),
+      progress_(comm.progress),
+      probe_(comm, sequence, call, bytes) {}
 
 Links::~Links() = default;
 
 transport::SendConnection& Links::to(int peer) {
   auto it = std::find_if(used_.begin(), used_.end(), [&](const Used& u) { return u.peer == peer && u.send; });
   if (it != used_.end()) return *it->send;
+  progress_.sentTo(peer);  // before anything goes: a probing peer learns that something is on its way
   auto& connection = engine_.collectiveSend(peer);
   used_.push_back({peer, &connection, nullptr, std::nullopt});
   return connection;
@@ -89,6 +97,33 @@ void Links::pause(Backoff& backoff, std::chrono::steady_clock::time_point since,
     } catch (const Error& e) {
       u.lost = e;
     }
+  }
+  lookForStrays();
+  probe_.check(peer, std::chrono::steady_clock::now() - since, what_);
+}
+
+void Links::lookForStrays() {
+  for (int peer = 0; peer < engine_.nranks(); ++peer) {
+    transport::RecvConnection* in = peer == engine_.rank() ? nullptr : engine_.collectiveRecv(peer);
+    if (in == nullptr) continue;
+    const bool used = std::any_of(used_.begin(), used_.end(), [&](const Used& u) { return u.recv == in; });
+    std::optional<transport::RecvSlot> slot;
+    try {
+      if (!used) in->progress();  // a socket takes in what waits for it; one in use progresses anyway
+      slot = in->peek();
+    } catch (const Error&) {
+      continue;  // a lost connection that this call does not wait on is no concern of it
+    }
+    if (!slot) continue;
+    const auto behind = static_cast<int32_t>(slot->tag.message - sequence_) < 0;
+    const bool otherCall = slot->tag.message == sequence_ && slot->tag.call != call_;
+    if (!behind && !otherCall) continue;
+    const transport::SlotTag ours{.messageBytes = slot->tag.messageBytes, .message = sequence_, .call = call_};
+    throw Error(loomInvalidUsage, what_ + ": rank " + std::to_string(peer) + " sent " +
+                                      describeCollectiveMessage(slot->tag) + " while this rank is in " +
+                                      describeCollectiveMessage(ours) +
+                                      " (every rank must make the same calls in the same order, with matching "
+                                      "counts, types, ops, roots and peers)");
   }
 }
 

@@ -6,12 +6,15 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/base/error.hpp"
 #include "comm/engine/backoff.hpp"
+#include "collectives/stall_probe.hpp"
+#include "comm/communicator.hpp"
 #include "comm/engine/engine.hpp"
 #include "transport/connection.hpp"
 
@@ -19,8 +22,10 @@ namespace loom::coll {
 
 class Links {
  public:
-  // `what` names the collective in errors ("allreduce #12").
-  Links(Engine& engine, std::string what);
+  // `what` names the collective in errors ("allreduce #12"); `sequence`
+  // and `call` are what its slots carry (call_signature.hpp), `bytes` its
+  // count x datatype size (for the stall probe).
+  Links(Communicator& comm, std::string what, uint32_t sequence, uint32_t call, uint64_t bytes);
   ~Links();  // flushes nothing: a successful run calls flush()
   Links(const Links&) = delete;
   Links& operator=(const Links&) = delete;
@@ -64,11 +69,23 @@ class Links {
   void throwIfLost(int peer) const;
   bool progressAll();
   // One idle step: throws on abort or silence past the timeout; in the sleep
-  // phase polls the connections' fds and checks that their peers live.
+  // phase polls the connections' fds, checks that their peers live, and
+  // looks for strays.
   void pause(Backoff& backoff, std::chrono::steady_clock::time_point since, int peer);
+  // Throws loomInvalidUsage naming the peer when a slot waits on any
+  // incoming connection that belongs to another call of this sequence
+  // number, or to one this rank has finished: ranks out of step that wait on
+  // each other in a cycle (a broadcast's receiver on its root, while the
+  // root, in a reduce, waits on it) would otherwise never look at the slot
+  // that shows it.
+  void lookForStrays();
 
   Engine& engine_;
   std::string what_;
+  uint32_t sequence_;
+  uint32_t call_;
+  Progress& progress_;
+  StallProbe probe_;
   std::vector<Used> used_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/call_signature.hpp"
@@ -93,10 +94,24 @@ namespace {
 // How long rank 0's survey after a failure waits for answers: a stopped rank never answers.
 constexpr std::chrono::milliseconds kSurveyWithin{1000};
 
+// A rank that finds the ranks out of step poisons its communicator, which
+// ends what it was doing, connections it was opening included; a peer can
+// see such a connection close just before the notice of the mismatch
+// reaches it. The notice names the cause, so a lost connection waits for it
+// briefly and throws it instead when it comes.
+void preferMismatch(Communicator& comm, const std::string& what) {
+  constexpr auto kNoticeWithin = std::chrono::milliseconds(100);
+  const auto until = std::chrono::steady_clock::now() + kNoticeWithin;
+  while (comm.state() != loomInvalidUsage && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (comm.state() == loomInvalidUsage) comm.engine().throwIfCancelled(what);
+}
+
 // One collective, under the state's runMutex; `entry` learns its algorithm.
-void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, FlightRecorder::Entry& entry) {
+void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
+               FlightRecorder::Entry& entry) {
   const int n = comm.size();
-  const uint32_t call = callSignature(c);  // the call as made, before PreMulSum and Avg are resolved
   const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
                        c.kind == CollectiveKind::ReduceScatter;
 
@@ -143,6 +158,7 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .nranks = n,
               .sequence = sequence,
               .call = call,
+              .callBytes = c.blockBytes(),
               .chunkBytes = std::min(choice.chunkBytes, comm.engine().context().fifo.totalBytes() / 2),
               .what = what,
               .node = node,
@@ -176,15 +192,17 @@ void runCollective(Communicator& comm, Collective c) {
   std::lock_guard lock(state.runMutex);
   const uint32_t sequence = ++state.sequence;
   FlightRecorder::Entry& entry = state.recorder.start(sequence, c);
-  comm.progress.begin(collectiveName(c.kind), sequence);
+  const uint32_t call = callSignature(c);  // the call as made, before PreMulSum and Avg are resolved
+  comm.progress.begin(collectiveName(c.kind), sequence, call, c.blockBytes());
   try {
     if (state.checkSignatures) checkSignatures(comm, c, sequence);
     try {
-      runLocked(comm, state, c, sequence, entry);
+      runLocked(comm, state, c, sequence, call, entry);
     } catch (const Error& e) {
       // Ranks out of step, found in the data path: the connections now hold
       // another call's data. Nobody may wait out a deadline for it.
       if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
+      if (e.code() == loomRemoteError) preferMismatch(comm, state.callName);
       throw;
     }
   } catch (const Error& e) {

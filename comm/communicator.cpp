@@ -69,8 +69,11 @@ void Communicator::revoke(const std::string& message) { cancel_.cancel(loomRemot
 void Communicator::poison(const std::string& what) {
   if (cancel_.cancelled()) return;
   poisoned_.store(true, std::memory_order_release);
-  cancel_.cancel(loomInvalidUsage, "the ranks are out of step: " + what);
+  // The peers first: cancelling here closes connections this rank was
+  // opening, and a peer that saw one close before the notice came would
+  // blame a lost peer.
   if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportMismatch(what);
+  cancel_.cancel(loomInvalidUsage, "the ranks are out of step: " + what);
 }
 
 void Communicator::outOfStep(int from, const std::string& what) {
@@ -101,6 +104,12 @@ std::vector<std::string> Communicator::survey(std::chrono::milliseconds within) 
 Watchdog* Communicator::watchdog() {
   requireInitialized();
   return bootstrap_->watchdog();
+}
+
+std::optional<Progress::Snapshot> Communicator::probe(int peer, std::chrono::milliseconds within) {
+  Watchdog* w = watchdog();
+  if (w == nullptr || peer == rank_) return std::nullopt;
+  return w->probe(peer, within);
 }
 
 void Communicator::init(const UniqueIdData& id, int rank, int nranks) {
@@ -148,7 +157,7 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   bootstrap_->watch(Watchdog::Settings::fromEnv(config_.timeout),
                     {.onFailure = [this](int failed, const std::string& why) { revoke(failed, why); },
                      .onMismatch = [this](int from, const std::string& what) { outOfStep(from, what); },
-                     .describe = [this] { return progress.describe(); }});
+                     .progress = &progress});
 
   localSize_ = 0;
   for (const auto& p : bootstrap_->peers()) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +90,9 @@ class Communicator {
   loomResult_t state() const;
   // The out-of-band watch over the peers; null with a single rank.
   Watchdog* watchdog();
+  // Where `peer`'s collectives are, asked out of band (Watchdog::probe);
+  // nothing when it does not answer `within`.
+  std::optional<Progress::Snapshot> probe(int peer, std::chrono::milliseconds within);
   // Numbers this rank's loomCommShrink calls on this communicator, so that
   // the survivors match their offers.
   uint32_t nextShrinkEpoch() { return shrinkEpoch_++; }

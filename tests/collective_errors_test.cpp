@@ -248,7 +248,7 @@ TEST(CollectiveErrors, ARankFailingOutOfAnInPlaceCallWaitsForItsReaders) {
     auto& comm = static_cast<loom::Communicator&>(*comms[static_cast<size_t>(r)]);
     shm::NodeArea& node = loom::coll::CommState::of(comm).nodeArea(4096);
     nodes[static_cast<size_t>(r)] = &node;
-    node.startCall({.sequence = 1, .bytes = 4096, .kind = 0, .root = 0});
+    node.startCall({.sequence = 1, .bytes = 4096, .call = 1, .root = 0}, 4096);
     float* mine = buffers[static_cast<size_t>(r)].data();
     node.offerBuffers(mine, 4096, mine, 4096);
     node.arrive(node.nextStep(), "test call");

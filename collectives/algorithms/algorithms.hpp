@@ -33,6 +33,7 @@ struct Plan {
   int nranks;
   uint32_t sequence;  // tags every slot of this collective
   uint32_t call;      // so does the call's signature (call_signature.hpp)
+  uint64_t callBytes;  // the user's count x datatype size, whatever part of it `c` is (stall_probe.hpp)
   // The most one ring step moves: the tuner's chunk, capped at half a FIFO
   // (NCCL's steps per chunk) so that a step's first send completes without
   // its receiver and leaves slots free for the recvReduceSend that follows;
@@ -45,6 +46,8 @@ struct Plan {
   const Ring* acrossHosts = nullptr;  // this rank's local index on every host (hierarchical), if hosts are uniform
   Scratch* received = nullptr;        // room for data received before it is folded in, kept between calls
 
+  // The collective channel's connections, as this collective uses them.
+  Links links() const { return Links(comm, what, sequence, call, callBytes); }
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {
     return Primitives(links, prev, next, c.type, c.typeSize, c.reduction.op, sequence, call);

@@ -15,7 +15,7 @@ void chainBroadcast(const Plan& plan) {
   const int prev = position == 0 ? -1 : ring.at(self - 1);
   const int next = position == n - 1 ? -1 : ring.at(self + 1);
   const size_t bytes = plan.c.blockBytes();
-  Links links(plan.comm.engine(), plan.what);
+  Links links = plan.links();
   Primitives prims = plan.primitives(links, prev, next);
 
   if (position == 0) {

@@ -8,6 +8,7 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/call_signature.hpp"
+#include "collectives/stall_probe.hpp"
 #include "comm/engine/wait.hpp"
 
 namespace loom::coll {
@@ -16,14 +17,19 @@ class Exchange {
  public:
   explicit Exchange(const Plan& plan) : plan_(plan) {}
 
-  void send(int peer, const std::byte* buffer, size_t bytes) { add(OpKind::Send, peer, const_cast<std::byte*>(buffer), bytes); }
+  void send(int peer, const std::byte* buffer, size_t bytes) {
+    plan_.comm.progress.sentTo(peer);  // before it goes: a probing peer learns that something is on its way
+    add(OpKind::Send, peer, const_cast<std::byte*>(buffer), bytes);
+  }
   void recv(int peer, std::byte* buffer, size_t bytes) { add(OpKind::Recv, peer, buffer, bytes); }
 
   // Posts every operation added and returns when all have completed.
   void run() {
     std::vector<P2pOp*> pointers;
     for (auto& op : ops_) pointers.push_back(&op);
-    runOps(pointers);
+    StallProbe probe(plan_.comm, plan_.sequence, plan_.call, plan_.callBytes);
+    runOps(pointers,
+           [&](int peer, std::chrono::steady_clock::duration stalled) { probe.check(peer, stalled, plan_.what); });
     ops_.clear();
   }
 

@@ -22,7 +22,7 @@ void recursiveDoublingAllReduce(const Plan& plan) {
   const size_t count = plan.c.count;
   std::byte* acc = plan.c.recv;
   if (plan.c.send != acc) copyBytes(acc, plan.c.send, bytes);
-  Links links(plan.comm.engine(), plan.what);
+  Links links = plan.links();
 
   // Fold: rank 2i hands its data to 2i+1.
   int newRank = r < 2 * rem ? (r % 2 == 1 ? r / 2 : -1) : r - rem;

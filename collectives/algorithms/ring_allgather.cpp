@@ -12,7 +12,7 @@ void ringAllGather(const Plan& plan) {
   const Ring& ring = *plan.ring;
   const int p = ring.position(plan.rank);
   const size_t block = plan.c.blockBytes();
-  Links links(plan.comm.engine(), plan.what);
+  Links links = plan.links();
   Primitives prims = plan.primitives(links, ring.at(p - 1), ring.at(p + 1));
   const bool inPlace = plan.c.send == plan.c.recv + static_cast<size_t>(plan.rank) * block;
 

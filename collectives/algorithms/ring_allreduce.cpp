@@ -16,7 +16,7 @@ void ringAllReduce(const Plan& plan) {
   const int r = ring.position(plan.rank);
   const size_t total = plan.c.blockBytes();
   const size_t loopBytes = plan.chunkBytes * static_cast<size_t>(n);
-  Links links(plan.comm.engine(), plan.what);
+  Links links = plan.links();
   Primitives prims = plan.primitives(links, ring.at(r - 1), ring.at(r + 1));
 
   for (size_t base = 0; base < total; base += loopBytes) {

@@ -13,7 +13,7 @@ void ringReduceScatter(const Plan& plan) {
   const Ring& ring = *plan.ring;
   const int p = ring.position(plan.rank);
   const size_t block = plan.c.blockBytes();
-  Links links(plan.comm.engine(), plan.what);
+  Links links = plan.links();
   Primitives prims = plan.primitives(links, ring.at(p - 1), ring.at(p + 1));
 
   for (size_t base = 0; base < block; base += plan.chunkBytes) {

@@ -55,10 +55,8 @@ inline size_t elementsIn(size_t bytes, size_t typeSize) {
 
 // Announces plan's collective on the node and returns the node's area.
 inline shm::NodeArea& startOnNode(const Plan& plan) {
-  plan.node->startCall({.sequence = plan.sequence,
-                        .bytes = plan.c.blockBytes(),
-                        .kind = static_cast<uint32_t>(plan.c.kind),
-                        .root = plan.c.root});
+  plan.node->startCall({.sequence = plan.sequence, .bytes = plan.c.blockBytes(), .call = plan.call, .root = plan.c.root},
+                       plan.callBytes);
   return *plan.node;
 }
 

@@ -80,7 +80,7 @@ void treeAllReduce(const Plan& plan) {
                             static_cast<int>(k));
     return Slice{halves[static_cast<size_t>(h)].offset + s.offset, s.bytes};
   };
-  Links links(plan.comm.engine(), plan.what);
+  Links links = plan.links();
 
   for (size_t k = 0; k < chunks; ++k) {
     for (int h = 0; h < 2; ++h) {

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/call_signature.hpp"
 #include "collectives/collective.hpp"
 #include "comm/base/error.hpp"
 #include "comm/base/env.hpp"
@@ -272,8 +273,9 @@ void NodeArea::sleep(int local, Counter counter, uint64_t step) {
   sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void NodeArea::startCall(const CallInfo& call) {
+void NodeArea::startCall(const CallInfo& call, uint64_t callBytes) {
   call_ = call;
+  probe_.emplace(comm_, static_cast<uint32_t>(call.sequence), call.call, callBytes, StallProbe::Waits::ForSteps);
   callStep_ = 0;
   offered_ = {};
   peersInPlace_ = false;
@@ -343,16 +345,16 @@ void NodeArea::arrive(uint64_t step, const std::string& what) {
 void NodeArea::checkCalls(uint64_t step, const std::string& what) const {
   const CallInfo& call = call_;
   const auto describe = [](const CallInfo& c) {
-    const std::string kind = c.kind < kCollectiveKinds ? collectiveName(static_cast<CollectiveKind>(c.kind)) : "?";
-    return kind + " #" + std::to_string(c.sequence) + " of " + std::to_string(c.bytes) + " bytes, root " +
-           std::to_string(c.root);
+    return describeCall(c.call, static_cast<uint32_t>(c.sequence)) + " of " + std::to_string(c.bytes) +
+           " bytes, root " + std::to_string(c.root);
   };
   for (int local = 0; local < localSize_; ++local) {
     const CallInfo& theirs = control_->rank(local).arrived[step % 2].call;
     if (theirs == call) continue;
     throw Error(loomInvalidUsage, what + ": rank " + std::to_string(localToRank_[static_cast<size_t>(local)]) +
                                       " called " + describe(theirs) + " where this rank called " + describe(call) +
-                                      " (every rank must call the same collectives with matching counts and types)");
+                                      " (every rank must make the same calls in the same order, with matching "
+                                      "counts, types, ops, roots and peers)");
   }
 }
 
@@ -410,6 +412,7 @@ void NodeArea::check(int local, Counter counter, uint64_t step, bool checkProces
     const int pid = comm_.peers()[static_cast<size_t>(rank)].pid;
     if (::kill(pid, 0) != 0 && errno == ESRCH) gone("(pid " + std::to_string(pid) + ") exited");
   }
+  if (checkProcess && probe_) probe_->check(rank, std::chrono::steady_clock::now() - since, what);
   const auto timeout = comm_.engine().context().timeout;
   if (std::chrono::steady_clock::now() - since > timeout) {
     throw Error(loomTimeout, what + ": rank " + std::to_string(rank) + " did not reach step " + std::to_string(step) +

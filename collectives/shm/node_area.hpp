@@ -31,12 +31,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "transport/shm/fifo.hpp"
+#include "collectives/stall_probe.hpp"
 #include "transport/shm/segment.hpp"
 #include "transport/shm/shared_buffers.hpp"
 
@@ -54,8 +56,8 @@ enum class Counter { Arrived, Reduced };
 struct CallInfo {
   uint64_t sequence = 0;
   uint64_t bytes = 0;
-  uint32_t kind = 0;  // a CollectiveKind
-  int32_t root = 0;
+  uint32_t call = 0;  // the call signature: collective, datatype, op, root modulo 2^20 (call_signature.hpp)
+  int32_t root = 0;   // all of it
 
   bool operator==(const CallInfo&) const = default;
 };
@@ -111,7 +113,9 @@ class NodeArea {
   // Starts a collective: every rank runs at least one step for it, and the
   // first carries `call`, so that ranks which called different collectives or
   // counts fail at that step with a named error instead of falling out of step.
-  void startCall(const CallInfo& call);
+  // `callBytes` is the user's count x datatype size (call.bytes may be a part
+  // of it), for the stall probe.
+  void startCall(const CallInfo& call, uint64_t callBytes);
   // Offers this rank's buffers of the call just started for its peers to read
   // in place (unless LOOM_SHM_SINGLE_COPY=0). Call before the call's first
   // step. A side of 0 bytes is one the peers do not read (a broadcast's
@@ -178,6 +182,7 @@ class NodeArea {
   std::chrono::milliseconds timeout_{0};  // LOOM_TIMEOUT_MS; read here, where a failed communicator no longer answers
   bool singleCopy_ = true;  // LOOM_SHM_SINGLE_COPY
   CallInfo call_;
+  mutable std::optional<StallProbe> probe_;  // of call_: asks a peer that stalls it where it is
   uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
   CallBuffers offered_;
   bool peersInPlace_ = false;

@@ -234,7 +234,10 @@ bool Watchdog::serve(Incoming& in) {
           handlers_.onMismatch(m.from, m.text);
           return false;
         case FrameType::ProgressQuery: {
-          const WatchdogMessage report{.type = FrameType::ProgressReport, .from = rank_, .text = handlers_.describe()};
+          const WatchdogMessage report{.type = FrameType::ProgressReport,
+                                       .from = rank_,
+                                       .text = handlers_.progress->describe(),
+                                       .progress = handlers_.progress->snapshot()};
           sendFrame(in.socket, FrameType::ProgressReport, secret_, report.encode(), Deadline::after(kNotifyTimeout), &stop_);
           return false;
         }
@@ -317,10 +320,25 @@ std::vector<std::byte> Watchdog::awaitOffer(int from, uint32_t epoch, Deadline d
   return id;
 }
 
+std::optional<Progress::Snapshot> Watchdog::probe(int rank, milliseconds within) {
+  const auto deadline = Deadline::after(within);
+  try {
+    auto socket = connectTo(rank, deadline, &stop_);
+    sendFrame(socket, FrameType::ProgressQuery, secret_, rankPayload(rank_), deadline, &stop_);
+    const auto payload = recvFrame(socket, FrameType::ProgressReport, secret_, kMaxFrameBytes, deadline, &stop_);
+    const auto m = WatchdogMessage::decode({FrameType::ProgressReport, payload}, nranks_, rank_);
+    if (m.from != rank) return std::nullopt;
+    return m.progress;
+  } catch (const Error& e) {
+    LOOM_INFO(Bootstrap, "rank %d did not say where it is: %s", rank, e.what());
+    return std::nullopt;
+  }
+}
+
 std::vector<std::string> Watchdog::survey(milliseconds within, std::span<const int> failed) {
   const auto deadline = Deadline::after(within);
   std::vector<std::string> answers(static_cast<size_t>(nranks_));
-  answers[static_cast<size_t>(rank_)] = handlers_.describe();
+  answers[static_cast<size_t>(rank_)] = handlers_.progress->describe();
   struct Asked {
     int rank;
     net::Socket socket;

@@ -32,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -41,6 +42,7 @@
 #include "comm/base/deadline.hpp"
 #include "comm/base/secret.hpp"
 #include "comm/bootstrap/frame.hpp"
+#include "comm/progress.hpp"
 #include "transport/socket/socket.hpp"
 
 namespace loom {
@@ -61,8 +63,8 @@ class Watchdog {
     std::function<void(int rank, const std::string& why)> onFailure;
     // A peer found the ranks out of step (reportMismatch).
     std::function<void(int from, const std::string& what)> onMismatch;
-    // Where this rank's collectives are (Progress::describe), for surveys.
-    std::function<std::string()> describe;
+    // Where this rank's collectives are, for surveys and probes.
+    const Progress* progress = nullptr;
   };
 
   // `addresses[r]` is rank r's bootstrap listener; `listener` is this rank's.
@@ -87,6 +89,10 @@ class Watchdog {
   // Tells every other rank what this one found out of step (a MismatchNotice
   // each, from the calling thread; an unreachable rank is skipped).
   void reportMismatch(const std::string& what);
+
+  // Asks `rank` where its collectives are; nothing when it does not answer
+  // `within` (a stopped rank is the heartbeats' business).
+  std::optional<Progress::Snapshot> probe(int rank, std::chrono::milliseconds within);
 
   // Asks every rank where its collectives are, all at once; one line per
   // rank ("in allreduce #3 for 1002 ms", "no answer within 1000 ms",

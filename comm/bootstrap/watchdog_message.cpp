@@ -29,6 +29,15 @@ std::vector<std::byte> WatchdogMessage::encode() const {
       w.putBytes(uniqueId);
       break;
     case FrameType::ProgressReport:
+      w.put(static_cast<uint8_t>(progress.state));
+      for (const Progress::Call& c : {progress.current, progress.previous}) {
+        w.put(c.sequence);
+        w.put(c.call);
+        w.put(c.bytes);
+        w.put(c.sentMask);
+      }
+      w.putString(text.substr(0, kMaxTextBytes));
+      break;
     case FrameType::MismatchNotice:
       w.putString(text.substr(0, kMaxTextBytes));
       break;
@@ -59,7 +68,21 @@ WatchdogMessage WatchdogMessage::decode(const Frame& frame, int nranks, int self
       m.uniqueId.assign(id.begin(), id.end());
       break;
     }
-    case FrameType::ProgressReport:
+    case FrameType::ProgressReport: {
+      const auto state = r.get<uint8_t>();
+      if (state > static_cast<uint8_t>(Progress::State::Failed)) {
+        throw Error(loomRemoteError, "progress report with state " + std::to_string(state));
+      }
+      m.progress.state = static_cast<Progress::State>(state);
+      for (Progress::Call* c : {&m.progress.current, &m.progress.previous}) {
+        c->sequence = r.get<uint32_t>();
+        c->call = r.get<uint32_t>();
+        c->bytes = r.get<uint64_t>();
+        c->sentMask = r.get<uint64_t>();
+      }
+      m.text = r.getString(kMaxTextBytes);
+      break;
+    }
     case FrameType::MismatchNotice:
       m.text = r.getString(kMaxTextBytes);
       break;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/bootstrap/frame.hpp"
+#include "comm/progress.hpp"
 
 namespace loom {
 
@@ -24,6 +25,7 @@ struct WatchdogMessage {
   int failed = -1;                        // FailureNotice: the rank that failed
   std::string text{};                     // FailureNotice: why; ProgressReport: where the sender's collectives
                                           // are; MismatchNotice: what the sender found out of step
+  Progress::Snapshot progress{};          // ProgressReport: the sender's collective, as values
   uint32_t epoch = 0;                     // ShrinkOffer: which shrink of the parent
   std::vector<std::byte> uniqueId{};      // ShrinkOffer: the new communicator's id
 

@@ -261,8 +261,52 @@ void Engine::addWaitFds(std::vector<transport::WaitFd>& out) {
   }
 }
 
+void Engine::failOnStrays() {
+  const P2pOp* current = nullptr;  // an op of the collective this rank is in, if any
+  for (int rank : active_) {
+    for (const auto* queue : {&peers_[static_cast<size_t>(rank)].recvs.queue,
+                              &peers_[static_cast<size_t>(rank)].sends.queue}) {
+      for (const P2pOp* op : *queue) {
+        if (op->call != 0 && current == nullptr) current = op;
+      }
+    }
+  }
+  if (current == nullptr) return;
+  for (int rank = 0; rank < nranks(); ++rank) {
+    Peer& peer = peers_[static_cast<size_t>(rank)];
+    if (rank == this->rank() || !peer.recvs.queue.empty()) continue;  // a posted receive checks its own slots
+    std::optional<transport::RecvSlot> slot;
+    try {
+      if (!peer.recv) peer.recv = claim(rank, transport::Channel::PointToPoint);
+      if (!peer.recv) continue;
+      peer.recv->progress();
+      slot = peer.recv->peek();
+    } catch (const Error&) {
+      continue;  // a lost connection that no op waits on is no concern here
+    }
+    if (!slot || slot->tag.call == 0) continue;  // point-to-point messages wait for their receives
+    const bool behind = static_cast<int32_t>(slot->tag.message - current->messageId) < 0;
+    const bool otherCall = slot->tag.message == current->messageId && slot->tag.call != current->call;
+    if (!behind && !otherCall) continue;
+    const transport::SlotTag ours{.messageBytes = slot->tag.messageBytes, .message = current->messageId,
+                                  .call = current->call};
+    const Error stray(loomInvalidUsage,
+                      "rank " + std::to_string(rank) + " sent " + current->describeMessage(slot->tag) +
+                          " while this rank is in " + current->describeMessage(ours) +
+                          " (every rank must make the same calls in the same order, with matching counts, types, "
+                          "ops, roots and peers)");
+    for (int r : active_) {
+      Peer& p = peers_[static_cast<size_t>(r)];
+      if (!p.sends.queue.empty()) fail(p.sends, stray);
+      if (!p.recvs.queue.empty()) fail(p.recvs, stray);
+    }
+    return;
+  }
+}
+
 void Engine::checkPeers() {
   std::lock_guard lock(mutex_);
+  failOnStrays();
   for (int rank : active_) {
     Peer& peer = peers_[static_cast<size_t>(rank)];
     try {

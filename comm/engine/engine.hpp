@@ -47,7 +47,11 @@ class Engine {
   // fds a waiter may sleep on: the connections that ops wait for.
   void addWaitFds(std::vector<transport::WaitFd>& out);
   // After a sleep: checks the connections that ops wait for, failing the
-  // ops of any whose peer is gone.
+  // ops of any whose peer is gone, and fails every op with loomInvalidUsage
+  // when a collective's slot waits where no receive is posted while this
+  // rank's ops belong to another collective of that number, or to a later
+  // one (a stray: the ranks are out of step, and may wait on each other
+  // without ever reading the slot that shows it).
   void checkPeers();
 
   // The collective channel's connections to and from `peer`. They belong to
@@ -58,6 +62,8 @@ class Engine {
 
   const transport::Context& context() const { return context_; }
   const std::vector<transport::Endpoint>& endpoints() const { return endpoints_; }
+  int rank() const { return context_.self.rank; }
+  int nranks() const { return static_cast<int>(endpoints_.size()); }
 
   bool cancelled() const { return context_.cancel != nullptr && context_.cancel->cancelled(); }
   // After loomCommAbort or a peer's failure: throws why, prefixed with `what`.
@@ -98,6 +104,8 @@ class Engine {
   // not finish; fails one that moved nothing for the timeout (`silence` says how).
   template <class Advance>
   bool drive(Direction& direction, const char* silence, Advance advance);
+  // checkPeers' stray search; under mutex_.
+  void failOnStrays();
   bool progressSends(int rank, Peer& peer);
   bool progressRecvs(int rank, Peer& peer);
   // Fails the head op; a connection that broke, or one left mid-message,

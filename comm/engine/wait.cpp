@@ -51,12 +51,13 @@ void sleepOn(std::span<const Posting> postings, std::chrono::microseconds timeou
 
 }  // namespace
 
-void runOps(std::span<P2pOp* const> ops) {
+void runOps(std::span<P2pOp* const> ops, const OnStall& onStall) {
   const auto postings = byEngine(ops);
   for (const auto& p : postings) p.engine->post(p.ops);
   Backoff backoff;
   size_t done = 0;  // ops[0, done) have finished well
   unsigned yields = 0;
+  auto lastMoved = std::chrono::steady_clock::now();
   for (;;) {
     bool moved = false;
     for (const auto& p : postings) moved |= p.engine->progress();
@@ -77,6 +78,7 @@ void runOps(std::span<P2pOp* const> ops) {
     }
     if (moved) {
       backoff.reset();
+      lastMoved = std::chrono::steady_clock::now();
       continue;
     }
     switch (backoff.next()) {
@@ -89,6 +91,13 @@ void runOps(std::span<P2pOp* const> ops) {
         break;
       case Backoff::Phase::Sleep:
         sleepOn(postings, backoff.sleepTime());
+        if (onStall) {
+          try {
+            onStall(ops[done]->peer, std::chrono::steady_clock::now() - lastMoved);
+          } catch (const Error& e) {
+            abandon(postings, e.code(), e.what());
+          }
+        }
         break;
     }
   }

@@ -2,6 +2,8 @@
 // blocking call and every host stream task goes through.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <span>
 
 #include "comm/engine/engine.hpp"
@@ -9,10 +11,14 @@
 
 namespace loom {
 
+// Called by runOps when it sleeps, with the peer of the first unfinished op
+// and how long nothing has moved; it may throw loom::Error to end the wait.
+using OnStall = std::function<void(int peer, std::chrono::steady_clock::duration stalled)>;
+
 // Posts `ops` on their engines and progresses those engines until every op
-// has finished, backing off when nothing moves. On the first failure, or when
-// a communicator is aborted, withdraws the unfinished ops and throws
-// loom::Error naming the op and the peer.
-void runOps(std::span<P2pOp* const> ops);
+// has finished, backing off when nothing moves. On the first failure, when
+// a communicator is aborted, or when `onStall` throws, withdraws the
+// unfinished ops and throws loom::Error naming the op and the peer.
+void runOps(std::span<P2pOp* const> ops, const OnStall& onStall = {});
 
 }  // namespace loom

@@ -191,7 +191,9 @@ loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int
 /* Calls between GroupStart and GroupEnd (which nest) are posted together at
  * the outermost GroupEnd, so sends and receives to many peers cannot deadlock
  * on each other. Calls on a NULL stream complete before GroupEnd returns;
- * their first error is GroupEnd's result. */
+ * their first error is GroupEnd's result. One thread may post for several
+ * ranks of its process (loomCommInitAll, then one call per rank in a group,
+ * as with one thread driving several GPUs): each rank's share runs at once. */
 loomResult_t loomGroupStart(void);
 loomResult_t loomGroupEnd(void);
 
@@ -205,9 +207,26 @@ loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
 /* Collectives. Every rank of comm calls the same collectives in the same
  * order with matching counts, datatype, op and root. Counts are in elements:
  * per rank's block for AllGather (sendcount), ReduceScatter (recvcount),
- * Gather, Scatter and AlltoAll (per peer). In place: recvbuff == sendbuff, or
- * for AllGather sendbuff == recvbuff + rank * sendcount elements, for
- * ReduceScatter recvbuff == sendbuff + rank * recvcount elements.
+ * Gather, Scatter and AlltoAll (per peer); each buffer's bytes must be at
+ * most LOOM_MAX_BUFFER_BYTES.
+ * Buffers used only on the root (Broadcast's sendbuff, Reduce's and Gather's
+ * recvbuff, Scatter's sendbuff) are ignored on the other ranks. sendbuff and
+ * recvbuff may overlap only in place, NCCL's rules:
+ *   Broadcast, Reduce, AllReduce  sendbuff == recvbuff
+ *   AllGather                     sendbuff == recvbuff + rank * sendcount
+ *   ReduceScatter                 recvbuff == sendbuff + rank * recvcount
+ *   Gather (on the root)          sendbuff == recvbuff + root * sendcount
+ *   Scatter (on the root)         recvbuff == sendbuff + root * recvcount
+ *   AlltoAll                      never: the buffers must not overlap
+ * (offsets in elements); any other overlap is loomInvalidArgument.
+ * Ranks that disagree (another collective, count, datatype, op or root) fail
+ * with loomInvalidUsage naming a peer and both calls, as soon as a message
+ * between them shows it or a waiting rank asks the peer it waits for (after
+ * about 100 ms), not at the deadline; the communicator is then unusable (its
+ * connections hold the other call's data) and every later call on it fails
+ * the same way. A rank whose part needed nothing from the others may finish
+ * first and learn of it from loomCommGetAsyncError or its next call.
+ * LOOM_CHECK=1 compares every call's arguments before any data moves.
  * Avg sums, then divides the result by nranks: integers truncate toward zero
  * (after the sum wrapped, as sums of integers do); floats are multiplied by
  * 1/nranks, rounding once. */
