@@ -20,6 +20,7 @@ size_t datatypeSize(loomDataType_t datatype) {
     case loomUint64:
     case loomFloat64: return 8;
     case loomNumTypes:
+    case loomMinDataType:
     case loomMaxDataType: break;
   }
   throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(datatype)) + " is not a loomDataType_t");
@@ -38,6 +39,7 @@ const char* datatypeName(loomDataType_t datatype) {
     case loomFloat32: return "float32";
     case loomFloat64: return "float64";
     case loomNumTypes:
+    case loomMinDataType:
     case loomMaxDataType: break;
   }
   return "?";

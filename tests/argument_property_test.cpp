@@ -92,8 +92,8 @@ bool acceptable(const Draw& d) {
   if (reduces && (d.op < 0 || d.op > 4)) return false;
   if ((rooted(d.coll) || d.coll == Coll::SendRecv) && (d.root < 0 || d.root >= kRanks)) return false;
   const size_t size = loom::check::typeSize(static_cast<loomDataType_t>(d.type));
-  const unsigned __int128 bytes = static_cast<unsigned __int128>(d.count) * size * blocksOf(d.coll);
-  if (bytes > LOOM_MAX_BUFFER_BYTES) return false;
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(d.count, size * blocksOf(d.coll), &bytes) || bytes > LOOM_MAX_BUFFER_BYTES) return false;
   if (d.count == 0) return true;  // no buffer is touched
   if (d.buffers == Buffers::NullSend || d.buffers == Buffers::NullRecv) return false;
   if (d.buffers == Buffers::Shifted) return false;

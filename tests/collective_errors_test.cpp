@@ -127,8 +127,9 @@ TEST(CollectiveErrors, BadLoomAlgoIsNamed) {
   }
 }
 
-// Ranks that pass different counts fail with loomInvalidUsage where the
-// mismatch shows, and the others by their deadline: nobody hangs.
+// Ranks that pass different counts fail where the mismatch shows, and the
+// others by its notice: nobody hangs, nothing is reduced with garbage
+// (mismatch_test covers every algorithm and kind of mismatch).
 TEST(CollectiveErrors, MismatchedCountsFailInsteadOfCorrupting) {
   for (const char* algorithm : {"ring", "shm"}) {
     ScopedEnv algo("LOOM_ALGO", algorithm);

@@ -46,7 +46,10 @@ typedef enum {
   loomFloat64 = 8, loomDouble = 8,
   loomBfloat16 = 9,
   loomNumTypes = 10,
-  loomMaxDataType = 0x7fffffff /* makes any int a valid value, so bad ones can be checked */
+  /* These two make every int a value of the type, negative ones too, so that
+   * a bad one from C is still a value C++ may read, and is refused by name. */
+  loomMinDataType = -0x7fffffff - 1,
+  loomMaxDataType = 0x7fffffff
 } loomDataType_t;
 
 typedef enum {
@@ -56,6 +59,7 @@ typedef enum {
   loomMin = 3,
   loomAvg = 4,
   loomNumOps = 5,
+  loomMinRedOp = -0x7fffffff - 1, /* every int a value, as for loomDataType_t */
   loomMaxRedOp = 0x7fffffff
 } loomRedOp_t;
 
@@ -65,7 +69,8 @@ typedef enum {
 typedef enum {
   loomScalarDevice = 0,
   loomScalarHostImmediate = 1,
-  loomMaxScalarResidence = 0x7fffffff /* any int is a valid value, so bad ones can be checked */
+  loomMinScalarResidence = -0x7fffffff - 1, /* every int a value, as for loomDataType_t */
+  loomMaxScalarResidence = 0x7fffffff
 } loomScalarResidence_t;
 
 /* Opaque handles. A stream is NULL (blocking), a loom host stream, or a
