@@ -1,0 +1,155 @@
+// The training layer's pieces, each against an oracle: OpenBLAS's products
+// against the naive loop, every layer's backward against central finite
+// differences of its forward, SHA-256 against FIPS 180-4's vectors, the
+// batch plan's permutations, the optimizers' first steps worked by hand, and
+// the accounting of model-state bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "training/data/dataset.hpp"
+#include "training/layers/cross_entropy.hpp"
+#include "training/layers/gelu.hpp"
+#include "training/layers/linear.hpp"
+#include "training/math/gemm.hpp"
+#include "training/model.hpp"
+#include "training/models/mlp.hpp"
+#include "training/optim/optimizer.hpp"
+#include "training/random.hpp"
+#include "training/sha256.hpp"
+
+namespace {
+
+using namespace loom::train;
+
+TEST(Gemm, MatchesTheNaiveLoopForEveryTranspose) {
+  Random random(7);
+  for (auto [m, n, k] : {std::tuple<size_t, size_t, size_t>{1, 1, 1}, {3, 5, 7}, {17, 9, 33}, {64, 31, 128}}) {
+    for (auto ta : {Transpose::No, Transpose::Yes}) {
+      for (auto tb : {Transpose::No, Transpose::Yes}) {
+        std::vector<float> a(m * k), b(k * n), c(m * n), want(m * n);
+        for (float& x : a) x = random.uniform(1.0f);
+        for (float& x : b) x = random.uniform(1.0f);
+        gemm(ta, tb, m, n, k, a.data(), b.data(), c.data());
+        gemmReference(ta, tb, m, n, k, a.data(), b.data(), want.data());
+        for (size_t i = 0; i < c.size(); ++i) {
+          // float32 products of k terms of magnitude <= 1, rounded k times.
+          EXPECT_NEAR(c[i], want[i], 1e-6 * static_cast<double>(k)) << m << "x" << n << "x" << k;
+        }
+      }
+    }
+  }
+}
+
+// Loss of a tiny model on fixed inputs, in double for the finite differences.
+double lossOf(Model& model, const std::vector<float>& x, const std::vector<int32_t>& y, size_t rows,
+              std::vector<float>& dlogits) {
+  const auto logits = model.forward(x, rows);
+  dlogits.resize(logits.size());
+  return crossEntropy(logits, y, rows, model.outFeatures(), dlogits);
+}
+
+TEST(Layers, BackwardMatchesFiniteDifferencesOfForward) {
+  MemoryAccount account;
+  Model model(account);
+  buildMlp(model, 6, 5, 2, 4);  // linear, gelu, linear, gelu, linear
+  model.init(3);
+  Random random(11);
+  const size_t rows = 3;
+  std::vector<float> x(rows * 6);
+  for (float& v : x) v = random.uniform(2.0f);
+  const std::vector<int32_t> y{0, 3, 1};
+  std::vector<float> dlogits;
+  lossOf(model, x, y, rows, dlogits);
+  model.backward(dlogits, rows);
+  const std::vector<float> analytic(model.grads().begin(), model.grads().end());
+  const float h = 1e-2f;
+  for (size_t i = 0; i < model.paramCount(); ++i) {
+    float& p = model.params()[i];
+    const float saved = p;
+    p = saved + h;
+    const double up = lossOf(model, x, y, rows, dlogits);
+    p = saved - h;
+    const double down = lossOf(model, x, y, rows, dlogits);
+    p = saved;
+    const double numeric = (up - down) / (2.0 * static_cast<double>(h));
+    // Central differences err by O(h^2) times the third derivative, and float32 losses by ~1e-7 / h.
+    EXPECT_NEAR(analytic[i], numeric, 2e-3 + 1e-2 * std::abs(numeric)) << "parameter " << i;
+  }
+}
+
+TEST(CrossEntropy, IsLogOfClassesAtEqualLogitsAndNamesABadTarget) {
+  std::vector<float> logits(2 * 4, 0.5f), d(8);
+  const std::vector<int32_t> y{1, 2};
+  EXPECT_NEAR(crossEntropy(logits, y, 2, 4, d), std::log(4.0), 1e-6);
+  EXPECT_NEAR(d[1], (0.25 - 1.0) / 2, 1e-7);
+  EXPECT_NEAR(d[0], 0.25 / 2, 1e-7);
+  const std::vector<int32_t> bad{1, 4};
+  EXPECT_THROW(crossEntropy(logits, bad, 2, 4, d), std::invalid_argument);
+}
+
+TEST(Sha256, MatchesTheStandardsVectors) {
+  const auto digest = [](const std::string& text) {
+    Sha256 sha;
+    sha.update(std::as_bytes(std::span(text.data(), text.size())));
+    return sha.hex();
+  };
+  EXPECT_EQ(digest(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(digest("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST(BatchPlan, EachEpochIsAPermutationAndEveryRankSeesTheSamePlan) {
+  const BatchPlan plan(50, 10, 5), again(50, 10, 5), other(50, 10, 6);
+  std::set<size_t> epoch;
+  for (uint64_t s = 0; s < 5; ++s) {
+    const auto batch = plan.step(s);
+    EXPECT_EQ(batch, again.step(s));
+    epoch.insert(batch.begin(), batch.end());
+  }
+  EXPECT_EQ(epoch.size(), 50u);  // five steps of ten: every sample once
+  EXPECT_NE(plan.step(0), other.step(0));
+  EXPECT_NE(plan.step(0), plan.step(5));  // the next epoch is shuffled anew
+  const BatchPlan odd(7, 3, 1);           // a batch that straddles epochs
+  EXPECT_EQ(odd.step(2).size(), 3u);
+}
+
+TEST(Optimizers, FirstStepsAsWorkedByHand) {
+  MemoryAccount account;
+  std::vector<float> p{1.0f, -2.0f};
+  const std::vector<float> g{0.5f, -0.25f};
+  auto adam = makeAdamW(account, 2, {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weightDecay = 0.1f});
+  adam->step(p, g, 0.01f);
+  // Step 1: decay p by lr*wd, then m^ = g and v^ = g^2, so the update is lr * sign(g).
+  EXPECT_NEAR(p[0], 1.0 * (1 - 0.001) - 0.01, 1e-6);
+  EXPECT_NEAR(p[1], -2.0 * (1 - 0.001) + 0.01, 1e-6);
+  std::vector<float> q{1.0f};
+  auto sgd = makeSgd(account, 1, {.momentum = 0.5f, .weightDecay = 0.0f});
+  sgd->step(q, std::vector<float>{2.0f}, 0.1f);  // v = 2
+  sgd->step(q, std::vector<float>{2.0f}, 0.1f);  // v = 0.5 * 2 + 2 = 3
+  EXPECT_NEAR(q[0], 1.0 - 0.2 - 0.3, 1e-6);
+  EXPECT_FLOAT_EQ(learningRate(0, 4, 20, 1.0f, 0.0f), 0.25f);
+  EXPECT_FLOAT_EQ(learningRate(4, 4, 20, 1.0f, 0.0f), 1.0f);
+  EXPECT_NEAR(learningRate(20, 4, 20, 1.0f, 0.1f), 0.1, 1e-6);
+}
+
+// Single-process fp32 AdamW: 4 bytes of parameters, 4 of gradients and 8 of
+// moments per parameter, every byte of them counted.
+TEST(MemoryAccount, ModelStatesAreSixteenBytesPerParameterWithAdamW) {
+  MemoryAccount account;
+  Model model(account);
+  buildMlp(model, 784, 64, 1, 10);
+  auto adam = makeAdamW(account, model.paramCount(), {});
+  EXPECT_EQ(account.modelStates(), 16 * model.paramCount());
+  EXPECT_EQ(account.current(Category::Parameters), 4 * model.paramCount());
+  EXPECT_EQ(account.current(Category::OptimizerState), 8 * model.paramCount());
+  adam.reset();
+  EXPECT_EQ(account.current(Category::OptimizerState), 0u);
+  EXPECT_EQ(account.peakModelStates(), 16 * model.paramCount());
+}
+
+}  // namespace

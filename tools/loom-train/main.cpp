@@ -1,0 +1,160 @@
+// loom-train: trains a sample model through the training layer, alone or
+// data parallel over Loom, and reports loss, speed, communication and memory
+// per step. Under a launcher (loomrun, torchrun, Slurm, mpirun) each process
+// is a rank; started by hand with --mode ddp it starts -N local ranks itself.
+#include <loom/loom.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tools/launch/local_job.hpp"
+#include "tools/loom-train/options.hpp"
+#include "training/data/fashion_mnist.hpp"
+#include "training/layers/cross_entropy.hpp"
+#include "training/math/gemm.hpp"
+#include "training/models/mlp.hpp"
+#include "training/sha256.hpp"
+
+namespace {
+
+using namespace loom::train;
+
+// The test set's accuracy: forward in chunks of 1000, no gradients.
+double accuracy(Model& model, const Dataset& test) {
+  constexpr size_t kChunk = 1000;
+  std::vector<float> x;
+  std::vector<int32_t> labels;
+  size_t hits = 0;
+  for (size_t first = 0; first < test.size(); first += kChunk) {
+    const size_t rows = std::min(kChunk, test.size() - first);
+    std::vector<size_t> samples(rows);
+    for (size_t i = 0; i < rows; ++i) samples[i] = first + i;
+    x.resize(rows * test.features());
+    labels.resize(rows);
+    gather(test, samples, x, labels);
+    hits += correct(model.forward(x, rows), labels, rows, test.classes());
+  }
+  return static_cast<double>(hits) / static_cast<double>(test.size());
+}
+
+std::string number(double v) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
+int run(const cli::Options& o) {
+  setBlasThreads(o.blasThreads);
+  std::optional<loom::Comm> comm;
+  TrainConfig config = o.train;
+  if (config.mode == Mode::Ddp) {
+    comm.emplace(loom::Comm::fromEnv());
+    if (!o.microBatchesGiven) config.microBatches = static_cast<size_t>(comm->size());
+  }
+  const int rank = comm ? comm->rank() : 0;
+  const int ranks = comm ? comm->size() : 1;
+  const bool lead = rank == 0;
+
+  const FashionMnist train(kFashionMnistDir, FashionMnist::Split::Train, o.dataLimit);
+  MemoryAccount account;
+  Model model(account);
+  buildMlp(model, train.features(), o.hidden, o.layers, train.classes());
+  model.init(config.seed);
+  Trainer trainer(model, train, config, comm ? &*comm : nullptr, account);
+  if (lead) {
+    std::printf("# loom-train: %s, %s on %d rank%s, batch %zu in %zu micro-batches, %llu steps\n# model: %s\n",
+                o.model.c_str(), modeName(config.mode), ranks, ranks == 1 ? "" : "s", config.batch,
+                config.microBatches, static_cast<unsigned long long>(config.steps), model.describe().c_str());
+  }
+
+  std::string records;
+  for (uint64_t step = 0; step < config.steps; ++step) {
+    const StepReport r = trainer.step(step);
+    const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
+    if (lead) {
+      std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms  comm %6.2f ms (%3.0f%% hidden)\n",
+                  static_cast<unsigned long long>(step + 1), r.loss, r.gradNorm,
+                  static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3, r.commSeconds * 1e3, hidden * 100);
+    }
+    records += std::string(records.empty() ? "" : ",\n    ") + "{\"step\": " + std::to_string(step + 1) +
+               ", \"loss\": " + number(r.loss) + ", \"grad_norm\": " + number(r.gradNorm) +
+               ", \"seconds\": " + number(r.seconds) + ", \"comm_seconds\": " + number(r.commSeconds) +
+               ", \"exposed_comm_seconds\": " + number(r.exposedSeconds) + ", \"samples\": " +
+               std::to_string(r.samples) + "}";
+  }
+
+  Sha256 sha;
+  sha.update(std::as_bytes(std::span<const float>(model.params())));
+  const std::string digest = sha.hex();
+  if (comm) {  // every rank must hold the same parameters
+    std::vector<uint8_t> mine(digest.begin(), digest.end()), all(mine.size() * static_cast<size_t>(ranks));
+    comm->allGather(std::span<const uint8_t>(mine), std::span(all));
+    for (int r = 0; r < ranks; ++r) {
+      if (!std::equal(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * mine.size()))) {
+        std::fprintf(stderr, "loom-train: rank %d's parameters differ from rank %d's\n", r, rank);
+        return 1;
+      }
+    }
+  }
+  std::printf("rank %d params_sha256 %s\n", rank, digest.c_str());
+  double acc = -1;
+  if (o.evaluate && lead) {
+    const FashionMnist test(kFashionMnistDir, FashionMnist::Split::Test);
+    acc = accuracy(model, test);
+    std::printf("test accuracy %.4f (%zu samples)\n", acc, test.size());
+  }
+  if (lead) {
+    std::printf("peak bytes per rank:");
+    for (size_t c = 0; c < kCategories; ++c) {
+      std::printf(" %s %zu", categoryName(static_cast<Category>(c)), account.peak(static_cast<Category>(c)));
+    }
+    std::printf("\n");
+  }
+  if (lead && !o.json.empty()) {
+    std::ofstream out(o.json);
+    out << "{\n  \"config\": {\"model\": \"" << o.model << "\", \"mode\": \"" << modeName(config.mode)
+        << "\", \"ranks\": " << ranks << ", \"batch\": " << config.batch
+        << ", \"micro_batches\": " << config.microBatches << ", \"steps\": " << config.steps
+        << ", \"layers\": " << o.layers << ", \"dim\": " << o.hidden << ", \"lr\": " << number(config.lr)
+        << ", \"seed\": " << config.seed << "},\n  \"steps\": [\n    " << records << "\n  ],\n  \"final\": {"
+        << "\"params_sha256\": \"" << digest << "\", \"psi\": " << model.paramCount()
+        << ", \"test_accuracy\": " << number(acc) << ", \"peak_bytes\": {";
+    for (size_t c = 0; c < kCategories; ++c) {
+      out << (c ? ", " : "") << "\"" << categoryName(static_cast<Category>(c))
+          << "\": " << account.peak(static_cast<Category>(c));
+    }
+    out << "}}\n}\n";
+    if (!out) throw std::runtime_error("--json " + o.json + ": cannot write");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli::Options options;
+  try {
+    options = cli::parseOptions(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    if (std::strcmp(e.what(), "help") != 0) std::fprintf(stderr, "loom-train: %s\n", e.what());
+    std::fprintf(stderr, "%s", cli::usage());
+    return std::strcmp(e.what(), "help") == 0 ? 0 : 2;
+  }
+  if (options.train.mode == Mode::Ddp && !loom::launch::launchedAsRank()) {
+    return loom::launch::relaunchAsLocalJob(options.ranks, argc, argv);
+  }
+  try {
+    return run(options);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "loom-train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom-train: %s\n", e.what());
+    return 1;
+  }
+}

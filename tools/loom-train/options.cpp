@@ -1,0 +1,110 @@
+#include "tools/loom-train/options.hpp"
+
+#include <charconv>
+#include <stdexcept>
+#include <string_view>
+
+namespace loom::train::cli {
+namespace {
+
+template <class T>
+T number(std::string_view flag, std::string_view text, T min, T max) {
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    throw std::invalid_argument(std::string(flag) + " " + std::string(text) + ": expected a number from " +
+                                std::to_string(min) + " to " + std::to_string(max));
+  }
+  return value;
+}
+
+}  // namespace
+
+const char* usage() {
+  return "usage: loom-train --model mlp --mode single|ddp [-N ranks] [--steps S] [--batch B]\n"
+         "                  [--micro-batches M] [--layers L] [--dim D] [--lr X] [--min-lr X] [--warmup W]\n"
+         "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
+         "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--json FILE]\n"
+         "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist)\n"
+         "  --mode      single: one process, --micro-batches accumulated in order;\n"
+         "              ddp: data parallel over the ranks, gradient buckets reduced during backward\n"
+         "  -N          ranks to start on this machine when not under a launcher (default: 2 for ddp)\n"
+         "  --batch     samples per step across all ranks (default 64); --micro-batches splits it\n"
+         "              (default: one per rank)\n"
+         "  --layers/--dim  hidden layers and their width (default 1 x 256)\n"
+         "  --lr, --min-lr, --warmup  AdamW's (or SGD's) rate: warm-up, then cosine to --min-lr\n"
+         "  --clip      global gradient norm (0: none)\n"
+         "  --data-limit  train on the first K samples only (0: all 60000)\n"
+         "  --eval      1 (default): report the test set's accuracy at the end\n"
+         "  --json      the configuration, one record per step and a final record (params_sha256,\n"
+         "              peak bytes per category, parameter count, accuracy)\n";
+}
+
+Options parseOptions(int argc, char** argv) {
+  Options o;
+  bool microGiven = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "-h" || flag == "--help") throw std::invalid_argument("help");
+    if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + ": missing its value");
+    const std::string_view value = argv[++i];
+    if (flag == "--model") {
+      if (value != "mlp") {
+        throw std::invalid_argument("--model " + std::string(value) +
+                                    ": not a model (mlp; the tiny GPT is not built yet)");
+      }
+      o.model = value;
+    } else if (flag == "--mode") {
+      o.train.mode = parseMode(std::string(value));
+    } else if (flag == "-N") {
+      o.ranks = number<int>(flag, value, 1, 1024);
+    } else if (flag == "--steps") {
+      o.train.steps = number<uint64_t>(flag, value, 1, 100'000'000);
+    } else if (flag == "--batch") {
+      o.train.batch = number<size_t>(flag, value, 1, 1 << 20);
+    } else if (flag == "--micro-batches") {
+      o.train.microBatches = number<size_t>(flag, value, 1, 1 << 20);
+      microGiven = true;
+    } else if (flag == "--layers") {
+      o.layers = number<size_t>(flag, value, 0, 64);
+    } else if (flag == "--dim") {
+      o.hidden = number<size_t>(flag, value, 1, 1 << 16);
+    } else if (flag == "--lr") {
+      o.train.lr = number<float>(flag, value, 0.0f, 10.0f);
+    } else if (flag == "--min-lr") {
+      o.train.minLr = number<float>(flag, value, 0.0f, 10.0f);
+    } else if (flag == "--warmup") {
+      o.train.warmup = number<uint64_t>(flag, value, 0, 100'000'000);
+    } else if (flag == "--optimizer") {
+      if (value != "adamw" && value != "sgd") {
+        throw std::invalid_argument("--optimizer " + std::string(value) + ": not an optimizer (adamw, sgd)");
+      }
+      o.train.optimizer = value == "adamw" ? OptimizerKind::AdamW : OptimizerKind::Sgd;
+    } else if (flag == "--weight-decay") {
+      o.train.adamw.weightDecay = o.train.sgd.weightDecay = number<float>(flag, value, 0.0f, 1.0f);
+    } else if (flag == "--clip") {
+      o.train.clip = number<double>(flag, value, 0.0, 1e9);
+    } else if (flag == "--seed") {
+      o.train.seed = number<uint64_t>(flag, value, 0, UINT64_MAX);
+    } else if (flag == "--data-limit") {
+      o.dataLimit = number<size_t>(flag, value, 0, 60000);
+    } else if (flag == "--eval") {
+      o.evaluate = number<int>(flag, value, 0, 1) == 1;
+    } else if (flag == "--blas-threads") {
+      o.blasThreads = number<int>(flag, value, 1, 256);
+    } else if (flag == "--json") {
+      o.json = value;
+    } else {
+      throw std::invalid_argument(std::string(flag) + ": unknown flag");
+    }
+  }
+  if (o.ranks == 0) o.ranks = o.train.mode == Mode::Single ? 1 : 2;
+  if (o.train.mode == Mode::Single && o.ranks != 1) {
+    throw std::invalid_argument("-N " + std::to_string(o.ranks) + ": --mode single runs one rank");
+  }
+  o.microBatchesGiven = microGiven;
+  if (!microGiven) o.train.microBatches = static_cast<size_t>(o.ranks);
+  return o;
+}
+
+}  // namespace loom::train::cli

@@ -1,0 +1,28 @@
+// loom-train's command line: what to train, how, and where to report it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "training/parallel/trainer.hpp"
+
+namespace loom::train::cli {
+
+struct Options {
+  std::string model = "mlp";
+  TrainConfig train;
+  int ranks = 0;          // -N: local ranks to start when not under a launcher (0: 1 for single, 2 for ddp)
+  size_t hidden = 256;    // --dim
+  size_t layers = 1;      // --layers
+  size_t dataLimit = 0;   // --data-limit: the first samples of the training set only (0: all)
+  bool evaluate = true;   // --eval
+  int blasThreads = 1;    // --blas-threads
+  bool microBatchesGiven = false;  // else one per rank
+  std::string json;       // --json FILE
+};
+
+// Throws std::invalid_argument naming the flag on anything unknown or out of range.
+Options parseOptions(int argc, char** argv);
+const char* usage();
+
+}  // namespace loom::train::cli

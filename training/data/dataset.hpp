@@ -1,0 +1,45 @@
+// A labelled dataset the trainer draws batches from, and the plan that
+// decides which samples make each step's global batch: a seeded
+// permutation per epoch, so every rank computes the same plan and reads
+// only its own share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::train {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual size_t size() const = 0;
+  virtual size_t features() const = 0;  // inputs per sample
+  virtual size_t classes() const = 0;
+  // Sample i's inputs (features() floats) and label.
+  virtual void sample(size_t i, std::span<float> x, int32_t& label) const = 0;
+};
+
+// The samples of each step's global batch: step s takes the next `batch`
+// positions of an endless sequence of permutations of the dataset, epoch e
+// shuffled (Fisher-Yates) by Random(seed + e).
+class BatchPlan {
+ public:
+  BatchPlan(size_t datasetSize, size_t batch, uint64_t seed);
+  // The sample indices of step `step`'s global batch, in order.
+  std::vector<size_t> step(uint64_t step) const;
+
+ private:
+  std::vector<size_t> permutation(uint64_t epoch) const;
+  size_t size_;
+  size_t batch_;
+  uint64_t seed_;
+};
+
+// Gathers samples[first, first + count) of `dataset` into x and labels.
+void gather(const Dataset& dataset, std::span<const size_t> samples, std::span<float> x,
+            std::span<int32_t> labels);
+
+}  // namespace loom::train

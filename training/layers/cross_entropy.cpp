@@ -1,0 +1,46 @@
+#include "training/layers/cross_entropy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace loom::train {
+
+double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
+                    std::span<float> dlogits) {
+  double loss = 0;
+  const float scale = 1.0f / static_cast<float>(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* z = logits.data() + r * classes;
+    float* dz = dlogits.data() + r * classes;
+    const int32_t target = targets[r];
+    if (target < 0 || static_cast<size_t>(target) >= classes) {
+      throw std::invalid_argument("target " + std::to_string(target) + " of row " + std::to_string(r) +
+                                  " is not one of " + std::to_string(classes) + " classes");
+    }
+    const float max = *std::max_element(z, z + classes);
+    float sum = 0;
+    for (size_t j = 0; j < classes; ++j) {
+      dz[j] = std::exp(z[j] - max);
+      sum += dz[j];
+    }
+    const float inverse = 1.0f / sum;
+    for (size_t j = 0; j < classes; ++j) dz[j] *= inverse;  // the softmax
+    loss -= std::log(static_cast<double>(dz[static_cast<size_t>(target)]));
+    dz[static_cast<size_t>(target)] -= 1.0f;
+    for (size_t j = 0; j < classes; ++j) dz[j] *= scale;
+  }
+  return loss / static_cast<double>(rows);
+}
+
+size_t correct(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes) {
+  size_t hits = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* z = logits.data() + r * classes;
+    hits += static_cast<size_t>(std::max_element(z, z + classes) - z) == static_cast<size_t>(targets[r]);
+  }
+  return hits;
+}
+
+}  // namespace loom::train

@@ -1,0 +1,51 @@
+// A layer with an explicit forward and backward over flat buffers (llm.c's
+// shape). The model binds each layer to its slice of the model's flat
+// parameter and gradient buffers, so that sharding a model (ZeRO) or cutting
+// it into stages (pipeline) is a matter of which slices are where.
+//
+// Activations are `rows` x features, row-major: a row is a sample (an MLP)
+// or a token (a GPT, rows = batch x sequence).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "training/random.hpp"
+
+namespace loom::train {
+
+struct ParamSpec {
+  std::string name;
+  size_t count;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string name() const = 0;
+  virtual size_t inFeatures() const = 0;
+  virtual size_t outFeatures() const = 0;
+  // This layer's parameters, in the order they sit in its slice.
+  virtual std::vector<ParamSpec> params() const { return {}; }
+  // Fills the bound parameters as the model's initialization says (seeded).
+  virtual void init(Random& /*random*/) {}
+
+  void bind(std::span<float> params, std::span<float> grads) {
+    params_ = params;
+    grads_ = grads;
+  }
+
+  // y = f(x) for `rows` rows. x stays valid and unchanged until backward.
+  virtual void forward(std::span<const float> x, std::span<float> y, size_t rows) = 0;
+  // From dL/dy: writes (does not add) this layer's parameter gradients, and
+  // dL/dx unless dx is empty (the first layer needs none).
+  virtual void backward(std::span<const float> dy, std::span<float> dx, size_t rows) = 0;
+
+ protected:
+  std::span<float> params_;
+  std::span<float> grads_;
+};
+
+}  // namespace loom::train

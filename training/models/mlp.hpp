@@ -1,0 +1,11 @@
+// The MLP classifier of the Fashion-MNIST sample: `layers` hidden layers of
+// `hidden` GELU units, then `classes` logits.
+#pragma once
+
+#include "training/model.hpp"
+
+namespace loom::train {
+
+void buildMlp(Model& model, size_t inputs, size_t hidden, size_t layers, size_t classes);
+
+}  // namespace loom::train
