@@ -3,6 +3,7 @@
 // (the standard library's distributions are not specified bit for bit).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace loom::train {
@@ -22,6 +23,12 @@ class Random {
   float uniform(float bound) { return (2.0f * uniform() - 1.0f) * bound; }
   // Uniform in [0, n).
   uint64_t below(uint64_t n) { return next() % n; }
+  // Normal with mean 0 and standard deviation `sd` (Box-Muller, in double).
+  float normal(float sd) {
+    const double u1 = (static_cast<double>(next() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(next() >> 11) * 0x1.0p-53;
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2) * static_cast<double>(sd));
+  }
 
  private:
   uint64_t state_;

@@ -4,6 +4,7 @@
 // is a rank; started by hand with --mode ddp it starts -N local ranks itself.
 #include <loom/loom.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -14,9 +15,11 @@
 
 #include "tools/launch/local_job.hpp"
 #include "tools/loom-train/options.hpp"
+#include "training/data/char_text.hpp"
 #include "training/data/fashion_mnist.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/math/gemm.hpp"
+#include "training/models/gpt.hpp"
 #include "training/models/mlp.hpp"
 #include "training/sha256.hpp"
 
@@ -24,22 +27,34 @@ namespace {
 
 using namespace loom::train;
 
-// The test set's accuracy: forward in chunks of 1000, no gradients.
-double accuracy(Model& model, const Dataset& test) {
-  constexpr size_t kChunk = 1000;
-  std::vector<float> x;
+struct Evaluation {
+  double accuracy;  // of the rows' largest logits
+  double loss;      // mean cross-entropy per row
+};
+
+// Forward only, over the first `limit` samples of `held` (0: all), in chunks.
+Evaluation evaluate(Model& model, const Dataset& held, size_t limit) {
+  const size_t total = limit == 0 ? held.size() : std::min(limit, held.size());
+  const size_t chunk = std::max<size_t>(1, 1000 / held.rowsPerSample());
+  std::vector<float> x, dlogits;
   std::vector<int32_t> labels;
   size_t hits = 0;
-  for (size_t first = 0; first < test.size(); first += kChunk) {
-    const size_t rows = std::min(kChunk, test.size() - first);
-    std::vector<size_t> samples(rows);
-    for (size_t i = 0; i < rows; ++i) samples[i] = first + i;
-    x.resize(rows * test.features());
+  double loss = 0;
+  for (size_t first = 0; first < total; first += chunk) {
+    const size_t count = std::min(chunk, total - first);
+    const size_t rows = count * held.rowsPerSample();
+    std::vector<size_t> samples(count);
+    for (size_t i = 0; i < count; ++i) samples[i] = first + i;
+    x.resize(count * held.features());
     labels.resize(rows);
-    gather(test, samples, x, labels);
-    hits += correct(model.forward(x, rows), labels, rows, test.classes());
+    gather(held, samples, x, labels);
+    const auto logits = model.forward(x, rows);
+    dlogits.resize(logits.size());
+    loss += crossEntropy(logits, labels, rows, held.classes(), dlogits) * static_cast<double>(rows);
+    hits += correct(logits, labels, rows, held.classes());
   }
-  return static_cast<double>(hits) / static_cast<double>(test.size());
+  const auto rows = static_cast<double>(total * held.rowsPerSample());
+  return {static_cast<double>(hits) / rows, loss / rows};
 }
 
 std::string number(double v) {
@@ -60,12 +75,25 @@ int run(const cli::Options& o) {
   const int ranks = comm ? comm->size() : 1;
   const bool lead = rank == 0;
 
-  const FashionMnist train(kFashionMnistDir, FashionMnist::Split::Train, o.dataLimit);
+  const bool gpt = o.model == "gpt";
+  std::unique_ptr<Dataset> train, held;
   MemoryAccount account;
   Model model(account);
-  buildMlp(model, train.features(), o.hidden, o.layers, train.classes());
+  if (gpt) {
+    train = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Train, o.context);
+    held = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Validation, o.context);
+    buildGpt(model, {.vocab = train->classes(),
+                     .context = o.context,
+                     .dim = o.hidden == 0 ? 128 : o.hidden,
+                     .heads = o.heads,
+                     .layers = o.layers == 0 ? 4 : o.layers});
+  } else {
+    train = std::make_unique<FashionMnist>(kFashionMnistDir, FashionMnist::Split::Train, o.dataLimit);
+    buildMlp(model, train->features(), o.hidden == 0 ? 256 : o.hidden, o.layers == 0 ? 1 : o.layers,
+             train->classes());
+  }
   model.init(config.seed);
-  Trainer trainer(model, train, config, comm ? &*comm : nullptr, account);
+  Trainer trainer(model, *train, config, comm ? &*comm : nullptr, account);
   if (lead) {
     std::printf("# loom-train: %s, %s on %d rank%s, batch %zu in %zu micro-batches, %llu steps\n# model: %s\n",
                 o.model.c_str(), modeName(config.mode), ranks, ranks == 1 ? "" : "s", config.batch,
@@ -103,10 +131,17 @@ int run(const cli::Options& o) {
   }
   std::printf("rank %d params_sha256 %s\n", rank, digest.c_str());
   double acc = -1;
+  double heldLoss = -1;
   if (o.evaluate && lead) {
-    const FashionMnist test(kFashionMnistDir, FashionMnist::Split::Test);
-    acc = accuracy(model, test);
-    std::printf("test accuracy %.4f (%zu samples)\n", acc, test.size());
+    if (gpt) {
+      const Evaluation e = evaluate(model, *held, 32);
+      heldLoss = e.loss;
+      std::printf("held-out loss %.4f (32 windows of %zu characters)\n", e.loss, o.context);
+    } else {
+      const FashionMnist test(kFashionMnistDir, FashionMnist::Split::Test);
+      acc = evaluate(model, test, 0).accuracy;
+      std::printf("test accuracy %.4f (%zu samples)\n", acc, test.size());
+    }
   }
   if (lead) {
     std::printf("peak bytes per rank:");
@@ -123,7 +158,8 @@ int run(const cli::Options& o) {
         << ", \"layers\": " << o.layers << ", \"dim\": " << o.hidden << ", \"lr\": " << number(config.lr)
         << ", \"seed\": " << config.seed << "},\n  \"steps\": [\n    " << records << "\n  ],\n  \"final\": {"
         << "\"params_sha256\": \"" << digest << "\", \"psi\": " << model.paramCount()
-        << ", \"test_accuracy\": " << number(acc) << ", \"peak_bytes\": {";
+        << ", \"test_accuracy\": " << number(acc) << ", \"held_out_loss\": " << number(heldLoss)
+        << ", \"peak_bytes\": {";
     for (size_t c = 0; c < kCategories; ++c) {
       out << (c ? ", " : "") << "\"" << categoryName(static_cast<Category>(c))
           << "\": " << account.peak(static_cast<Category>(c));

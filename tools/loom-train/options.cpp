@@ -21,21 +21,24 @@ T number(std::string_view flag, std::string_view text, T min, T max) {
 }  // namespace
 
 const char* usage() {
-  return "usage: loom-train --model mlp --mode single|ddp [-N ranks] [--steps S] [--batch B]\n"
-         "                  [--micro-batches M] [--layers L] [--dim D] [--lr X] [--min-lr X] [--warmup W]\n"
+  return "usage: loom-train --model mlp|gpt --mode single|ddp [-N ranks] [--steps S] [--batch B]\n"
+         "                  [--micro-batches M] [--layers L] [--dim D] [--heads H] [--seq T] [--lr X]\n"
+         "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
          "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--json FILE]\n"
-         "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist)\n"
+         "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
+         "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
          "              ddp: data parallel over the ranks, gradient buckets reduced during backward\n"
          "  -N          ranks to start on this machine when not under a launcher (default: 2 for ddp)\n"
          "  --batch     samples per step across all ranks (default 64); --micro-batches splits it\n"
          "              (default: one per rank)\n"
-         "  --layers/--dim  hidden layers and their width (default 1 x 256)\n"
+         "  --layers/--dim  mlp: hidden layers and their width (default 1 x 256);\n"
+         "              gpt: blocks and channels (default 4 x 128), --heads (4), --seq context (64)\n"
          "  --lr, --min-lr, --warmup  AdamW's (or SGD's) rate: warm-up, then cosine to --min-lr\n"
          "  --clip      global gradient norm (0: none)\n"
          "  --data-limit  train on the first K samples only (0: all 60000)\n"
-         "  --eval      1 (default): report the test set's accuracy at the end\n"
+         "  --eval      1 (default): report the test set's accuracy (gpt: the held-out loss) at the end\n"
          "  --json      the configuration, one record per step and a final record (params_sha256,\n"
          "              peak bytes per category, parameter count, accuracy)\n";
 }
@@ -49,10 +52,7 @@ Options parseOptions(int argc, char** argv) {
     if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + ": missing its value");
     const std::string_view value = argv[++i];
     if (flag == "--model") {
-      if (value != "mlp") {
-        throw std::invalid_argument("--model " + std::string(value) +
-                                    ": not a model (mlp; the tiny GPT is not built yet)");
-      }
+      if (value != "mlp" && value != "gpt") throw std::invalid_argument("--model " + std::string(value) + ": not a model (mlp, gpt)");
       o.model = value;
     } else if (flag == "--mode") {
       o.train.mode = parseMode(std::string(value));
@@ -66,9 +66,13 @@ Options parseOptions(int argc, char** argv) {
       o.train.microBatches = number<size_t>(flag, value, 1, 1 << 20);
       microGiven = true;
     } else if (flag == "--layers") {
-      o.layers = number<size_t>(flag, value, 0, 64);
+      o.layers = number<size_t>(flag, value, 1, 64);
     } else if (flag == "--dim") {
       o.hidden = number<size_t>(flag, value, 1, 1 << 16);
+    } else if (flag == "--heads") {
+      o.heads = number<size_t>(flag, value, 1, 1024);
+    } else if (flag == "--seq") {
+      o.context = number<size_t>(flag, value, 1, 1 << 16);
     } else if (flag == "--lr") {
       o.train.lr = number<float>(flag, value, 0.0f, 10.0f);
     } else if (flag == "--min-lr") {

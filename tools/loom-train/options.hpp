@@ -12,8 +12,10 @@ struct Options {
   std::string model = "mlp";
   TrainConfig train;
   int ranks = 0;          // -N: local ranks to start when not under a launcher (0: 1 for single, 2 for ddp)
-  size_t hidden = 256;    // --dim
-  size_t layers = 1;      // --layers
+  size_t hidden = 0;      // --dim (0: the model's default, mlp 256, gpt 128)
+  size_t layers = 0;      // --layers (0: the model's default, mlp 1, gpt 4)
+  size_t heads = 4;       // --heads (gpt)
+  size_t context = 64;    // --seq (gpt)
   size_t dataLimit = 0;   // --data-limit: the first samples of the training set only (0: all)
   bool evaluate = true;   // --eval
   int blasThreads = 1;    // --blas-threads

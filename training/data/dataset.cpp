@@ -37,7 +37,8 @@ std::vector<size_t> BatchPlan::step(uint64_t step) const {
 void gather(const Dataset& dataset, std::span<const size_t> samples, std::span<float> x,
             std::span<int32_t> labels) {
   const size_t f = dataset.features();
-  for (size_t i = 0; i < samples.size(); ++i) dataset.sample(samples[i], x.subspan(i * f, f), labels[i]);
+  const size_t l = dataset.rowsPerSample();
+  for (size_t i = 0; i < samples.size(); ++i) dataset.sample(samples[i], x.subspan(i * f, f), labels.subspan(i * l, l));
 }
 
 }  // namespace loom::train

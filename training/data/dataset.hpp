@@ -16,10 +16,12 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual size_t size() const = 0;
-  virtual size_t features() const = 0;  // inputs per sample
+  // Rows per sample, each with one label: 1 for an image, the context for a text window.
+  virtual size_t rowsPerSample() const { return 1; }
+  virtual size_t features() const = 0;  // inputs per sample (rowsPerSample() rows of them)
   virtual size_t classes() const = 0;
-  // Sample i's inputs (features() floats) and label.
-  virtual void sample(size_t i, std::span<float> x, int32_t& label) const = 0;
+  // Sample i's inputs (features() floats) and labels (rowsPerSample()).
+  virtual void sample(size_t i, std::span<float> x, std::span<int32_t> labels) const = 0;
 };
 
 // The samples of each step's global batch: step s takes the next `batch`
@@ -38,7 +40,7 @@ class BatchPlan {
   uint64_t seed_;
 };
 
-// Gathers samples[first, first + count) of `dataset` into x and labels.
+// Gathers the samples into x and labels, one after another.
 void gather(const Dataset& dataset, std::span<const size_t> samples, std::span<float> x,
             std::span<int32_t> labels);
 

@@ -46,10 +46,10 @@ FashionMnist::FashionMnist(const std::string& dir, Split split, size_t limit) {
   if (pixels_.size() != labels_.size() * 28 * 28) throw std::runtime_error(prefix + ": images and labels disagree in number");
 }
 
-void FashionMnist::sample(size_t i, std::span<float> x, int32_t& label) const {
+void FashionMnist::sample(size_t i, std::span<float> x, std::span<int32_t> labels) const {
   const uint8_t* p = pixels_.data() + i * 28 * 28;
   for (size_t j = 0; j < 28 * 28; ++j) x[j] = static_cast<float>(p[j]) * (1.0f / 255.0f);
-  label = labels_[i];
+  labels[0] = labels_[i];
 }
 
 }  // namespace loom::train

@@ -24,7 +24,7 @@ class FashionMnist final : public Dataset {
   size_t size() const override { return labels_.size(); }
   size_t features() const override { return 28 * 28; }
   size_t classes() const override { return 10; }
-  void sample(size_t i, std::span<float> x, int32_t& label) const override;
+  void sample(size_t i, std::span<float> x, std::span<int32_t> labels) const override;
 
  private:
   std::vector<uint8_t> pixels_;

@@ -35,6 +35,7 @@ class Layer {
   void bind(std::span<float> params, std::span<float> grads) {
     params_ = params;
     grads_ = grads;
+    bound();
   }
 
   // y = f(x) for `rows` rows. x stays valid and unchanged until backward.
@@ -44,6 +45,9 @@ class Layer {
   virtual void backward(std::span<const float> dy, std::span<float> dx, size_t rows) = 0;
 
  protected:
+  // After bind(): a layer that holds others binds them here.
+  virtual void bound() {}
+
   std::span<float> params_;
   std::span<float> grads_;
 };

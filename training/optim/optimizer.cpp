@@ -12,22 +12,27 @@ class AdamW final : public Optimizer {
   AdamW(MemoryAccount& account, size_t count, AdamWSettings settings)
       : settings_(settings), state_(account, Category::OptimizerState, 2 * count), count_(count) {}
 
+  // torch 1.13's single-tensor AdamW, in its order of operations: the
+  // bias corrections in double, folded into the step size and the
+  // denominator; the rest in float.
   void step(std::span<float> params, std::span<const float> grads, float lr) override {
     ++t_;
     const AdamWSettings& s = settings_;
     const auto t = static_cast<double>(t_);
-    const auto correct1 = static_cast<float>(1.0 - std::pow(static_cast<double>(s.beta1), t));
-    const auto correct2 = static_cast<float>(1.0 - std::pow(static_cast<double>(s.beta2), t));
+    const double correct1 = 1.0 - std::pow(static_cast<double>(s.beta1), t);
+    const double correct2Root = std::sqrt(1.0 - std::pow(static_cast<double>(s.beta2), t));
+    const auto stepSize = static_cast<float>(static_cast<double>(lr) / correct1);
+    const auto rootScale = static_cast<float>(correct2Root);
+    const float decay = 1.0f - lr * s.weightDecay;
     float* m = state_.data();
     float* v = state_.data() + count_;
     for (size_t i = 0; i < params.size(); ++i) {
       const float g = grads[i];
-      params[i] -= lr * s.weightDecay * params[i];
-      m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * g;
-      v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
-      const float mhat = m[i] / correct1;
-      const float vhat = v[i] / correct2;
-      params[i] -= lr * mhat / (std::sqrt(vhat) + s.eps);
+      params[i] *= decay;
+      m[i] = m[i] * s.beta1 + g * (1.0f - s.beta1);
+      v[i] = v[i] * s.beta2 + (1.0f - s.beta2) * (g * g);
+      const float denom = std::sqrt(v[i]) / rootScale + s.eps;
+      params[i] -= stepSize * (m[i] / denom);
     }
   }
   std::span<float> state() override { return state_.span(); }

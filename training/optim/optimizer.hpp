@@ -23,8 +23,8 @@ class Optimizer {
   virtual void setSteps(uint64_t steps) = 0;
 };
 
-// AdamW as torch.optim.AdamW computes it: decoupled weight decay, then the
-// moments with bias correction.
+// AdamW as torch.optim.AdamW (1.13, single tensor) computes it: decoupled
+// weight decay, then the moments with bias correction.
 struct AdamWSettings {
   float beta1 = 0.9f;
   float beta2 = 0.999f;

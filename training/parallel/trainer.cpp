@@ -47,10 +47,11 @@ Trainer::Trainer(Model& model, const Dataset& data, const TrainConfig& config, c
     throw std::invalid_argument("--batch " + std::to_string(config.batch) + " does not split into " +
                                 std::to_string(config.microBatches) + " micro-batches");
   }
-  if (data.features() != model.inFeatures() || data.classes() != model.outFeatures()) {
-    throw std::invalid_argument("the model takes " + std::to_string(model.inFeatures()) + " inputs to " +
+  if (data.features() != data.rowsPerSample() * model.inFeatures() || data.classes() != model.outFeatures()) {
+    throw std::invalid_argument("the model takes " + std::to_string(model.inFeatures()) + " inputs per row to " +
                                 std::to_string(model.outFeatures()) + " classes, the data has " +
-                                std::to_string(data.features()) + " and " + std::to_string(data.classes()));
+                                std::to_string(data.features()) + " per " + std::to_string(data.rowsPerSample()) +
+                                " rows and " + std::to_string(data.classes()) + " classes");
   }
   perRank_ = config.microBatches / n;
   microSize_ = config.batch / config.microBatches;
@@ -92,8 +93,8 @@ std::vector<std::pair<size_t, size_t>> Trainer::buckets() const {
 }
 
 double Trainer::microBatch(std::span<const size_t> samples, const Model::LayerDone& done) {
-  const size_t rows = samples.size();
-  x_.resize(rows * data_.features());
+  const size_t rows = samples.size() * data_.rowsPerSample();
+  x_.resize(samples.size() * data_.features());
   labels_.resize(rows);
   gather(data_, samples, x_.span(), labels_);
   const auto logits = model_.forward(x_.span(), rows);

@@ -1,0 +1,30 @@
+// Layer normalization over each row's features (torch.nn.LayerNorm, eps
+// 1e-5): y = (x - mean) / sqrt(var + eps) * weight + bias, with weight
+// starting at 1 and bias at 0.
+#pragma once
+
+#include "training/layers/layer.hpp"
+#include "training/memory.hpp"
+
+namespace loom::train {
+
+class LayerNorm final : public Layer {
+ public:
+  LayerNorm(size_t features, MemoryAccount& account)
+      : features_(features), mean_(account, Category::Activations), rstd_(account, Category::Activations) {}
+  std::string name() const override { return "layernorm"; }
+  size_t inFeatures() const override { return features_; }
+  size_t outFeatures() const override { return features_; }
+  std::vector<ParamSpec> params() const override { return {{"weight", features_}, {"bias", features_}}; }
+  void init(Random& random) override;
+  void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
+  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+
+ private:
+  size_t features_;
+  std::span<const float> x_;
+  Tracked<float> mean_;  // per row, for backward
+  Tracked<float> rstd_;
+};
+
+}  // namespace loom::train

@@ -1,0 +1,32 @@
+// A residual branch (He et al. 2016; GPT-2's x + attn(ln(x)) and
+// x + mlp(ln(x))): y = x + f(x) for a sequence f whose output has x's width.
+// Its parameters are the sequence's, one after another.
+#pragma once
+
+#include "training/layers/layer.hpp"
+#include "training/sequence.hpp"
+
+namespace loom::train {
+
+class Residual final : public Layer {
+ public:
+  // Throws std::invalid_argument unless `branch` maps features to features.
+  Residual(std::string name, Sequence branch);
+  std::string name() const override { return name_; }
+  size_t inFeatures() const override { return branch_.inFeatures(); }
+  size_t outFeatures() const override { return branch_.outFeatures(); }
+  std::vector<ParamSpec> params() const override;
+  void init(Random& random) override { branch_.init(random); }
+  void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
+  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  Sequence& branch() { return branch_; }
+
+ private:
+  void bound() override { branch_.bind(params_, grads_); }
+
+  std::string name_;
+  Sequence branch_;
+  Tracked<float> dxBranch_;
+};
+
+}  // namespace loom::train

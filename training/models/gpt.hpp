@@ -1,0 +1,25 @@
+// The tiny GPT of the character-level sample (GPT-2's shape, Radford et al.
+// 2019, at toy size): token and position embeddings; `layers` blocks of
+// x + attn(ln1(x)) and x + mlp(ln2(x)), where attn is a linear layer to q, k
+// and v, causal self-attention and a linear projection, and mlp a linear
+// layer to 4 x dim, GELU (tanh) and a projection back; a final layer norm;
+// a linear head to the vocabulary without bias (not tied to the embedding).
+// Parameters in that order: wte, wpe, then per block ln1 (weight, bias),
+// qkv (weight, bias), proj, ln2, fc, fc proj, then lnf and the head.
+#pragma once
+
+#include "training/model.hpp"
+
+namespace loom::train {
+
+struct GptShape {
+  size_t vocab = 0;
+  size_t context = 64;  // T
+  size_t dim = 128;     // C
+  size_t heads = 4;
+  size_t layers = 4;
+};
+
+void buildGpt(Model& model, const GptShape& shape);
+
+}  // namespace loom::train

@@ -1,0 +1,61 @@
+#include "training/sequence.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace loom::train {
+
+void Sequence::add(std::unique_ptr<Layer> layer) {
+  if (!layers_.empty() && layers_.back()->outFeatures() != layer->inFeatures()) {
+    throw std::invalid_argument(layer->name() + " takes " + std::to_string(layer->inFeatures()) + " features, but " +
+                                layers_.back()->name() + " gives " + std::to_string(layers_.back()->outFeatures()));
+  }
+  size_t count = 0;
+  for (const auto& p : layer->params()) count += p.count;
+  slices_.push_back({paramCount_, count});
+  paramCount_ += count;
+  layers_.push_back(std::move(layer));
+  outputs_.emplace_back(account_, Category::Activations);
+}
+
+void Sequence::bind(std::span<float> params, std::span<float> grads) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->bind(params.subspan(slices_[i].offset, slices_[i].count),
+                     grads.subspan(slices_[i].offset, slices_[i].count));
+  }
+}
+
+void Sequence::init(Random& random) {
+  for (auto& layer : layers_) layer->init(random);
+}
+
+std::span<const float> Sequence::forward(std::span<const float> x, size_t rows) {
+  std::span<const float> in = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    outputs_[i].resize(rows * layers_[i]->outFeatures());
+    layers_[i]->forward(in, outputs_[i].span(), rows);
+    in = outputs_[i].span();
+  }
+  return in;
+}
+
+void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t rows, const LayerDone& done) {
+  if (grad_.empty()) {
+    grad_.emplace_back(account_, Category::Activations);
+    grad_.emplace_back(account_, Category::Activations);
+  }
+  size_t widest = 0;
+  for (const auto& layer : layers_) widest = std::max({widest, layer->inFeatures(), layer->outFeatures()});
+  for (auto& g : grad_) g.resize(rows * widest);
+  std::span<const float> from = dy;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const size_t in = rows * layers_[i]->inFeatures();
+    std::span<float> to = i == 0 ? dx : grad_[i % 2].span().first(in);
+    layers_[i]->backward(from, to, rows);
+    if (done) done(i);
+    from = to;
+  }
+}
+
+}  // namespace loom::train

@@ -1,0 +1,60 @@
+// Layers run one after another over `rows` rows, with the buffers between
+// them: each layer's output, and two for the gradient flowing back. A model
+// is one; a residual branch holds another.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "training/layers/layer.hpp"
+#include "training/memory.hpp"
+
+namespace loom::train {
+
+class Sequence {
+ public:
+  // Where one layer's parameters sit, from the sequence's first.
+  struct Slice {
+    size_t offset;
+    size_t count;
+  };
+  using LayerDone = std::function<void(size_t layer)>;
+
+  explicit Sequence(MemoryAccount& account) : account_(account) {}
+  MemoryAccount& account() const { return account_; }
+
+  // Throws std::invalid_argument when `layer` does not take what the last one gives.
+  void add(std::unique_ptr<Layer> layer);
+  // The layers' parameters, laid out one after another.
+  const std::vector<Slice>& slices() const { return slices_; }
+  size_t paramCount() const { return paramCount_; }
+  // Binds each layer to its slice of `params` and `grads` (paramCount() long each).
+  void bind(std::span<float> params, std::span<float> grads);
+  // Every layer draws from `random` in turn.
+  void init(Random& random);
+
+  size_t layers() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_[i]; }
+  const Layer& layer(size_t i) const { return *layers_[i]; }
+  size_t inFeatures() const { return layers_.front()->inFeatures(); }
+  size_t outFeatures() const { return layers_.back()->outFeatures(); }
+
+  // The last layer's output; x must stay valid until backward.
+  std::span<const float> forward(std::span<const float> x, size_t rows);
+  // From dL/dy: every layer's gradients, and dL/dx into dx unless it is
+  // empty; done(i) as layer i's gradients are written, last layer first.
+  void backward(std::span<const float> dy, std::span<float> dx, size_t rows, const LayerDone& done = {});
+
+ private:
+  MemoryAccount& account_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Slice> slices_;
+  size_t paramCount_ = 0;
+  std::vector<Tracked<float>> outputs_;  // each layer's output
+  std::vector<Tracked<float>> grad_;     // two, ping-pong: dL/d(layer input)
+};
+
+}  // namespace loom::train
