@@ -16,6 +16,7 @@
 #include "training/layers/linear.hpp"
 #include "training/math/gemm.hpp"
 #include "training/model.hpp"
+#include "training/models/gpt.hpp"
 #include "training/models/mlp.hpp"
 #include "training/optim/optimizer.hpp"
 #include "training/random.hpp"
@@ -79,6 +80,42 @@ TEST(Layers, BackwardMatchesFiniteDifferencesOfForward) {
     // Central differences err by O(h^2) times the third derivative, and float32 losses by ~1e-7 / h.
     EXPECT_NEAR(analytic[i], numeric, 2e-3 + 1e-2 * std::abs(numeric)) << "parameter " << i;
   }
+}
+
+// The GPT's layers the same way: embedding, layer norm, causal attention,
+// residual branches, on two sequences of four tokens.
+TEST(Layers, GptBackwardMatchesFiniteDifferencesOfForward) {
+  MemoryAccount account;
+  Model model(account);
+  buildGpt(model, {.vocab = 5, .context = 4, .dim = 8, .heads = 2, .layers = 1});
+  model.init(9);
+  Random random(4);
+  for (float& p : model.params()) p += random.uniform(0.1f);  // layer norms off their identity start
+  const size_t rows = 8;
+  std::vector<float> x(rows);
+  std::vector<int32_t> y(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    x[r] = static_cast<float>(random.below(5));
+    y[r] = static_cast<int32_t>(random.below(5));
+  }
+  std::vector<float> dlogits;
+  lossOf(model, x, y, rows, dlogits);
+  model.backward(dlogits, rows);
+  const std::vector<float> analytic(model.grads().begin(), model.grads().end());
+  const float h = 1e-2f;
+  for (size_t i = 0; i < model.paramCount(); ++i) {
+    float& p = model.params()[i];
+    const float saved = p;
+    p = saved + h;
+    const double up = lossOf(model, x, y, rows, dlogits);
+    p = saved - h;
+    const double down = lossOf(model, x, y, rows, dlogits);
+    p = saved;
+    const double numeric = (up - down) / (2.0 * static_cast<double>(h));
+    EXPECT_NEAR(analytic[i], numeric, 2e-3 + 1e-2 * std::abs(numeric)) << "parameter " << i;
+  }
+  std::vector<float> bad{0, 1, 7, 2, 0, 1, 2, 3};  // token 7 is outside the vocabulary
+  EXPECT_THROW(model.forward(bad, rows), std::invalid_argument);
 }
 
 TEST(CrossEntropy, IsLogOfClassesAtEqualLogitsAndNamesABadTarget) {
