@@ -19,6 +19,11 @@ void MemoryAccount::allocated(Category c, size_t bytes) {
 
 void MemoryAccount::freed(Category c, size_t bytes) { current_[static_cast<size_t>(c)] -= bytes; }
 
+void MemoryAccount::resetPeaks() {
+  peak_ = current_;
+  peakModelStates_ = modelStates();
+}
+
 size_t MemoryAccount::modelStates() const {
   return current(Category::Parameters) + current(Category::Gradients) + current(Category::OptimizerState);
 }

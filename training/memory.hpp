@@ -24,6 +24,8 @@ class MemoryAccount {
   // Parameters + gradients + optimizer state: ZeRO's "model states", now and at their peak.
   size_t modelStates() const;
   size_t peakModelStates() const { return peakModelStates_; }
+  // Peaks from now on: what training holds, without what setting it up took.
+  void resetPeaks();
 
  private:
   std::array<size_t, kCategories> current_{};

@@ -23,18 +23,31 @@ class Model {
  public:
   using Slice = Sequence::Slice;
   using LayerDone = Sequence::LayerDone;
+  using Hooks = Sequence::Hooks;
 
   explicit Model(MemoryAccount& account);
   MemoryAccount& account() const { return sequence_.account(); }
 
   void add(std::unique_ptr<Layer> layer) { sequence_.add(std::move(layer)); }
-  // Allocates parameters and gradients, one flat buffer each in layer
-  // order, and binds every layer to its slices. After the last add().
-  void build();
+  // Lays the layers out and, with `allocate`, allocates parameters and
+  // gradients, one flat buffer each in layer order, and binds every layer
+  // to its slices. After the last add(). Without it (ZeRO-3), the caller
+  // binds layers to buffers of its own (bindLayers) before each use.
+  void build(bool allocate = true);
+  // Allocates the flat buffers and binds every layer to them (again).
+  void allocate();
+  // Frees them; layers must be bound elsewhere before the next use.
+  void release();
+  // Frees the gradients only (ZeRO-2): layers' gradients must be bound
+  // elsewhere before the next backward.
+  void releaseGradients() { grads_.release(); }
+  // Binds layers first..last to `params` and `grads`, which hold their
+  // slices one after another (the flat layout from the first's offset).
+  void bindLayers(size_t first, size_t last, std::span<float> params, std::span<float> grads);
   // Layer i draws from its own stream of the seed, Random(seed * P + i).
   void init(uint64_t seed);
 
-  size_t paramCount() const { return params_.size(); }
+  size_t paramCount() const { return sequence_.paramCount(); }
   std::span<float> params() { return params_.span(); }
   std::span<const float> params() const { return params_.span(); }
   std::span<float> grads() { return grads_.span(); }
@@ -47,10 +60,9 @@ class Model {
   std::string describe() const;
 
   // The logits (rows x outFeatures()) of x (rows x inFeatures()).
-  std::span<const float> forward(std::span<const float> x, size_t rows);
-  // From dL/dlogits: writes every parameter's gradient; calls done(i) as
-  // layer i's are written (last layer first).
-  void backward(std::span<const float> dlogits, size_t rows, const LayerDone& done = {});
+  std::span<const float> forward(std::span<const float> x, size_t rows, const Hooks* hooks = nullptr);
+  // From dL/dlogits: writes every parameter's gradient, last layer first.
+  void backward(std::span<const float> dlogits, size_t rows, const Hooks* hooks = nullptr);
 
  private:
   Sequence sequence_;

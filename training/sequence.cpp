@@ -30,17 +30,19 @@ void Sequence::init(Random& random) {
   for (auto& layer : layers_) layer->init(random);
 }
 
-std::span<const float> Sequence::forward(std::span<const float> x, size_t rows) {
+std::span<const float> Sequence::forward(std::span<const float> x, size_t rows, const Hooks* hooks) {
   std::span<const float> in = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    if (hooks != nullptr && hooks->beforeForward) hooks->beforeForward(i);
     outputs_[i].resize(rows * layers_[i]->outFeatures());
     layers_[i]->forward(in, outputs_[i].span(), rows);
+    if (hooks != nullptr && hooks->afterForward) hooks->afterForward(i);
     in = outputs_[i].span();
   }
   return in;
 }
 
-void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t rows, const LayerDone& done) {
+void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks) {
   if (grad_.empty()) {
     grad_.emplace_back(account_, Category::Activations);
     grad_.emplace_back(account_, Category::Activations);
@@ -52,8 +54,9 @@ void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t r
   for (size_t i = layers_.size(); i-- > 0;) {
     const size_t in = rows * layers_[i]->inFeatures();
     std::span<float> to = i == 0 ? dx : grad_[i % 2].span().first(in);
+    if (hooks != nullptr && hooks->beforeBackward) hooks->beforeBackward(i);
     layers_[i]->backward(from, to, rows);
-    if (done) done(i);
+    if (hooks != nullptr && hooks->afterBackward) hooks->afterBackward(i);
     from = to;
   }
 }

@@ -22,6 +22,13 @@ class Sequence {
     size_t count;
   };
   using LayerDone = std::function<void(size_t layer)>;
+  // Called around each layer, in the order the pass visits them; any may be empty.
+  struct Hooks {
+    LayerDone beforeForward;
+    LayerDone afterForward;
+    LayerDone beforeBackward;
+    LayerDone afterBackward;  // the layer's gradients are written
+  };
 
   explicit Sequence(MemoryAccount& account) : account_(account) {}
   MemoryAccount& account() const { return account_; }
@@ -43,10 +50,10 @@ class Sequence {
   size_t outFeatures() const { return layers_.back()->outFeatures(); }
 
   // The last layer's output; x must stay valid until backward.
-  std::span<const float> forward(std::span<const float> x, size_t rows);
+  std::span<const float> forward(std::span<const float> x, size_t rows, const Hooks* hooks = nullptr);
   // From dL/dy: every layer's gradients, and dL/dx into dx unless it is
-  // empty; done(i) as layer i's gradients are written, last layer first.
-  void backward(std::span<const float> dy, std::span<float> dx, size_t rows, const LayerDone& done = {});
+  // empty; last layer first.
+  void backward(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks = nullptr);
 
  private:
   MemoryAccount& account_;

@@ -5,10 +5,12 @@
 #include <loom/loom.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -67,7 +69,7 @@ int run(const cli::Options& o) {
   setBlasThreads(o.blasThreads);
   std::optional<loom::Comm> comm;
   TrainConfig config = o.train;
-  if (config.mode == Mode::Ddp) {
+  if (config.mode != Mode::Single) {
     comm.emplace(loom::Comm::fromEnv());
     if (!o.microBatchesGiven) config.microBatches = static_cast<size_t>(comm->size());
   }
@@ -93,7 +95,8 @@ int run(const cli::Options& o) {
              train->classes());
   }
   model.init(config.seed);
-  Trainer trainer(model, *train, config, comm ? &*comm : nullptr, account);
+  const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account);
+  account.resetPeaks();  // report what training holds, not what setting it up took
   if (lead) {
     std::printf("# loom-train: %s, %s on %d rank%s, batch %zu in %zu micro-batches, %llu steps\n# model: %s\n",
                 o.model.c_str(), modeName(config.mode), ranks, ranks == 1 ? "" : "s", config.batch,
@@ -102,7 +105,7 @@ int run(const cli::Options& o) {
 
   std::string records;
   for (uint64_t step = 0; step < config.steps; ++step) {
-    const StepReport r = trainer.step(step);
+    const StepReport r = trainer->step(step);
     const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
     if (lead) {
       std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms  comm %6.2f ms (%3.0f%% hidden)\n",
@@ -116,6 +119,9 @@ int run(const cli::Options& o) {
                std::to_string(r.samples) + "}";
   }
 
+  std::array<size_t, kCategories> peaks{};  // training's, before materialize() gathers everything
+  for (size_t c = 0; c < kCategories; ++c) peaks[c] = account.peak(static_cast<Category>(c));
+  trainer->materialize();  // ZeRO-3: every rank gathers every parameter
   Sha256 sha;
   sha.update(std::as_bytes(std::span<const float>(model.params())));
   const std::string digest = sha.hex();
@@ -146,7 +152,7 @@ int run(const cli::Options& o) {
   if (lead) {
     std::printf("peak bytes per rank:");
     for (size_t c = 0; c < kCategories; ++c) {
-      std::printf(" %s %zu", categoryName(static_cast<Category>(c)), account.peak(static_cast<Category>(c)));
+      std::printf(" %s %zu", categoryName(static_cast<Category>(c)), peaks[c]);
     }
     std::printf("\n");
   }
@@ -162,7 +168,7 @@ int run(const cli::Options& o) {
         << ", \"peak_bytes\": {";
     for (size_t c = 0; c < kCategories; ++c) {
       out << (c ? ", " : "") << "\"" << categoryName(static_cast<Category>(c))
-          << "\": " << account.peak(static_cast<Category>(c));
+          << "\": " << peaks[c];
     }
     out << "}}\n}\n";
     if (!out) throw std::runtime_error("--json " + o.json + ": cannot write");
@@ -181,7 +187,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", cli::usage());
     return std::strcmp(e.what(), "help") == 0 ? 0 : 2;
   }
-  if (options.train.mode == Mode::Ddp && !loom::launch::launchedAsRank()) {
+  if (options.train.mode != Mode::Single && !loom::launch::launchedAsRank()) {
     return loom::launch::relaunchAsLocalJob(options.ranks, argc, argv);
   }
   try {

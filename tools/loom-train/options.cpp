@@ -21,22 +21,25 @@ T number(std::string_view flag, std::string_view text, T min, T max) {
 }  // namespace
 
 const char* usage() {
-  return "usage: loom-train --model mlp|gpt --mode single|ddp [-N ranks] [--steps S] [--batch B]\n"
+  return "usage: loom-train --model mlp|gpt --mode single|ddp|zero1|zero2|zero3 [-N ranks] [--steps S] [--batch B]\n"
          "                  [--micro-batches M] [--layers L] [--dim D] [--heads H] [--seq T] [--lr X]\n"
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
-         "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--json FILE]\n"
+         "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
+         "                  [--first-bucket-kb K] [--json FILE]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
-         "              ddp: data parallel over the ranks, gradient buckets reduced during backward\n"
-         "  -N          ranks to start on this machine when not under a launcher (default: 2 for ddp)\n"
+         "              ddp: data parallel over the ranks, gradient buckets reduced during backward;\n"
+         "              zero1, zero2, zero3: ZeRO's stages (optimizer state, + gradients, + parameters sharded)\n"
+         "  -N          ranks to start on this machine when not under a launcher (default: 2 but for single)\n"
          "  --batch     samples per step across all ranks (default 64); --micro-batches splits it\n"
          "              (default: one per rank)\n"
          "  --layers/--dim  mlp: hidden layers and their width (default 1 x 256);\n"
          "              gpt: blocks and channels (default 4 x 128), --heads (4), --seq context (64)\n"
          "  --lr, --min-lr, --warmup  AdamW's (or SGD's) rate: warm-up, then cosine to --min-lr\n"
          "  --clip      global gradient norm (0: none)\n"
+         "  --bucket-kb, --first-bucket-kb  ddp's buckets and zero1/zero2's units (default 25600, 1024)\n"
          "  --data-limit  train on the first K samples only (0: all 60000)\n"
          "  --eval      1 (default): report the test set's accuracy (gpt: the held-out loss) at the end\n"
          "  --json      the configuration, one record per step and a final record (params_sha256,\n"
@@ -96,6 +99,10 @@ Options parseOptions(int argc, char** argv) {
       o.evaluate = number<int>(flag, value, 0, 1) == 1;
     } else if (flag == "--blas-threads") {
       o.blasThreads = number<int>(flag, value, 1, 256);
+    } else if (flag == "--bucket-kb") {
+      o.train.bucketBytes = number<size_t>(flag, value, 1, 1 << 22) << 10;
+    } else if (flag == "--first-bucket-kb") {
+      o.train.firstBucketBytes = number<size_t>(flag, value, 1, 1 << 22) << 10;
     } else if (flag == "--json") {
       o.json = value;
     } else {

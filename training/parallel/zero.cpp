@@ -1,0 +1,311 @@
+// ZeRO (Rajbhandari et al. 2020), stages 1 to 3, over the flat buffers. The
+// model is cut into units (units.hpp: the DDP buckets for stages 1 and 2,
+// one layer each for stage 3, as FSDP's units), and each unit is sharded
+// over the N ranks on its own: rank r owns its r-th ceil(count/N) elements,
+// the last shard padded with zeros. A rank's shards of every unit, one after
+// another, are its slice of the optimizer: fp32 master parameters, their
+// gradients and the optimizer's state, nothing else of them.
+//
+//   stage 1  full parameters and gradients on every rank; as the last
+//            micro-batch's backward finishes a unit, its gradients are
+//            reduce-scattered (sum) on a Loom stream into the own shard.
+//   stage 2  the same, but a unit's gradients are written into a staging
+//            buffer that is freed once reduce-scattered: only the own
+//            shard of the gradients stays.
+//   stage 3  parameters too live only as shards: a unit is all-gathered
+//            into a staging buffer before its forward, freed after it,
+//            gathered again before its backward and freed after its
+//            gradients are reduce-scattered. Gathers run on a second
+//            communicator (a split of the first) and stream, one unit ahead
+//            of the compute.
+//
+// Then every stage scales the gradient shard by 1/M, clips by the global
+// norm (an all-reduce of the shards' sums of squares), steps the optimizer
+// on the shard, and (stages 1, 2) all-gathers the new parameters.
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+
+#include "training/parallel/micro_batch.hpp"
+#include "training/parallel/trainer.hpp"
+#include "training/parallel/units.hpp"
+
+namespace loom::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+class Zero final : public Trainer {
+ public:
+  Zero(Model& model, const Dataset& data, const TrainConfig& config, const loom::Comm& comm, MemoryAccount& account,
+       int stage)
+      : model_(model),
+        data_(data),
+        config_(config),
+        comm_(comm),
+        stage_(stage),
+        ranks_(comm.size()),
+        rank_(comm.rank()),
+        split_(splitWork(config, model, data, ranks_)),
+        plan_(data.size(), config.batch, config.seed),
+        micro_(account),
+        shardParams_(account, stage == 3 ? Category::Parameters : Category::OptimizerState),
+        shardGrads_(account, Category::Gradients),
+        partial_(account, Category::Gradients) {
+    const bool perLayer = stage == 3;
+    units_ = planUnits(model.slices(), perLayer ? 0 : config.firstBucketBytes, perLayer ? 0 : config.bucketBytes);
+    unitOf_ = unitOfLayer(units_, model.layers());
+    size_t at = 0;
+    for (const Unit& u : units_) {
+      const size_t shard = (u.count + static_cast<size_t>(ranks_) - 1) / static_cast<size_t>(ranks_);
+      shards_.push_back({at, shard});
+      at += shard;
+      paramStage_.emplace_back(account, Category::Parameters);
+      gradStage_.emplace_back(account, stage == 1 ? Category::Communication : Category::Gradients);
+    }
+    shardParams_.resize(at);
+    shardGrads_.resize(at);
+    if (split_.perRank > 1) partial_.resize(at);
+    optimizer_ = config.optimizer == OptimizerKind::AdamW ? makeAdamW(account, at, config.adamw)
+                                                          : makeSgd(account, at, config.sgd);
+    comm_.broadcast(model.params(), 0);  // every rank starts from rank 0's parameters
+    for (size_t u = 0; u < units_.size(); ++u) {
+      const auto own = ownPiece(u);
+      std::copy(own.begin(), own.end(), shardParams_.data() + shards_[u].offset);
+    }
+    if (stage_ == 2) model_.releaseGradients();  // each unit's land in a staging buffer instead
+    if (stage_ == 3) {
+      model_.release();  // from here on, only shards and the units being used
+      gathers_.emplace(comm_.split(0, rank_));
+      gatherStream_.emplace();
+    }
+  }
+
+  StepReport step(uint64_t step) override {
+    const auto start = Clock::now();
+    const std::vector<size_t> batch = plan_.step(step);
+    double lossSum = 0;
+    exposed_ = 0;
+    firstLaunch_.reset();
+    for (size_t j = 0; j < split_.perRank; ++j) {
+      const size_t micro = static_cast<size_t>(rank_) * split_.perRank + j;
+      const auto samples = std::span(batch).subspan(micro * split_.microSize, split_.microSize);
+      Tracked<float>& into = j == 0 ? shardGrads_ : partial_;
+      Model::Hooks hooks;
+      if (stage_ == 3) {
+        hooks.beforeForward = [&](size_t layer) { enter(layer, true); };
+        hooks.afterForward = [&](size_t layer) { leaveForward(layer); };
+      }
+      hooks.beforeBackward = [&](size_t layer) { enterBackward(layer); };
+      hooks.afterBackward = [&](size_t layer) { unitDone(layer, into); };
+      lossSum += micro_.run(model_, data_, samples, &hooks);
+      wait(stream_);
+      for (auto& g : gradStage_) g.release();
+      inFlight_.clear();
+      if (j > 0) {
+        for (size_t i = 0; i < partial_.size(); ++i) shardGrads_[i] += partial_[i];
+      }
+    }
+    StepReport report;
+    report.samples = config_.batch;
+    std::vector<double> sums{lossSum, 0.0};
+    const float scale = 1.0f / static_cast<float>(config_.microBatches);
+    for (float& g : shardGrads_.span()) g *= scale;
+    sums[1] = sumOfSquares(shardGrads_.span());  // pads are zero
+    comm_.allReduce(std::span(sums));
+    report.gradNorm = clipToNorm(shardGrads_.span(), sums[1], config_.clip);
+    const float lr = learningRate(step, config_.warmup, config_.steps, config_.lr, config_.minLr);
+    optimizer_->step(shardParams_.span(), shardGrads_.span(), lr);
+    if (stage_ != 3) gatherAll(model_.params());
+    report.loss = sums[0] / static_cast<double>(config_.microBatches);
+    report.exposedSeconds = exposed_;
+    report.commSeconds = firstLaunch_ ? seconds(Clock::now() - *firstLaunch_) : 0.0;
+    report.seconds = seconds(Clock::now() - start);
+    return report;
+  }
+
+  void materialize() override {
+    if (stage_ != 3) return;
+    model_.allocate();
+    gatherAll(model_.params());
+  }
+
+ private:
+  struct Shard {
+    size_t offset;  // in this rank's shard buffers
+    size_t count;   // ceil(unit / N): every rank's, the pads included
+  };
+
+  // This rank's elements of unit u in a full flat buffer (the last rank's may be short or empty).
+  std::span<float> ownPiece(size_t u, std::span<float> full) const {
+    const Unit& unit = units_[u];
+    const size_t begin = std::min(unit.count, static_cast<size_t>(rank_) * shards_[u].count);
+    const size_t end = std::min(unit.count, begin + shards_[u].count);
+    return full.subspan(unit.offset + begin, end - begin);
+  }
+  std::span<float> ownPiece(size_t u) { return ownPiece(u, model_.params()); }
+  std::span<float> shardOf(Tracked<float>& buffer, size_t u) {
+    return buffer.span().subspan(shards_[u].offset, shards_[u].count);
+  }
+  size_t padded(size_t u) const { return shards_[u].count * static_cast<size_t>(ranks_); }
+
+  void wait(loom::Stream& stream) {
+    const auto from = Clock::now();
+    stream.synchronize();
+    exposed_ += seconds(Clock::now() - from);
+  }
+  void launched() {
+    if (!firstLaunch_) firstLaunch_ = Clock::now();
+  }
+
+  // Stage 3: unit u's parameters all-gathered into its staging buffer, on the gather stream.
+  void gather(size_t u) {
+    paramStage_[u].resize(padded(u));
+    launched();
+    gathers_->allGather(std::span<const float>(shardOf(shardParams_, u)), paramStage_[u].span(), &*gatherStream_);
+  }
+  // The unit after u in the pass (forward: lower unit index; backward: higher), if any.
+  std::optional<size_t> next(size_t u, bool forward) const {
+    if (forward) return u == 0 ? std::nullopt : std::optional<size_t>(u - 1);
+    return u + 1 < units_.size() ? std::optional<size_t>(u + 1) : std::nullopt;
+  }
+
+  // Stage 3, entering a unit's first layer of a pass: its gather (issued a
+  // unit ahead, or now for the first) is waited for, the next unit's is
+  // issued, and the unit's layers are bound to the gathered parameters.
+  void enter(size_t layer, bool forward) {
+    const long u = unitOf_[layer];
+    if (u < 0) return;
+    const Unit& unit = units_[static_cast<size_t>(u)];
+    if (layer != (forward ? unit.firstLayer : unit.lastLayer)) return;
+    const auto uu = static_cast<size_t>(u);
+    if (paramStage_[uu].size() == 0) gather(uu);
+    wait(*gatherStream_);
+    if (auto n = next(uu, forward); n && paramStage_[*n].size() == 0) gather(*n);
+    const auto params = paramStage_[uu].span().first(unit.count);
+    if (forward) {  // a forward reads parameters only: no gradient buffer yet
+      model_.bindLayers(unit.firstLayer, unit.lastLayer, params, params);
+    } else {
+      stageGradients(uu);
+      model_.bindLayers(unit.firstLayer, unit.lastLayer, params, gradStage_[uu].span().first(unit.count));
+    }
+  }
+
+  // A gradient staging buffer for unit u. At most two are in flight (their
+  // reduce-scatters queued on the stream): the third waits for the stream
+  // and frees them, so the gradients never all exist at once (DeepSpeed's
+  // bucketed reduction).
+  void stageGradients(size_t u) {
+    if (inFlight_.size() >= 2) {
+      wait(stream_);
+      for (size_t v : inFlight_) gradStage_[v].release();
+      inFlight_.clear();
+    }
+    gradStage_[u].resize(padded(u));
+  }
+  void leaveForward(size_t layer) {
+    const long u = unitOf_[layer];
+    if (u < 0 || layer != units_[static_cast<size_t>(u)].lastLayer) return;
+    paramStage_[static_cast<size_t>(u)].release();  // free after use
+  }
+
+  void enterBackward(size_t layer) {
+    if (stage_ == 3) return enter(layer, false);
+    const long u = unitOf_[layer];
+    if (stage_ != 2 || u < 0) return;
+    const auto uu = static_cast<size_t>(u);
+    const Unit& unit = units_[uu];
+    if (layer != unit.lastLayer) return;
+    stageGradients(uu);  // the unit's gradients land here, not in a full buffer
+    model_.bindLayers(unit.firstLayer, unit.lastLayer, model_.params().subspan(unit.offset, unit.count),
+                      gradStage_[uu].span().first(unit.count));
+  }
+
+  // A unit's gradients are complete: reduce-scatter them into the shard.
+  void unitDone(size_t layer, Tracked<float>& into) {
+    const long u = unitOf_[layer];
+    if (u < 0) return;
+    const auto uu = static_cast<size_t>(u);
+    const Unit& unit = units_[uu];
+    if (layer != unit.firstLayer) return;
+    std::span<const float> source;
+    if (stage_ == 1) {
+      const auto grads = model_.grads().subspan(unit.offset, unit.count);
+      if (padded(uu) == unit.count) {
+        source = grads;
+      } else {  // a padded copy: reduce-scatter takes N equal blocks
+        stageGradients(uu);
+        std::copy(grads.begin(), grads.end(), gradStage_[uu].data());
+        source = gradStage_[uu].span();
+      }
+    } else {
+      source = gradStage_[uu].span();
+    }
+    launched();
+    comm_.reduceScatter(source, shardOf(into, uu), loomSum, &stream_);
+    if (gradStage_[uu].size() != 0) inFlight_.push_back(uu);
+    if (stage_ == 3) paramStage_[uu].release();
+  }
+
+  // Stages 1 and 2 after the step, and materialize(): every unit's new
+  // parameters from every rank's shard into `full`.
+  void gatherAll(std::span<float> full) {
+    const loom::Comm& comm = stage_ == 3 ? *gathers_ : comm_;
+    loom::Stream& stream = stage_ == 3 ? *gatherStream_ : stream_;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      launched();
+      const std::span<const float> own = shardOf(shardParams_, u);
+      if (padded(u) == units_[u].count) {  // straight into place
+        comm.allGather(own, full.subspan(units_[u].offset, units_[u].count), &stream);
+      } else {  // N equal blocks: through a padded buffer
+        gradStage_[u].resize(padded(u));
+        comm.allGather(own, gradStage_[u].span(), &stream);
+      }
+    }
+    wait(stream);
+    for (size_t u = 0; u < units_.size(); ++u) {
+      if (gradStage_[u].size() == 0) continue;
+      std::copy_n(gradStage_[u].data(), units_[u].count, full.data() + units_[u].offset);
+      gradStage_[u].release();
+    }
+  }
+
+  Model& model_;
+  const Dataset& data_;
+  TrainConfig config_;
+  const loom::Comm& comm_;
+  int stage_;
+  int ranks_;
+  int rank_;
+  WorkSplit split_;
+  BatchPlan plan_;
+  MicroBatch micro_;
+  std::vector<Unit> units_;
+  std::vector<long> unitOf_;
+  std::vector<Shard> shards_;
+  Tracked<float> shardParams_;  // this rank's shard of every unit: fp32 master parameters
+  Tracked<float> shardGrads_;   // and their gradients
+  Tracked<float> partial_;      // a later micro-batch's shard, before it is added
+  std::vector<Tracked<float>> paramStage_;  // per unit: gathered parameters (stage 3; padded)
+  std::vector<Tracked<float>> gradStage_;   // per unit: gradients to reduce-scatter, or gathered
+                                            // parameters to copy into place (padded)
+  std::unique_ptr<Optimizer> optimizer_;
+  loom::Stream stream_;  // reduce-scatters (and stages 1-2's gathers)
+  std::optional<loom::Comm> gathers_;  // stage 3: a second communicator, so gathers keep their own order
+  std::optional<loom::Stream> gatherStream_;
+  double exposed_ = 0;
+  std::optional<Clock::time_point> firstLaunch_;
+  std::vector<size_t> inFlight_;  // units whose gradient staging a queued reduce-scatter still reads
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> makeZero(Model& model, const Dataset& data, const TrainConfig& config,
+                                  const loom::Comm& comm, MemoryAccount& account, int stage) {
+  return std::make_unique<Zero>(model, data, config, comm, account, stage);
+}
+
+}  // namespace loom::train
