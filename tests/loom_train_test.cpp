@@ -4,8 +4,11 @@
 // by 3 or 4), the MLP learns Fashion-MNIST, and bad flags are named. Skips
 // where Debian's dataset-fashion-mnist is missing.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <string>
@@ -199,6 +202,101 @@ TEST(LoomTrain, TheMlpLearnsFashionMnist) {
   ::unlink(json.c_str());
 }
 
+std::string freshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "loom-train-" + name + "-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Five steps, a checkpoint, a new job that resumes and runs five more: the
+// same parameters, bit for bit, as ten steps straight, in every mode.
+TEST(LoomTrain, ResumingFromACheckpointIsBitwiseTheStraightRun) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const char* mode : {"single", "ddp", "zero1", "zero2", "zero3"}) {
+    const std::vector<std::string> ranks =
+        std::string(mode) == "single" ? std::vector<std::string>{} : std::vector<std::string>{"-N", "3"};
+    const auto straight = runProcess(command(mode, ranks));
+    ASSERT_EQ(straight.exitCode, 0) << straight.output;
+    const std::string dir = freshDir("resume");
+    auto flags = ranks;
+    flags.insert(flags.end(), {"--checkpoint", dir, "--stop-after", "5"});
+    const auto first = runProcess(command(mode, flags));
+    ASSERT_EQ(first.exitCode, 0) << first.output;
+    EXPECT_EQ(first.output.find("step    6 "), std::string::npos) << first.output;
+    flags = ranks;
+    flags.insert(flags.end(), {"--checkpoint", dir, "--resume", "1"});
+    const auto second = runProcess(command(mode, flags));
+    ASSERT_EQ(second.exitCode, 0) << second.output;
+    EXPECT_NE(second.output.find("resumed from " + dir + " after step 5"), std::string::npos) << second.output;
+    EXPECT_EQ(second.output.find("step    5 "), std::string::npos) << second.output;
+    EXPECT_EQ(digests(second.output), digests(straight.output)) << mode << ":\n" << second.output;
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// A checkpoint of another configuration is refused naming the flag, and a
+// rank file that was altered is refused naming the file.
+TEST(LoomTrain, ResumeRefusesAnotherConfigurationOrAnAlteredFile) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string dir = freshDir("refuse");
+  const auto first = runProcess(command("zero2", {"-N", "2", "--checkpoint", dir, "--stop-after", "2"}));
+  ASSERT_EQ(first.exitCode, 0) << first.output;
+  const auto other = runProcess(command("zero3", {"-N", "2", "--checkpoint", dir, "--resume", "1"}));
+  EXPECT_EQ(other.exitCode, 2) << other.output;
+  EXPECT_NE(other.output.find("--resume: the checkpoint in " + dir + " was written with --mode zero2, not zero3"),
+            std::string::npos)
+      << other.output;
+  {
+    std::fstream f(dir + "/rank-1.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  const auto altered = runProcess(command("zero2", {"-N", "2", "--checkpoint", dir, "--resume", "1"}));
+  EXPECT_NE(altered.exitCode, 0) << altered.output;
+  EXPECT_NE(altered.output.find(dir + "/rank-1.bin: its SHA-256 does not match"), std::string::npos) << altered.output;
+  std::filesystem::remove_all(dir);
+}
+
+// Three ranks as processes of their own (no launcher to end the job): one
+// is killed mid-training; the other two stop with an error naming it, in
+// about a second, not at their deadline; a new job resumes from the last
+// checkpoint and ends with the parameters of a run that was never stopped.
+TEST(LoomTrain, AKilledRankStopsTheOthersAndTheJobResumes) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::string dir = freshDir("killed");
+  const auto job = [&](bool resume, const std::optional<loom::test::KillRule>& kill) {
+    const int port = loom::test::freePort();
+    std::vector<std::vector<std::string>> argvs;
+    std::vector<std::map<std::string, std::string>> envs;
+    for (int r = 0; r < 3; ++r) {
+      argvs.push_back(command("ddp", {"--steps", "400", "--checkpoint", dir, "--checkpoint-every", "4", "--resume",
+                                      resume ? "1" : "0"}));
+      envs.push_back({{"LOOM_RANK", std::to_string(r)}, {"LOOM_WORLD_SIZE", "3"},
+                      {"LOOM_STORE_ADDR", "127.0.0.1:" + std::to_string(port)},
+                      {"LOOM_STORE_SECRET", "00112233445566778899aabbccddeeff"}, {"LOOM_DETERMINISTIC", "1"},
+                      {"LOOM_TIMEOUT_MS", "60000"}, {"LOOM_HEARTBEAT_MS", "200"}, {"RANK", ""}, {"SLURM_PROCID", ""},
+                      {"OMPI_COMM_WORLD_RANK", ""}, {"PMI_RANK", ""}});
+    }
+    return loom::test::runProcesses(argvs, envs, std::chrono::seconds(100), kill);
+  };
+  // Rank 1 dies once rank 0 has printed step 10 (a checkpoint was taken after step 8).
+  auto killed = job(false, loom::test::KillRule{1, 0, "step   10 "});
+  ASSERT_EQ(killed[1].exitCode, 128 + SIGKILL) << killed[1].output << "\nrank 0:\n" << killed[0].output;
+  for (int r : {0, 2}) {
+    const auto& out = killed[static_cast<size_t>(r)];
+    EXPECT_EQ(out.exitCode, 1) << out.output;
+    EXPECT_NE(out.output.find("rank 1 failed"), std::string::npos) << out.output;
+    EXPECT_LT(out.elapsed, std::chrono::seconds(10)) << out.output;  // not the 60 s deadline
+  }
+  auto resumed = job(true, std::nullopt);
+  for (const auto& out : resumed) ASSERT_EQ(out.exitCode, 0) << out.output;
+  EXPECT_NE(resumed[0].output.find("resumed from " + dir + " after step"), std::string::npos) << resumed[0].output;
+  std::filesystem::remove_all(dir);
+  const auto straight = runProcess(command("single", {"--steps", "400", "--micro-batches", "3"}));
+  ASSERT_EQ(straight.exitCode, 0) << straight.output;
+  EXPECT_EQ(digests(resumed[0].output), digests(straight.output)) << resumed[0].output;
+}
+
 TEST(LoomTrain, BadFlagsAreNamed) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--model", "resnet"}, "--model resnet: not a model (mlp, gpt)"},
@@ -208,7 +306,8 @@ TEST(LoomTrain, BadFlagsAreNamed) {
       {{"--mode", "single", "-N", "2"}, "-N 2: --mode single runs one rank"},
       {{"--mode", "single", "--batch", "10", "--micro-batches", "3", "--data-limit", "100"},
        "--batch 10 does not split into 3 micro-batches"},
-      {{"--frobnicate", "1"}, "--frobnicate: unknown flag"}};
+      {{"--frobnicate", "1"}, "--frobnicate: unknown flag"},
+      {{"--resume", "1"}, "--resume 1: which checkpoint? (--checkpoint DIR)"}};
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> argv{LOOM_TRAIN_BIN};
     argv.insert(argv.end(), flags.begin(), flags.end());

@@ -45,8 +45,9 @@ Child start(const std::vector<std::string>& argv, const std::map<std::string, st
 
 std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::string>>& argvs,
                                         const std::vector<std::map<std::string, std::string>>& envs,
-                                        std::chrono::seconds timeout) {
+                                        std::chrono::seconds timeout, const std::optional<KillRule>& kill) {
   auto t0 = std::chrono::steady_clock::now();
+  bool victimKilled = false;
   std::vector<Child> children;
   for (size_t i = 0; i < argvs.size(); ++i) children.push_back(start(argvs[i], i < envs.size() ? envs[i] : std::map<std::string, std::string>{}));
   bool killed = false;
@@ -57,8 +58,14 @@ std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::strin
       if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
     }
     ::poll(fds.data(), fds.size(), 20);
+    const auto readable = [&](int fd) {  // a read of a quiet pipe would block until its child writes
+      for (const auto& p : fds) {
+        if (p.fd == fd) return p.revents != 0;
+      }
+      return false;
+    };
     for (auto& c : children) {
-      if (c.out >= 0) {
+      if (c.out >= 0 && readable(c.out)) {
         char buf[4096];
         ssize_t n = ::read(c.out, buf, sizeof buf);
         if (n > 0) c.result.output.append(buf, static_cast<size_t>(n));
@@ -73,6 +80,13 @@ std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::strin
         }
       }
       all = all && c.done && c.out < 0;
+    }
+    if (kill && !victimKilled && kill->victim < children.size() && kill->watched < children.size()) {
+      Child& v = children[kill->victim];
+      if (!v.done && children[kill->watched].result.output.find(kill->trigger) != std::string::npos) {
+        ::kill(v.pid, SIGKILL);
+        victimKilled = true;
+      }
     }
     if (all) break;
     if (!killed && std::chrono::steady_clock::now() - t0 > timeout) {

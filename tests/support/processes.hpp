@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,18 @@ struct ProcessResult {
 ProcessResult runProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
                          std::chrono::seconds timeout = std::chrono::seconds(60));
 
+// Process `victim` gets SIGKILL once process `watched`'s output holds `trigger`.
+struct KillRule {
+  size_t victim;
+  size_t watched;
+  std::string trigger;
+};
+
 // Starts several processes at once and waits for all of them.
 std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::string>>& argvs,
                                         const std::vector<std::map<std::string, std::string>>& envs,
-                                        std::chrono::seconds timeout = std::chrono::seconds(60));
+                                        std::chrono::seconds timeout = std::chrono::seconds(60),
+                                        const std::optional<KillRule>& kill = std::nullopt);
 
 // A TCP port that was free a moment ago.
 int freePort();

@@ -17,6 +17,7 @@
 
 #include "tools/launch/local_job.hpp"
 #include "tools/loom-train/options.hpp"
+#include "training/checkpoint.hpp"
 #include "training/data/char_text.hpp"
 #include "training/data/fashion_mnist.hpp"
 #include "training/layers/cross_entropy.hpp"
@@ -96,6 +97,42 @@ int run(const cli::Options& o) {
   }
   model.init(config.seed);
   const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account);
+  // Everything a checkpoint must agree with to continue bit for bit.
+  const Manifest manifest = {{"--model", o.model},
+                             {"--mode", modeName(config.mode)},
+                             {"-N", std::to_string(ranks)},
+                             {"--steps", std::to_string(config.steps)},
+                             {"--batch", std::to_string(config.batch)},
+                             {"--micro-batches", std::to_string(config.microBatches)},
+                             {"--layers", std::to_string(o.layers)},
+                             {"--dim", std::to_string(o.hidden)},
+                             {"--heads", std::to_string(o.heads)},
+                             {"--seq", std::to_string(o.context)},
+                             {"--data-limit", std::to_string(o.dataLimit)},
+                             {"--seed", std::to_string(config.seed)},
+                             {"--lr", number(static_cast<double>(config.lr))},
+                             {"--min-lr", number(static_cast<double>(config.minLr))},
+                             {"--warmup", std::to_string(config.warmup)},
+                             {"--clip", number(config.clip)},
+                             {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
+                             {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))},
+                             {"--bucket-kb", std::to_string(config.bucketBytes >> 10)},
+                             {"--first-bucket-kb", std::to_string(config.firstBucketBytes >> 10)}};
+  uint64_t first = 0;
+  if (o.resume) {
+    first = readManifest(o.checkpoint, manifest);
+    const auto state = trainer->state();
+    trainer->optimizer().setSteps(readRankState(o.checkpoint, rank, ranks, first, state));
+    trainer->restored();
+    if (lead) std::printf("# resumed from %s after step %llu\n", o.checkpoint.c_str(), static_cast<unsigned long long>(first));
+  }
+  const auto checkpoint = [&](uint64_t done) {
+    const auto state = trainer->state();
+    writeRankState(o.checkpoint, rank, ranks, done, trainer->optimizer().steps(), state);
+    if (comm) comm->barrier();  // every rank's file is whole before the manifest names the step
+    if (lead) writeManifest(o.checkpoint, manifest, done);
+    if (comm) comm->barrier();
+  };
   account.resetPeaks();  // report what training holds, not what setting it up took
   if (lead) {
     std::printf("# loom-train: %s, %s on %d rank%s, batch %zu in %zu micro-batches, %llu steps\n# model: %s\n",
@@ -104,19 +141,23 @@ int run(const cli::Options& o) {
   }
 
   std::string records;
-  for (uint64_t step = 0; step < config.steps; ++step) {
+  const uint64_t last = o.stopAfter != 0 ? std::min(o.stopAfter, config.steps) : config.steps;
+  for (uint64_t step = first; step < last; ++step) {
     const StepReport r = trainer->step(step);
     const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
     if (lead) {
       std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms  comm %6.2f ms (%3.0f%% hidden)\n",
                   static_cast<unsigned long long>(step + 1), r.loss, r.gradNorm,
                   static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3, r.commSeconds * 1e3, hidden * 100);
+      std::fflush(stdout);  // progress, also through a pipe
     }
     records += std::string(records.empty() ? "" : ",\n    ") + "{\"step\": " + std::to_string(step + 1) +
                ", \"loss\": " + number(r.loss) + ", \"grad_norm\": " + number(r.gradNorm) +
                ", \"seconds\": " + number(r.seconds) + ", \"comm_seconds\": " + number(r.commSeconds) +
                ", \"exposed_comm_seconds\": " + number(r.exposedSeconds) + ", \"samples\": " +
                std::to_string(r.samples) + "}";
+    const bool due = o.checkpointEvery != 0 && (step + 1) % o.checkpointEvery == 0;
+    if (!o.checkpoint.empty() && (due || step + 1 == last)) checkpoint(step + 1);
   }
 
   std::array<size_t, kCategories> peaks{};  // training's, before materialize() gathers everything

@@ -26,7 +26,8 @@ const char* usage() {
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
          "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
-         "                  [--first-bucket-kb K] [--json FILE]\n"
+         "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
+         "                  [--stop-after K] [--json FILE]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
@@ -42,6 +43,9 @@ const char* usage() {
          "  --bucket-kb, --first-bucket-kb  ddp's buckets and zero1/zero2's units (default 25600, 1024)\n"
          "  --data-limit  train on the first K samples only (0: all 60000)\n"
          "  --eval      1 (default): report the test set's accuracy (gpt: the held-out loss) at the end\n"
+         "  --checkpoint  each rank writes its state (ZeRO: its shards) into DIR every --checkpoint-every\n"
+         "              steps and at the end, rank 0 a manifest; --resume 1 continues from it, bit for bit\n"
+         "  --stop-after  leave after step K (a preemptible job; --steps still sets the schedule)\n"
          "  --json      the configuration, one record per step and a final record (params_sha256,\n"
          "              peak bytes per category, parameter count, accuracy)\n";
 }
@@ -103,6 +107,14 @@ Options parseOptions(int argc, char** argv) {
       o.train.bucketBytes = number<size_t>(flag, value, 1, 1 << 22) << 10;
     } else if (flag == "--first-bucket-kb") {
       o.train.firstBucketBytes = number<size_t>(flag, value, 1, 1 << 22) << 10;
+    } else if (flag == "--checkpoint") {
+      o.checkpoint = value;
+    } else if (flag == "--checkpoint-every") {
+      o.checkpointEvery = number<uint64_t>(flag, value, 0, 100'000'000);
+    } else if (flag == "--resume") {
+      o.resume = number<int>(flag, value, 0, 1) == 1;
+    } else if (flag == "--stop-after") {
+      o.stopAfter = number<uint64_t>(flag, value, 1, 100'000'000);
     } else if (flag == "--json") {
       o.json = value;
     } else {
@@ -113,6 +125,7 @@ Options parseOptions(int argc, char** argv) {
   if (o.train.mode == Mode::Single && o.ranks != 1) {
     throw std::invalid_argument("-N " + std::to_string(o.ranks) + ": --mode single runs one rank");
   }
+  if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   o.microBatchesGiven = microGiven;
   if (!microGiven) o.train.microBatches = static_cast<size_t>(o.ranks);
   return o;

@@ -21,6 +21,10 @@ struct Options {
   int blasThreads = 1;    // --blas-threads
   bool microBatchesGiven = false;  // else one per rank
   std::string json;       // --json FILE
+  std::string checkpoint;        // --checkpoint DIR
+  uint64_t checkpointEvery = 0;  // --checkpoint-every K (0: at the end only)
+  bool resume = false;           // --resume: continue from DIR's checkpoint
+  uint64_t stopAfter = 0;        // --stop-after K: leave after step K (0: run all --steps)
 };
 
 // Throws std::invalid_argument naming the flag on anything unknown or out of range.

@@ -101,6 +101,9 @@ class DataParallel final : public Trainer {
     return report;
   }
 
+  std::vector<std::span<float>> state() override { return {model_.params(), optimizer_->state()}; }
+  Optimizer& optimizer() override { return *optimizer_; }
+
  private:
   Model& model_;
   const Dataset& data_;

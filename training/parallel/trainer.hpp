@@ -71,6 +71,14 @@ class Trainer {
   // Makes model.params() hold every parameter, as every rank agrees on them
   // (ZeRO-3 gathers them); for checking and evaluating after training.
   virtual void materialize() {}
+
+  // What a checkpoint holds of this rank, in a fixed order: the parameters
+  // it keeps (all of them, or its shards) and its optimizer's state.
+  virtual std::vector<std::span<float>> state() = 0;
+  virtual Optimizer& optimizer() = 0;
+  // After state() was filled from a checkpoint: rebuilds what follows from
+  // it (ZeRO-1/2 gather the full parameters from the shards).
+  virtual void restored() {}
 };
 
 // The trainer of config.mode. comm: null for single; the ranks of it train

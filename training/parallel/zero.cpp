@@ -127,6 +127,12 @@ class Zero final : public Trainer {
     return report;
   }
 
+  std::vector<std::span<float>> state() override { return {shardParams_.span(), optimizer_->state()}; }
+  Optimizer& optimizer() override { return *optimizer_; }
+  void restored() override {
+    if (stage_ != 3) gatherAll(model_.params());
+  }
+
   void materialize() override {
     if (stage_ != 3) return;
     model_.allocate();
