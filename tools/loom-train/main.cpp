@@ -141,9 +141,11 @@ int run(const cli::Options& o) {
   }
 
   std::string records;
+  std::vector<double> stepSeconds;
   const uint64_t last = o.stopAfter != 0 ? std::min(o.stopAfter, config.steps) : config.steps;
   for (uint64_t step = first; step < last; ++step) {
     const StepReport r = trainer->step(step);
+    stepSeconds.push_back(r.seconds);
     const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
     if (lead) {
       std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms  comm %6.2f ms (%3.0f%% hidden)\n",
@@ -160,6 +162,15 @@ int run(const cli::Options& o) {
     if (!o.checkpoint.empty() && (due || step + 1 == last)) checkpoint(step + 1);
   }
 
+  if (lead && !stepSeconds.empty()) {
+    // The first fifth (at most 5 steps) warms caches and connections up.
+    const size_t skip = std::min<size_t>(5, stepSeconds.size() / 5);
+    std::vector<double> kept(stepSeconds.begin() + static_cast<std::ptrdiff_t>(skip), stepSeconds.end());
+    std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(kept.size() / 2), kept.end());
+    const double median = kept[kept.size() / 2];
+    const double perStep = static_cast<double>(config.batch * (gpt ? o.context : 1));
+    std::printf("median step %.3f ms, %.0f %s/s\n", median * 1e3, perStep / median, gpt ? "tokens" : "samples");
+  }
   std::array<size_t, kCategories> peaks{};  // training's, before materialize() gathers everything
   for (size_t c = 0; c < kCategories; ++c) peaks[c] = account.peak(static_cast<Category>(c));
   trainer->materialize();  // ZeRO-3: every rank gathers every parameter

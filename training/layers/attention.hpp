@@ -28,6 +28,7 @@ class CausalSelfAttention final : public Layer {
   size_t context_;
   std::span<const float> qkv_;
   Tracked<float> att_;
+  Tracked<float> scratch_;  // one head's dS in backward
 };
 
 }  // namespace loom::train

@@ -3,12 +3,13 @@
 #pragma once
 
 #include "training/layers/layer.hpp"
+#include "training/memory.hpp"
 
 namespace loom::train {
 
 class Gelu final : public Layer {
  public:
-  explicit Gelu(size_t features) : features_(features) {}
+  Gelu(size_t features, MemoryAccount& account) : features_(features), tanh_(account, Category::Activations) {}
   std::string name() const override { return "gelu"; }
   size_t inFeatures() const override { return features_; }
   size_t outFeatures() const override { return features_; }
@@ -18,6 +19,7 @@ class Gelu final : public Layer {
  private:
   size_t features_;
   std::span<const float> x_;
+  Tracked<float> tanh_;  // forward's tanh, which backward needs again
 };
 
 }  // namespace loom::train

@@ -5,12 +5,16 @@
 namespace loom::train {
 
 void gemm(Transpose ta, Transpose tb, size_t m, size_t n, size_t k, const float* a, const float* b, float* c) {
+  gemm(ta, tb, m, n, k, a, b, c, {ta == Transpose::No ? k : m, tb == Transpose::No ? n : k, n});
+}
+
+void gemm(Transpose ta, Transpose tb, size_t m, size_t n, size_t k, const float* a, const float* b, float* c,
+          Strides s) {
   if (m == 0 || n == 0) return;
-  const auto lda = static_cast<blasint>(ta == Transpose::No ? k : m);
-  const auto ldb = static_cast<blasint>(tb == Transpose::No ? n : k);
   cblas_sgemm(CblasRowMajor, ta == Transpose::No ? CblasNoTrans : CblasTrans,
               tb == Transpose::No ? CblasNoTrans : CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), 1.0f, a, lda, b, ldb, 0.0f, c, static_cast<blasint>(n));
+              static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(s.lda), b, static_cast<blasint>(s.ldb), 0.0f,
+              c, static_cast<blasint>(s.ldc));
 }
 
 void gemmReference(Transpose ta, Transpose tb, size_t m, size_t n, size_t k, const float* a, const float* b,

@@ -22,7 +22,7 @@ void buildGpt(Model& model, const GptShape& s) {
     Sequence mlp(account);
     mlp.add(std::make_unique<LayerNorm>(s.dim, account));
     mlp.add(std::make_unique<Linear>(s.dim, 4 * s.dim));
-    mlp.add(std::make_unique<Gelu>(4 * s.dim));
+    mlp.add(std::make_unique<Gelu>(4 * s.dim, account));
     mlp.add(std::make_unique<Linear>(4 * s.dim, s.dim));
     model.add(std::make_unique<Residual>("mlp", std::move(mlp)));
   }

@@ -9,7 +9,7 @@ void buildMlp(Model& model, size_t inputs, size_t hidden, size_t layers, size_t 
   size_t width = inputs;
   for (size_t l = 0; l < layers; ++l) {
     model.add(std::make_unique<Linear>(width, hidden));
-    model.add(std::make_unique<Gelu>(hidden));
+    model.add(std::make_unique<Gelu>(hidden, model.account()));
     width = hidden;
   }
   model.add(std::make_unique<Linear>(width, classes));
