@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -304,6 +305,28 @@ TEST(LoomTrain, AKilledRankStopsTheOthersAndTheJobResumes) {
   const auto straight = runProcess(command("single", {"--steps", "400", "--micro-batches", "3"}));
   ASSERT_EQ(straight.exitCode, 0) << straight.output;
   EXPECT_EQ(digests(resumed[0].output), digests(straight.output)) << resumed[0].output;
+}
+
+// --plot draws the loss of two runs' --json records into one PNG.
+TEST(LoomTrain, PlotDrawsTheLossOfSeveralRuns) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3-matplotlib is not installed";
+  }
+  const std::string dir = freshDir("plot");
+  std::filesystem::create_directories(dir);
+  const auto a = runProcess(command("single", {"--json", dir + "/a.json"}));
+  const auto b = runProcess(command("ddp", {"-N", "2", "--json", dir + "/b.json"}));
+  ASSERT_EQ(a.exitCode, 0) << a.output;
+  ASSERT_EQ(b.exitCode, 0) << b.output;
+  const auto plot = runProcess({LOOM_TRAIN_BIN, "--plot", dir + "/loss.png", dir + "/a.json", dir + "/b.json"});
+  ASSERT_EQ(plot.exitCode, 0) << plot.output;
+  const std::string png = loom::test::readFile(dir + "/loss.png");
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  const auto missing = runProcess({LOOM_TRAIN_BIN, "--plot", dir + "/x.png", dir + "/nosuch.json"});
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_NE(missing.output.find("cannot read " + dir + "/nosuch.json"), std::string::npos) << missing.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LoomTrain, BadFlagsAreNamed) {

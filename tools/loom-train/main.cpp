@@ -17,6 +17,7 @@
 
 #include "tools/launch/local_job.hpp"
 #include "tools/loom-train/options.hpp"
+#include "tools/loom-train/plot.hpp"
 #include "training/checkpoint.hpp"
 #include "training/data/char_text.hpp"
 #include "training/data/fashion_mnist.hpp"
@@ -231,6 +232,13 @@ int run(const cli::Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--plot") == 0) {  // drawing, not training
+    if (argc < 3) {
+      std::fprintf(stderr, "loom-train: --plot: missing the PNG's name\n%s", cli::usage());
+      return 2;
+    }
+    return cli::plotLoss(argv[2], std::vector<std::string>(argv + 3, argv + argc));
+  }
   cli::Options options;
   try {
     options = cli::parseOptions(argc, argv);

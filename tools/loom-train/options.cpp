@@ -28,6 +28,7 @@ const char* usage() {
          "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
          "                  [--stop-after K] [--json FILE]\n"
+         "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
@@ -47,7 +48,8 @@ const char* usage() {
          "              steps and at the end, rank 0 a manifest; --resume 1 continues from it, bit for bit\n"
          "  --stop-after  leave after step K (a preemptible job; --steps still sets the schedule)\n"
          "  --json      the configuration, one record per step and a final record (params_sha256,\n"
-         "              peak bytes per category, parameter count, accuracy)\n";
+         "              peak bytes per category, parameter count, accuracy)\n"
+         "  --plot      loss against step of one or more --json records, side by side (matplotlib)\n";
 }
 
 Options parseOptions(int argc, char** argv) {
