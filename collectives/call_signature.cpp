@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "comm/datatype.hpp"
+#include "base/datatype.hpp"
 #include "comm/engine/message_match.hpp"
 
 namespace loom::coll {

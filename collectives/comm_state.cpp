@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "base/env.hpp"
 #include "collectives/signature_check.hpp"
-#include "comm/base/env.hpp"
 
 namespace loom::coll {
 namespace {

@@ -4,12 +4,12 @@
 
 #include <cstdio>
 
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/json.hpp"
-#include "comm/base/log.hpp"
-#include "comm/base/rank_file.hpp"
-#include "comm/datatype.hpp"
+#include "base/datatype.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "base/json.hpp"
+#include "base/log.hpp"
+#include "base/rank_file.hpp"
 
 namespace loom::coll {
 namespace {

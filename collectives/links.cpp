@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/error.hpp"
 #include "collectives/call_signature.hpp"
-#include "comm/base/error.hpp"
 
 namespace loom::coll {
 

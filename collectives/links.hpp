@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/error.hpp"
-#include "comm/engine/backoff.hpp"
+#include "base/error.hpp"
 #include "collectives/stall_probe.hpp"
 #include "comm/communicator.hpp"
+#include "comm/engine/backoff.hpp"
 #include "comm/engine/engine.hpp"
 #include "transport/connection.hpp"
 

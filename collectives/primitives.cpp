@@ -5,9 +5,9 @@
 #include <cstring>
 #include <string>
 
-#include "comm/base/copy_bytes.hpp"
+#include "base/copy_bytes.hpp"
+#include "base/error.hpp"
 #include "collectives/call_signature.hpp"
-#include "comm/base/error.hpp"
 #include "comm/engine/message_match.hpp"
 
 namespace loom::coll {

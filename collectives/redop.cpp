@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/cpu/half.hpp"
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
+#include "base/half.hpp"
 
 namespace loom::coll {
 namespace {

@@ -1,7 +1,7 @@
 #include "collectives/ring.hpp"
 
+#include "base/error.hpp"
 #include "collectives/algorithms/slices.hpp"
-#include "comm/base/error.hpp"
 
 namespace loom::coll {
 

@@ -5,13 +5,13 @@
 #include <string>
 #include <thread>
 
+#include "base/copy_bytes.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/comm_state.hpp"
 #include "collectives/signature_check.hpp"
-#include "comm/base/copy_bytes.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
 
 namespace loom::coll {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
-#include "comm/datatype.hpp"
+#include "base/datatype.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
 
 namespace loom::coll {
 namespace {

@@ -1,7 +1,7 @@
 #include "collectives/stall_probe.hpp"
 
+#include "base/error.hpp"
 #include "collectives/call_signature.hpp"
-#include "comm/base/error.hpp"
 
 namespace loom::coll {
 namespace {

@@ -6,9 +6,9 @@
 #include <limits>
 #include <sstream>
 
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace loom::coll {
 namespace {

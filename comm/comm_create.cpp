@@ -4,8 +4,8 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
 #include "comm/bootstrap/root.hpp"
 #include "comm/bootstrap/watchdog.hpp"

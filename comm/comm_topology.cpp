@@ -5,11 +5,11 @@
 #include <memory>
 #include <mutex>
 
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
-#include "comm/base/rank_file.hpp"
-#include "comm/device/cuda.hpp"
+#include "base/device/cuda.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/rank_file.hpp"
 #include "topology/discovery.hpp"
 #include "topology/dump.hpp"
 

@@ -2,15 +2,15 @@
 
 #include <unistd.h>
 
-#include "comm/base/affinity.hpp"
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/affinity.hpp"
+#include "base/device/cuda.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/net/interfaces.hpp"
 #include "comm/bootstrap/root.hpp"
 #include "comm/comm_topology.hpp"
-#include "comm/device/cuda.hpp"
 #include "comm/host_id.hpp"
-#include "transport/socket/interfaces.hpp"
 
 namespace loom {
 

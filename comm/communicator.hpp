@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/cancellation.hpp"
+#include "base/cancellation.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "comm/engine/engine.hpp"

@@ -1,5 +1,5 @@
 // A communicator's settings: the loomConfig_t fields the user set, else the
-// environment, else the documented defaults (comm/base/env.cpp).
+// environment, else the documented defaults (base/env.cpp).
 #pragma once
 
 #include <loom/loom.h>

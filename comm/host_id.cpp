@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "comm/base/env.hpp"
+#include "base/env.hpp"
 
 namespace loom {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 namespace {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "comm/base/secret.hpp"
+#include "base/secret.hpp"
 
 namespace loom {
 

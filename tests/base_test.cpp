@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/copy_bytes.hpp"
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/copy_bytes.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "tests/support/ranks.hpp"
 
 using loom::test::ScopedEnv;

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.hpp"
 #include "collectives/comm_state.hpp"
-#include "comm/base/error.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/ranks.hpp"
 

@@ -1,8 +1,8 @@
 // CUDA detection: skips without a device, checks what bootstrap reports with one.
 #include <gtest/gtest.h>
 
+#include "base/device/cuda.hpp"
 #include "comm/communicator.hpp"
-#include "comm/device/cuda.hpp"
 #include "tests/support/ranks.hpp"
 
 TEST(Cuda, DevicesAreReportedToPeers) {

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/bytes.hpp"
-#include "comm/base/secret.hpp"
+#include "base/bytes.hpp"
+#include "base/secret.hpp"
 #include "comm/bootstrap/frame.hpp"
 #include "comm/communicator.hpp"
 #include "tests/support/processes.hpp"

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/launch_env.hpp"
 #include "tests/support/processes.hpp"
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/datatype.hpp"
+#include "base/datatype.hpp"
 #include "tests/support/pattern.hpp"
 #include "tests/support/ranks.hpp"
 

@@ -236,5 +236,19 @@ TEST(Processes, HostIdOverrideMakesTwoNodes) {
     EXPECT_NE(res.output.find("rank " + std::to_string(r) + " of 4 ok (local " + std::to_string(r % 2) + " of 2)"),
               std::string::npos)
         << res.output;
+    // loomCommGetPeerInfo: each peer's node and local rank, and the transport
+    // to it (shared memory within a node, sockets across).
+    for (int peer = 0; peer < 4; ++peer) {
+      const bool same = (peer < 2) == (r < 2);
+      const std::string transport = peer == r ? "self" : same ? "shm" : "socket";
+      const std::string line = "rank " + std::to_string(r) + " sees peer " + std::to_string(peer) + ": pid ";
+      const size_t at = res.output.find(line);
+      ASSERT_NE(at, std::string::npos) << res.output;
+      const std::string rest = res.output.substr(at, res.output.find('\n', at) - at);
+      EXPECT_NE(rest.find(" same host " + std::to_string(same ? 1 : 0) + " local " + std::to_string(peer % 2) +
+                          " of 2 transport " + transport),
+                std::string::npos)
+          << rest;
+    }
   }
 }

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "collectives/cpu/half.hpp"
+#include "base/half.hpp"
 #include "collectives/cpu/half_block.hpp"
 #include "collectives/cpu/reduce.hpp"
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/bootstrap/frame.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
 #include "comm/bootstrap/unique_id.hpp"

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <thread>
 
-#include "comm/base/error.hpp"
-#include "transport/socket/interfaces.hpp"
-#include "transport/socket/socket.hpp"
+#include "base/error.hpp"
+#include "base/net/interfaces.hpp"
+#include "base/net/socket.hpp"
 
 using namespace loom;
 using namespace std::chrono_literals;

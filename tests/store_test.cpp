@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/store/store.hpp"
 #include "comm/store/tcp_store.hpp"
 

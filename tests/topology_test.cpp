@@ -12,7 +12,7 @@
 #include <map>
 #include <set>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/processes.hpp"
 #include "topology/discovery.hpp"

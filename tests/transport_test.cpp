@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <new>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "transport/handshake.hpp"
 #include "transport/listener.hpp"
 #include "transport/shm/shm_connection.hpp"
@@ -49,25 +49,25 @@ struct SocketEnds {
 
 // Both ends of a shared-memory FIFO in this process.
 struct ShmPair {
-  std::unique_ptr<shm::ShmRecvConnection> receiver;
-  std::unique_ptr<shm::ShmSendConnection> sender;
+  std::unique_ptr<transport::shm::ShmRecvConnection> receiver;
+  std::unique_ptr<transport::shm::ShmSendConnection> sender;
 
   explicit ShmPair(FifoShape shape) {
-    auto segment = shm::Segment::create(shm::FifoView::segmentBytes(shape));
-    new (segment.data()) shm::FifoControl();
-    auto peer = shm::Segment::open(segment.name(), shm::FifoView::segmentBytes(shape));
+    auto segment = loom::shm::Segment::create(transport::shm::FifoView::segmentBytes(shape));
+    new (segment.data()) transport::shm::FifoControl();
+    auto peer = loom::shm::Segment::open(segment.name(), transport::shm::FifoView::segmentBytes(shape));
     auto [a, b] = socketPair();
-    receiver = std::make_unique<shm::ShmRecvConnection>(std::move(segment), shape, std::move(a));
-    sender = std::make_unique<shm::ShmSendConnection>(std::move(peer), shape, std::move(b));
+    receiver = std::make_unique<transport::shm::ShmRecvConnection>(std::move(segment), shape, std::move(a));
+    sender = std::make_unique<transport::shm::ShmSendConnection>(std::move(peer), shape, std::move(b));
   }
 };
 
 bool inDevShm(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 
 TEST(ShmSegment, TheNameGoesOnceThePeerHasMappedIt) {
-  auto created = shm::Segment::create(4096);
+  auto created = loom::shm::Segment::create(4096);
   ASSERT_TRUE(inDevShm(created.name()));
-  auto opened = shm::Segment::open(created.name(), 4096);
+  auto opened = loom::shm::Segment::open(created.name(), 4096);
   opened.unlink();
   EXPECT_FALSE(inDevShm(created.name()));
   created.data()[100] = std::byte{42};
@@ -78,7 +78,7 @@ TEST(ShmSegment, TheNameGoesOnceThePeerHasMappedIt) {
 TEST(ShmSegment, TheCreatorRemovesTheNameIfThePeerNeverCame) {
   std::string name;
   {
-    auto created = shm::Segment::create(4096);
+    auto created = loom::shm::Segment::create(4096);
     name = created.name();
     ASSERT_TRUE(inDevShm(name));
   }
@@ -96,15 +96,15 @@ TEST(ShmSegment, SegmentsOfDeadCreatorsAreSwept) {
     ASSERT_NE(f, nullptr);
     std::fclose(f);
   }
-  shm::removeStaleSegments();
+  loom::shm::removeStaleSegments();
   EXPECT_FALSE(std::filesystem::exists(stale));
   EXPECT_TRUE(std::filesystem::exists(live));
   std::filesystem::remove(live);
 }
 
 TEST(ShmSegment, OpeningANameThatIsNotLoomsIsRefused) {
-  EXPECT_THROW(shm::Segment::open("/etc-passwd", 4096), Error);
-  EXPECT_THROW(shm::Segment::open("../../etc/passwd", 4096), Error);
+  EXPECT_THROW(loom::shm::Segment::open("/etc-passwd", 4096), Error);
+  EXPECT_THROW(loom::shm::Segment::open("../../etc/passwd", 4096), Error);
 }
 
 TEST(ShmFifo, TheSenderRunsAheadByTheFifoDepthAndNoFurther) {

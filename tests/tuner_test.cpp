@@ -4,8 +4,8 @@
 
 #include <string>
 
+#include "base/error.hpp"
 #include "collectives/tuner.hpp"
-#include "comm/base/error.hpp"
 #include "tests/support/ranks.hpp"
 
 namespace loom::coll {

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/bootstrap/unique_id.hpp"
 
 TEST(UniqueId, RoundTrips) {

@@ -10,7 +10,7 @@
 #include <map>
 #include <memory>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "topology/nvml.hpp"
 
 namespace loom::topo {

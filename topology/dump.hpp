@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/json.hpp"
+#include "base/json.hpp"
 #include "topology/placement.hpp"
 #include "topology/system.hpp"
 

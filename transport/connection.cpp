@@ -1,7 +1,7 @@
 #include "transport/connection.hpp"
 
-#include "comm/base/copy_bytes.hpp"
-#include "comm/base/error.hpp"
+#include "base/copy_bytes.hpp"
+#include "base/error.hpp"
 
 namespace loom::transport {
 

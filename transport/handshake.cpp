@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "comm/base/bytes.hpp"
-#include "comm/base/error.hpp"
+#include "base/bytes.hpp"
+#include "base/error.hpp"
 
 namespace loom::transport {
 namespace {

@@ -11,9 +11,9 @@
 #include <span>
 #include <string>
 
-#include "comm/base/deadline.hpp"
-#include "comm/base/secret.hpp"
-#include "transport/socket/socket.hpp"
+#include "base/deadline.hpp"
+#include "base/net/socket.hpp"
+#include "base/secret.hpp"
 #include "transport/transport.hpp"
 
 namespace loom::transport {

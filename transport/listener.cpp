@@ -8,11 +8,11 @@
 #include <cerrno>
 #include <list>
 
-#include "comm/base/affinity.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/affinity.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/net/partial_read.hpp"
 #include "transport/handshake.hpp"
-#include "transport/socket/partial_read.hpp"
 
 namespace loom::transport {
 namespace {

@@ -11,8 +11,8 @@
 #include <span>
 #include <thread>
 
+#include "base/net/socket.hpp"
 #include "transport/connection.hpp"
-#include "transport/socket/socket.hpp"
 #include "transport/transport.hpp"
 
 namespace loom::transport {

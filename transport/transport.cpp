@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "comm/base/bytes.hpp"
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
+#include "base/bytes.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
 #include "transport/handshake.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/socket/socket_transport.hpp"

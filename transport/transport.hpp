@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/cancellation.hpp"
-#include "comm/base/secret.hpp"
+#include "base/cancellation.hpp"
+#include "base/net/address.hpp"
+#include "base/net/socket.hpp"
+#include "base/secret.hpp"
 #include "transport/connection.hpp"
-#include "transport/socket/address.hpp"
-#include "transport/socket/socket.hpp"
 
 namespace loom::transport {
 

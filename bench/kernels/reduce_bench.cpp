@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/datatype.hpp"
 #include "collectives/cpu/reduce.hpp"
-#include "comm/datatype.hpp"
 
 namespace {
 

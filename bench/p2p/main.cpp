@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/env.hpp"
+#include "base/env.hpp"
+#include "base/net/interfaces.hpp"
+#include "base/net/socket.hpp"
 #include "tools/launch/local_job.hpp"
-#include "transport/socket/interfaces.hpp"
-#include "transport/socket/socket.hpp"
 #include "transport/socket/socket_transport.hpp"
 
 namespace {

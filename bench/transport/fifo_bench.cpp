@@ -17,6 +17,7 @@ namespace {
 using loom::transport::FifoShape;
 using loom::transport::SlotTag;
 using namespace loom::transport::shm;
+using loom::shm::Segment;
 
 struct Pipe {
   ShmSendConnection send;

@@ -11,12 +11,12 @@
 #include <functional>
 #include <string>
 
+#include "base/copy_bytes.hpp"
 #include "collectives/collective.hpp"
 #include "collectives/links.hpp"
 #include "collectives/primitives.hpp"
 #include "collectives/ring.hpp"
 #include "collectives/scratch.hpp"
-#include "comm/base/copy_bytes.hpp"
 #include "comm/communicator.hpp"
 #include "topology/placement.hpp"
 

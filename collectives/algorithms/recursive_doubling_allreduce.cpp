@@ -8,8 +8,8 @@
 #include <array>
 #include <bit>
 
+#include "base/copy_bytes.hpp"
 #include "collectives/algorithms/algorithms.hpp"
-#include "comm/base/copy_bytes.hpp"
 
 namespace loom::coll {
 

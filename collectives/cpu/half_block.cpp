@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "collectives/cpu/half.hpp"
+#include "base/half.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>

@@ -6,9 +6,9 @@
 #include <string>
 #include <type_traits>
 
-#include "collectives/cpu/half.hpp"
+#include "base/error.hpp"
+#include "base/half.hpp"
 #include "collectives/cpu/half_block.hpp"
-#include "comm/base/error.hpp"
 
 namespace loom::cpu {
 namespace {

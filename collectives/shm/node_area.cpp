@@ -23,11 +23,11 @@
 #include <cstring>
 #include <thread>
 
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/collective.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/env.hpp"
-#include "comm/base/log.hpp"
 #include "comm/engine/backoff.hpp"
 
 namespace loom::coll::shm {
@@ -92,9 +92,9 @@ long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* 
 }
 
 // One side of a call's buffers as the peers will look it up.
-transport::shm::SharedRef describe(const void* p, size_t bytes) {
+memory::SharedRef describe(const void* p, size_t bytes) {
   if (bytes == 0) return {};
-  if (auto shared = transport::shm::findShared(p, bytes)) return *shared;
+  if (auto shared = memory::findShared(p, bytes)) return *shared;
   return {.pid = ::getpid(), .address = reinterpret_cast<uintptr_t>(p)};
 }
 
@@ -131,7 +131,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   std::string error;
   if (localRank_ == 0) {
     try {
-      segment_ = transport::shm::Segment::create(bytes, transport::shm::Segment::Populate::ByFirstWriter);
+      segment_ = loom::shm::Segment::create(bytes, loom::shm::Segment::Populate::ByFirstWriter);
       std::memcpy(&blocks[self * kNameBytes], segment_.name().data(), std::min(segment_.name().size(), kNameBytes - 1));
     } catch (const Error& e) {
       error = e.what();
@@ -145,7 +145,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
       error = "rank " + std::to_string(localToRank_[0]) + " could not create its node's shared segment";
     } else {
       try {
-        segment_ = transport::shm::Segment::open(name, bytes);
+        segment_ = loom::shm::Segment::open(name, bytes);
       } catch (const Error& e) {
         error = e.what();
       }
@@ -292,7 +292,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // buffers are readable only when all the ranks are one process's threads.
   // (Cross-memory reads, process_vm_readv, were measured slower than staging:
   // the staged copy stays in cache, and pinning pages costs.)
-  const auto shared = [](const transport::shm::SharedRef& ref) { return ref.pid == 0 || ref.fd >= 0; };
+  const auto shared = [](const memory::SharedRef& ref) { return ref.pid == 0 || ref.fd >= 0; };
   bool oneProcess = true;
   bool allShared = true;
   for (int local = 0; local < localSize_; ++local) {
@@ -302,7 +302,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
   }
   if (!allShared && !oneProcess) return;
-  const auto map = [this](const transport::shm::SharedRef& ref) {
+  const auto map = [this](const memory::SharedRef& ref) {
     return ref.pid == 0 ? nullptr : mappings_.map(ref);
   };
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));

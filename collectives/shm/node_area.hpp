@@ -36,15 +36,14 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "transport/shm/fifo.hpp"
+#include "base/cache_line.hpp"
+#include "base/shm/segment.hpp"
 #include "collectives/stall_probe.hpp"
-#include "transport/shm/segment.hpp"
-#include "transport/shm/shared_buffers.hpp"
+#include "comm/communicator.hpp"
+#include "memory/shared_buffers.hpp"
 
 namespace loom::coll::shm {
 
-using transport::shm::kCacheLine;
 
 // Bytes of a step that travel in the staging rank's arrival line instead of
 // its slot (NodeArea::stage with a size).
@@ -69,8 +68,8 @@ struct CallInfo {
 struct CallBuffers {
   uint32_t offered = 0;  // 1: this rank offered its buffers for the call
   int32_t pid = 0;       // the offering rank's process
-  transport::shm::SharedRef send;
-  transport::shm::SharedRef recv;
+  memory::SharedRef send;
+  memory::SharedRef recv;
 };
 
 // Every local rank's buffers of the current call, readable from this process.
@@ -188,10 +187,10 @@ class NodeArea {
   bool peersInPlace_ = false;
   bool announcedShared_ = false;  // logged once per communicator
   PeerBuffers peerBuffers_;
-  transport::shm::PeerMappings mappings_;
+  memory::PeerMappings mappings_;
   std::vector<int> localToRank_;  // communicator rank of each local rank
   std::vector<const void*> sources_;
-  transport::shm::Segment segment_;
+  loom::shm::Segment segment_;
   struct Control;
   Control* control_ = nullptr;
   std::byte* data_ = nullptr;

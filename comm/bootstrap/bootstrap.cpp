@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "comm/bootstrap/frame.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
 

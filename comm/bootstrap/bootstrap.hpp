@@ -10,11 +10,11 @@
 #include <span>
 #include <vector>
 
-#include "comm/base/cancellation.hpp"
+#include "base/cancellation.hpp"
+#include "base/net/socket.hpp"
 #include "comm/bootstrap/peer_info.hpp"
 #include "comm/bootstrap/unique_id.hpp"
 #include "comm/bootstrap/watchdog.hpp"
-#include "transport/socket/socket.hpp"
 #include "transport/transport.hpp"
 
 namespace loom {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "comm/base/error.hpp"
-#include "comm/base/bytes.hpp"
+#include "base/bytes.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 namespace {

@@ -10,10 +10,10 @@
 #include <span>
 #include <vector>
 
-#include "comm/base/cancellation.hpp"
-#include "comm/base/deadline.hpp"
-#include "comm/base/secret.hpp"
-#include "transport/socket/socket.hpp"
+#include "base/cancellation.hpp"
+#include "base/deadline.hpp"
+#include "base/net/socket.hpp"
+#include "base/secret.hpp"
 
 namespace loom {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/base/bytes.hpp"
+#include "base/bytes.hpp"
 
 namespace loom {
 

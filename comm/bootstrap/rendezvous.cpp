@@ -1,7 +1,7 @@
 #include "comm/bootstrap/rendezvous.hpp"
 
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "comm/bootstrap/frame.hpp"
 
 namespace loom {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/cancellation.hpp"
+#include "base/cancellation.hpp"
 #include "comm/bootstrap/peer_info.hpp"
 #include "comm/bootstrap/unique_id.hpp"
 

@@ -8,12 +8,12 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/net/partial_read.hpp"
 #include "comm/bootstrap/frame.hpp"
 #include "comm/bootstrap/peer_info.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
-#include "transport/socket/partial_read.hpp"
 
 namespace loom {
 namespace {

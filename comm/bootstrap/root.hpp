@@ -9,8 +9,8 @@
 
 #include <chrono>
 
-#include "comm/base/secret.hpp"
-#include "transport/socket/socket.hpp"
+#include "base/net/socket.hpp"
+#include "base/secret.hpp"
 
 namespace loom {
 

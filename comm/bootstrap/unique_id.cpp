@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <loom/loom.h>
 
-#include "comm/base/secret.hpp"
-#include "transport/socket/address.hpp"
+#include "base/net/address.hpp"
+#include "base/secret.hpp"
 
 namespace loom {
 

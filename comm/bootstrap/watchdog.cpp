@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <memory>
 
-#include "comm/base/env.hpp"
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/net/address.hpp"
 #include "comm/bootstrap/frame.hpp"
 #include "comm/bootstrap/watchdog_message.hpp"
-#include "transport/socket/address.hpp"
 
 namespace loom {
 namespace {

@@ -38,12 +38,12 @@
 #include <thread>
 #include <vector>
 
-#include "comm/base/cancellation.hpp"
-#include "comm/base/deadline.hpp"
-#include "comm/base/secret.hpp"
+#include "base/cancellation.hpp"
+#include "base/deadline.hpp"
+#include "base/net/socket.hpp"
+#include "base/secret.hpp"
 #include "comm/bootstrap/frame.hpp"
 #include "comm/progress.hpp"
-#include "transport/socket/socket.hpp"
 
 namespace loom {
 

@@ -1,7 +1,7 @@
 #include "comm/bootstrap/watchdog_message.hpp"
 
-#include "comm/base/bytes.hpp"
-#include "comm/base/error.hpp"
+#include "base/bytes.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/base/copy_bytes.hpp"
-#include "comm/base/log.hpp"
+#include "base/copy_bytes.hpp"
+#include "base/log.hpp"
 
 namespace loom {
 namespace {
@@ -62,6 +62,12 @@ transport::SendConnection& Engine::collectiveSend(int peer) {
                      .connect(endpoint, transport::Channel::Collective, context_);
   }
   return *connection;
+}
+
+const char* Engine::transportTo(int peer) const {
+  if (peer == rank()) return "self";
+  const auto& transport = transport::selectTransport(transports_, context_.self, endpoints_[static_cast<size_t>(peer)]);
+  return transport::transportName(transport.kind());
 }
 
 transport::RecvConnection* Engine::collectiveRecv(int peer) {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/engine/p2p_op.hpp"
 #include "transport/listener.hpp"
 #include "transport/transport.hpp"
@@ -59,6 +59,10 @@ class Engine {
   // holds the communicator's collective lock); progress() never touches them.
   transport::SendConnection& collectiveSend(int peer);  // connects on first use
   transport::RecvConnection* collectiveRecv(int peer);  // null until the peer has connected
+
+  // The name of the transport that carries this rank's messages to `peer`
+  // ("self" for its own rank): what a connection to it would use.
+  const char* transportTo(int peer) const;
 
   const transport::Context& context() const { return context_; }
   const std::vector<transport::Endpoint>& endpoints() const { return endpoints_; }

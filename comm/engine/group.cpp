@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/engine/wait.hpp"
 
 namespace loom::group {

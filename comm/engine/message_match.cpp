@@ -1,6 +1,6 @@
 #include "comm/engine/message_match.hpp"
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 namespace {

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/engine/backoff.hpp"
 
 namespace loom {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 

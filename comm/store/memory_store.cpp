@@ -1,6 +1,6 @@
 #include "comm/store/memory_store.hpp"
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/cancellation.hpp"
-#include "comm/base/deadline.hpp"
-#include "comm/base/secret.hpp"
+#include "base/cancellation.hpp"
+#include "base/deadline.hpp"
+#include "base/secret.hpp"
 
 namespace loom {
 

@@ -7,10 +7,10 @@
 #include <optional>
 #include <thread>
 
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
-#include "comm/base/bytes.hpp"
-#include "transport/socket/partial_read.hpp"
+#include "base/bytes.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/net/partial_read.hpp"
 
 namespace loom {
 

@@ -14,9 +14,9 @@
 #include <optional>
 #include <span>
 
-#include "comm/base/secret.hpp"
+#include "base/net/socket.hpp"
+#include "base/secret.hpp"
 #include "comm/store/store.hpp"
-#include "transport/socket/socket.hpp"
 
 namespace loom {
 

@@ -170,6 +170,26 @@ loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
 loomResult_t loomCommLocalRank(const loomComm_t comm, int* localRank);
 loomResult_t loomCommLocalCount(const loomComm_t comm, int* localCount);
 
+/* Loom extension: where a peer runs and how this rank reaches it, for tools
+ * (loom-perf's rank lines, loom-diag's per-pair attribution). Every string is
+ * NUL-terminated, cut to fit. Fields a build or machine cannot know are -1 or
+ * empty. The struct only grows at its end. */
+typedef struct {
+  int rank;           /* the peer's rank in comm */
+  int pid;            /* its process id on its host */
+  char host[64];      /* its hostname */
+  int sameHost;       /* 1: on this rank's host (same host id), 0: elsewhere */
+  int localRank;      /* its rank among the ranks of its host */
+  int localCount;     /* the ranks of its host */
+  int numaNode;       /* the NUMA node it is placed on, -1 unknown */
+  int gpu;            /* the GPU it is placed on, -1 none */
+  char nic[32];       /* the NIC placement chose for it, "" none */
+  char transport[16]; /* what carries this rank's messages to it: "self", "shm", "socket" */
+} loomPeerInfo_t;
+/* loomInvalidArgument naming "peer" unless 0 <= peer < the communicator's
+ * count, naming "info" if it is NULL. */
+loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t* info);
+
 /* Loom extension: an out-of-band barrier over the bootstrap network (no data
  * path involved), for tests, tools and start-up synchronization. */
 loomResult_t loomCommBarrier(loomComm_t comm);

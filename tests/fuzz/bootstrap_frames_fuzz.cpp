@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "comm/bootstrap/frame.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
 #include "comm/bootstrap/unique_id.hpp"

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 #include "transport/handshake.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/socket/socket_transport.hpp"

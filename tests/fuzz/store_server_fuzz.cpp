@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
+#include "base/net/address.hpp"
 #include "comm/store/tcp_store.hpp"
-#include "transport/socket/address.hpp"
 
 namespace {
 

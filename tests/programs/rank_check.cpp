@@ -1,5 +1,6 @@
 // A rank for the process tests: init from the launcher's environment, check
-// rank and size against what the launcher said, barrier, report.
+// rank and size against what the launcher said, barrier, report (with a
+// line per peer from loomCommGetPeerInfo).
 //   loom_test_rank EXPECTED_SIZE [sleep|exit:N on rank R as "R:exit:N" / "R:sleep"]
 #include <loom/loom.h>
 #include <unistd.h>
@@ -38,6 +39,15 @@ int main(int argc, char** argv) {
       std::printf("rank %d: barrier failed: %s\n", rank, loomGetLastError(comm));
       return 1;
     }
+  }
+  for (int peer = 0; peer < size; ++peer) {
+    loomPeerInfo_t info;
+    if (loomCommGetPeerInfo(comm, peer, &info) != loomSuccess) {
+      std::printf("rank %d: peer info of %d failed: %s\n", rank, peer, loomGetLastError(comm));
+      return 1;
+    }
+    std::printf("rank %d sees peer %d: pid %d host %s same host %d local %d of %d transport %s\n", rank, info.rank,
+                info.pid, info.host, info.sameHost, info.localRank, info.localCount, info.transport);
   }
   std::printf("rank %d of %d ok (local %d of %d)\n", rank, size, local, localSize);
   return loomCommDestroy(comm) == loomSuccess ? 0 : 1;

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <limits>
 
-#include "collectives/cpu/half.hpp"
-#include "comm/datatype.hpp"
+#include "base/datatype.hpp"
+#include "base/half.hpp"
 
 namespace loom::check {
 namespace {

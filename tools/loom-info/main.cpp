@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "comm/base/env.hpp"
-#include "comm/device/cuda.hpp"
-#include "transport/socket/interfaces.hpp"
+#include "base/device/cuda.hpp"
+#include "base/env.hpp"
+#include "base/net/interfaces.hpp"
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--env-markdown") == 0) {

@@ -25,15 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/ranges.hpp"
-#include "comm/communicator.hpp"
+#include "base/ranges.hpp"
 #include "tools/check/collective_call.hpp"
 #include "tools/check/collective_check.hpp"
-#include "tools/loom-perf/fresh_inputs.hpp"
 #include "tools/launch/local_job.hpp"
+#include "tools/loom-perf/fresh_inputs.hpp"
 #include "tools/loom-perf/options.hpp"
 #include "tools/loom-perf/report.hpp"
-#include "transport/transport.hpp"
 
 namespace {
 
@@ -220,28 +218,20 @@ class Runner {
 // This rank in one line: where it runs (host, pid, NUMA node, NIC from the
 // topology) and which transport reaches each peer.
 std::string describeRank(loomComm_t comm, int rank, int size) {
-  int local = 0, localSize = 0;
-  CHECK(comm, loomCommLocalRank(comm, &local));
-  CHECK(comm, loomCommLocalCount(comm, &localSize));
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  const auto& place = comm->placement().ranks[static_cast<size_t>(rank)];
-  std::string line = std::string("host ") + host + "  pid " + std::to_string(::getpid()) + "  local rank " +
-                     std::to_string(local) + " of " + std::to_string(localSize) + "  NUMA " + std::to_string(place.numa) +
-                     "  NIC " + (place.nicName.empty() ? "-" : place.nicName);
-  const auto transports = loom::transport::allTransports();
-  const auto& engine = comm->engine();
+  std::vector<loomPeerInfo_t> peers(static_cast<size_t>(size));
+  for (int peer = 0; peer < size; ++peer) CHECK(comm, loomCommGetPeerInfo(comm, peer, &peers[static_cast<size_t>(peer)]));
+  const loomPeerInfo_t& me = peers[static_cast<size_t>(rank)];
+  std::string line = std::string("host ") + me.host + "  pid " + std::to_string(me.pid) + "  local rank " +
+                     std::to_string(me.localRank) + " of " + std::to_string(me.localCount) + "  NUMA " +
+                     std::to_string(me.numaNode) + "  NIC " + (me.nic[0] == '\0' ? "-" : me.nic);
   std::vector<std::pair<std::string, std::vector<int>>> byKind;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    const auto& t = loom::transport::selectTransport(transports, engine.context().self,
-                                                     engine.endpoints()[static_cast<size_t>(peer)]);
-    const std::string name = loom::transport::transportName(t.kind());
-    auto it = std::find_if(byKind.begin(), byKind.end(), [&](const auto& k) { return k.first == name; });
-    if (it == byKind.end()) it = byKind.insert(byKind.end(), {name, {}});
-    it->second.push_back(peer);
+  for (const auto& peer : peers) {
+    if (peer.rank == rank) continue;
+    auto it = std::find_if(byKind.begin(), byKind.end(), [&](const auto& k) { return k.first == peer.transport; });
+    if (it == byKind.end()) it = byKind.insert(byKind.end(), {peer.transport, {}});
+    it->second.push_back(peer.rank);
   }
-  for (const auto& [name, peers] : byKind) line += "  " + name + " to " + loom::formatRanges(peers);
+  for (const auto& [name, ranks] : byKind) line += "  " + name + " to " + loom::formatRanges(ranks);
   return line;
 }
 

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <string>
 
-#include "comm/base/json.hpp"
+#include "base/json.hpp"
 
 namespace loom::perf {
 namespace {

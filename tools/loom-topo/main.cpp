@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "comm/base/error.hpp"
-#include "comm/base/ranges.hpp"
+#include "base/error.hpp"
+#include "base/ranges.hpp"
 #include "topology/discovery.hpp"
 #include "topology/dump.hpp"
 #include "topology/paths.hpp"

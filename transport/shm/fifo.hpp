@@ -12,12 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/cache_line.hpp"
 #include "transport/connection.hpp"
 #include "transport/transport.hpp"
 
 namespace loom::transport::shm {
 
-constexpr size_t kCacheLine = 64;
 constexpr uint32_t kMaxSlots = 64;
 
 struct alignas(kCacheLine) TagLine {

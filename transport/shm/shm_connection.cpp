@@ -1,10 +1,10 @@
 #include "transport/shm/shm_connection.hpp"
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 
 namespace loom::transport::shm {
 
-ShmSendConnection::ShmSendConnection(Segment segment, FifoShape shape, net::Socket control)
+ShmSendConnection::ShmSendConnection(::loom::shm::Segment segment, FifoShape shape, net::Socket control)
     : segment_(std::move(segment)), fifo_(segment_.data(), shape), control_(std::move(control)) {}
 
 std::span<std::byte> ShmSendConnection::reserve() {
@@ -28,7 +28,7 @@ void ShmSendConnection::checkAlive() {
   if (control_.peerClosed()) throw Error(loomRemoteError, control_.label() + " closed the connection or died");
 }
 
-ShmRecvConnection::ShmRecvConnection(Segment segment, FifoShape shape, net::Socket control)
+ShmRecvConnection::ShmRecvConnection(::loom::shm::Segment segment, FifoShape shape, net::Socket control)
     : segment_(std::move(segment)), fifo_(segment_.data(), shape), control_(std::move(control)) {}
 
 std::optional<RecvSlot> ShmRecvConnection::peek() {

@@ -10,16 +10,16 @@
 
 #include <poll.h>
 
+#include "base/net/socket.hpp"
+#include "base/shm/segment.hpp"
 #include "transport/connection.hpp"
 #include "transport/shm/fifo.hpp"
-#include "transport/shm/segment.hpp"
-#include "transport/socket/socket.hpp"
 
 namespace loom::transport::shm {
 
 class ShmSendConnection final : public SendConnection {
  public:
-  ShmSendConnection(Segment segment, FifoShape shape, net::Socket control);
+  ShmSendConnection(::loom::shm::Segment segment, FifoShape shape, net::Socket control);
 
   size_t slotBytes() const override { return fifo_.shape().slotBytes; }
   std::span<std::byte> reserve() override;
@@ -31,7 +31,7 @@ class ShmSendConnection final : public SendConnection {
   const std::string& peerName() const override { return control_.label(); }
 
  private:
-  Segment segment_;
+  ::loom::shm::Segment segment_;
   FifoView fifo_;
   net::Socket control_;
   uint64_t head_ = 0;        // our copy of head: we are its only writer
@@ -40,7 +40,7 @@ class ShmSendConnection final : public SendConnection {
 
 class ShmRecvConnection final : public RecvConnection {
  public:
-  ShmRecvConnection(Segment segment, FifoShape shape, net::Socket control);
+  ShmRecvConnection(::loom::shm::Segment segment, FifoShape shape, net::Socket control);
 
   std::optional<RecvSlot> peek() override;
   void release() override;
@@ -50,7 +50,7 @@ class ShmRecvConnection final : public RecvConnection {
   const std::string& peerName() const override { return control_.label(); }
 
  private:
-  Segment segment_;
+  ::loom::shm::Segment segment_;
   FifoView fifo_;
   net::Socket control_;
   uint64_t tail_ = 0;

@@ -3,8 +3,8 @@
 #include <mutex>
 #include <new>
 
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "transport/handshake.hpp"
 #include "transport/shm/shm_connection.hpp"
 
@@ -12,7 +12,7 @@ namespace loom::transport::shm {
 
 ShmTransport::ShmTransport() {
   static std::once_flag swept;
-  std::call_once(swept, removeStaleSegments);
+  std::call_once(swept, ::loom::shm::removeStaleSegments);
 }
 
 bool ShmTransport::canConnect(const Endpoint& self, const Endpoint& peer) const { return self.hostId == peer.hostId; }
@@ -33,7 +33,7 @@ std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, Chan
   auto socket = connectWithHello(peer, hello, context, deadline);
   Reply reply = recvReply(socket, deadline, context.cancel);
   if (!reply.ok) throw Error(loomRemoteError, peerName(peer) + " refused a shared memory connection: " + reply.detail);
-  auto segment = Segment::open(reply.detail, FifoView::segmentBytes(context.fifo));
+  auto segment = ::loom::shm::Segment::open(reply.detail, FifoView::segmentBytes(context.fifo));
   segment.unlink();  // both sides have it mapped now
   LOOM_INFO(Net, "shm connection to %s via %s", peerName(peer).c_str(), reply.detail.c_str());
   return std::make_unique<ShmSendConnection>(std::move(segment), context.fifo, std::move(socket));
@@ -44,7 +44,7 @@ std::unique_ptr<RecvConnection> ShmTransport::accept(net::Socket& socket, const 
       hello.fifo.slotBytes % 64 != 0 || hello.fifo.totalBytes() > FifoShape::kMaxTotalBytes) {
     throw Error(loomRemoteError, socket.label() + " asked for an unsupported FIFO shape");
   }
-  auto segment = Segment::create(FifoView::segmentBytes(hello.fifo));
+  auto segment = ::loom::shm::Segment::create(FifoView::segmentBytes(hello.fifo));
   new (segment.data()) FifoControl();
   sendReply(socket, {.ok = true, .detail = segment.name()}, Deadline::after(context.timeout), context.cancel);
   return std::make_unique<ShmRecvConnection>(std::move(segment), hello.fifo, std::move(socket));

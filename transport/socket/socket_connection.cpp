@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "comm/base/error.hpp"
+#include "base/error.hpp"
 
 namespace loom::transport::sock {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <sys/socket.h>
 
-#include "comm/base/error.hpp"
-#include "comm/base/log.hpp"
-#include "comm/base/random.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/random.hpp"
 #include "transport/handshake.hpp"
 #include "transport/socket/socket_connection.hpp"
 

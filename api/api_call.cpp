@@ -1,0 +1,41 @@
+#include "api/api_call.hpp"
+
+#include "base/log.hpp"
+
+namespace loom::api {
+namespace {
+thread_local std::string tlsLastError;
+thread_local std::string tlsReturned;  // keeps the string loomGetLastError hands out alive
+}  // namespace
+
+void recordError(loomComm_t comm, loomResult_t code, const std::string& message, const char* function) {
+  std::string text = std::string(function) + ": " + message;
+  if (code != loomInProgress) LOOM_WARN(Init, "%s (%s)", text.c_str(), resultName(code));
+  tlsLastError = text;
+  if (comm != nullptr) comm->setLastError(text);
+}
+
+const char* lastErrorFor(loomComm_t comm) {
+  tlsReturned = comm != nullptr ? comm->lastError() : tlsLastError;
+  return tlsReturned.c_str();
+}
+
+void requireNonNull(const void* p, const char* name) {
+  if (p == nullptr) throw Error(loomInvalidArgument, std::string(name) + " is NULL");
+}
+
+loomComm& ready(loomComm_t comm) {
+  requireNonNull(comm, "comm");
+  comm->requireReady();
+  return *comm;
+}
+
+HostStream* hostStream(loomStream_t stream) {
+  if (stream == nullptr) return nullptr;
+  if (!HostStream::isLive(stream)) {
+    throw Error(loomInvalidArgument, "stream is neither NULL nor a live loom host stream (loomStreamCreate)");
+  }
+  return stream;
+}
+
+}  // namespace loom::api

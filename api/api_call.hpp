@@ -1,0 +1,54 @@
+// The C API boundary: runs a body, turns any loom::Error into its
+// loomResult_t and records the message for loomGetLastError. Nothing throws
+// across the boundary.
+#pragma once
+
+#include <loom/loom.h>
+
+#include <string>
+
+#include "base/error.hpp"
+#include "comm/communicator.hpp"
+#include "comm/engine/stream.hpp"
+
+namespace loom::api {
+
+// Records a failure for loomGetLastError(comm) and for this thread.
+void recordError(loomComm_t comm, loomResult_t code, const std::string& message, const char* function);
+const char* lastErrorFor(loomComm_t comm);
+
+// Throws loomInvalidArgument "<function>: <name> is NULL" when p is null.
+void requireNonNull(const void* p, const char* name);
+
+// Throws unless `comm` is a usable communicator.
+loomComm& ready(loomComm_t comm);
+
+// The host stream behind `stream`: null for NULL, loomInvalidArgument naming
+// "stream" for anything that is not a live loom host stream.
+HostStream* hostStream(loomStream_t stream);
+
+template <class Body>
+loomResult_t call(const char* function, loomComm_t comm, Body&& body) noexcept {
+  if (comm != nullptr) comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
+  loomResult_t result = loomSuccess;
+  try {
+    body();
+  } catch (const Error& e) {
+    result = e.code();
+    recordError(comm, result, e.what(), function);
+    if (comm != nullptr && result == loomRemoteError) comm->revoke(std::string(e.what()));
+  } catch (const std::bad_alloc&) {
+    result = loomSystemError;
+    recordError(comm, result, "out of memory", function);
+  } catch (const std::exception& e) {
+    result = loomInternalError;
+    recordError(comm, result, e.what(), function);
+  } catch (...) {
+    result = loomInternalError;
+    recordError(comm, result, "unknown exception", function);
+  }
+  if (comm != nullptr) comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+  return result;
+}
+
+}  // namespace loom::api

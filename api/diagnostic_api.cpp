@@ -1,0 +1,55 @@
+// The diagnostic queries of <loom/loom.h>: what tools may know of a
+// communicator's peers without including Loom's internals.
+#include <loom/loom.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "api/api_call.hpp"
+#include "comm/communicator.hpp"
+
+using loom::api::call;
+using loom::api::ready;
+using loom::api::requireNonNull;
+
+namespace {
+
+// Copies `text` into `field`, cut to leave room for the NUL.
+template <size_t N>
+void copyField(char (&field)[N], std::string_view text) {
+  const size_t n = std::min(text.size(), N - 1);
+  std::memcpy(field, text.data(), n);
+  field[n] = '\0';
+}
+
+}  // namespace
+
+loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t* info) {
+  return call(__func__, comm, [&] {
+    requireNonNull(info, "info");
+    auto& c = ready(comm);
+    if (peer < 0 || peer >= c.size())
+      throw loom::Error(loomInvalidArgument, "peer=" + std::to_string(peer) + " is not a rank of the communicator (0.." +
+                                                 std::to_string(c.size() - 1) + ")");
+    const auto& peers = c.peers();
+    const auto& who = peers[static_cast<size_t>(peer)];
+    const auto& place = c.placement().ranks[static_cast<size_t>(peer)];
+    *info = loomPeerInfo_t{};
+    info->rank = peer;
+    info->pid = who.pid;
+    copyField(info->host, who.hostname);
+    info->sameHost = who.hostId == peers[static_cast<size_t>(c.rank())].hostId ? 1 : 0;
+    info->localRank = -1;
+    for (const auto& p : peers) {
+      if (p.hostId != who.hostId) continue;
+      if (p.rank == peer) info->localRank = info->localCount;
+      ++info->localCount;
+    }
+    info->numaNode = place.numa;
+    info->gpu = place.gpu;
+    copyField(info->nic, place.nicName);
+    copyField(info->transport, c.engine().transportTo(peer));
+  });
+}

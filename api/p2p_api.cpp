@@ -1,0 +1,83 @@
+// The point-to-point half of <loom/loom.h>: send, receive, groups, host streams.
+#include <loom/loom.h>
+
+#include "api/api_call.hpp"
+#include "base/datatype.hpp"
+#include "base/log.hpp"
+#include "comm/engine/group.hpp"
+#include "comm/engine/stream.hpp"
+
+using loom::api::call;
+using loom::api::hostStream;
+using loom::api::ready;
+using loom::api::requireNonNull;
+
+namespace {
+
+void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+            loomStream_t stream) {
+  loomComm& c = ready(comm);
+  loom::LogRankScope scope(c.rank());
+  const size_t bytes = loom::bufferBytes(count, datatype);
+  const char* name = kind == loom::OpKind::Send ? "sendbuff" : "recvbuff";
+  if (bytes != 0) {
+    requireNonNull(buffer, name);
+    loom::requireInAddressSpace(buffer, bytes, name);
+  }
+  if (peer < 0 || peer >= c.size()) {
+    throw loom::Error(loomInvalidArgument, "peer=" + std::to_string(peer) + " is not a rank of this communicator (0 to " +
+                                               std::to_string(c.size() - 1) + ")");
+  }
+  loom::group::submit({.comm = &c,
+                       .stream = hostStream(stream),
+                       .kind = kind,
+                       .peer = peer,
+                       .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
+                       .bytes = bytes,
+                       .collective = {}});
+}
+
+}  // namespace
+
+extern "C" {
+
+loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream) {
+  return call(__func__, comm, [&] { submit(loom::OpKind::Send, sendbuff, count, datatype, peer, comm, stream); });
+}
+
+loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
+                      loomStream_t stream) {
+  return call(__func__, comm, [&] { submit(loom::OpKind::Recv, recvbuff, count, datatype, peer, comm, stream); });
+}
+
+loomResult_t loomGroupStart(void) {
+  return call(__func__, nullptr, [] { loom::group::start(); });
+}
+
+loomResult_t loomGroupEnd(void) {
+  return call(__func__, nullptr, [] { loom::group::end(); });
+}
+
+loomResult_t loomStreamCreate(loomStream_t* stream) {
+  return call(__func__, nullptr, [&] {
+    requireNonNull(stream, "stream");
+    *stream = new loomStreamImpl();
+  });
+}
+
+loomResult_t loomStreamSynchronize(loomStream_t stream) {
+  return call(__func__, nullptr, [&] {
+    requireNonNull(stream, "stream");
+    hostStream(stream)->synchronize();
+  });
+}
+
+loomResult_t loomStreamDestroy(loomStream_t stream) {
+  return call(__func__, nullptr, [&] {
+    requireNonNull(stream, "stream");
+    delete static_cast<loomStreamImpl*>(hostStream(stream));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,84 @@
+#include "base/env.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "base/error.hpp"
+
+namespace loom::env {
+namespace {
+
+// Keep alphabetical. The README section is generated from this table.
+constexpr Variable kVariables[] = {
+    {"LOOM_ALGO", "", "Forces collective algorithms: a list like allreduce:ring,allgather:direct, or one name for every collective it applies to (ring, rd, direct, shm, tree, hier). Default: the tuner's choice."},
+    {"LOOM_BUFFSIZE", "4194304", "Bytes of each connection's FIFO, split into 8 slots (the pipelining chunk); 64 KiB to 1 GiB."},
+    {"LOOM_CHECK", "0", "1: before every collective the ranks compare its signature (sequence, collective, count, datatype, op, root) out of band; ranks that disagree all fail with loomInvalidUsage naming each group of ranks and what it called. Costs one bootstrap allgather per call."},
+    {"LOOM_CHUNKSIZE", "", "Bytes per ring slice and pipelining step of the collectives, and per slot of the shared-memory collectives' segment (a multiple of 64; default: 4 MiB for rings, 256 KiB per slot, at most 16 MiB)."},
+    {"LOOM_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
+    {"LOOM_DEBUG_FILE", "", "Write the log to this file instead of stderr; %h is replaced by the host name, %p by the pid."},
+    {"LOOM_DEBUG_SUBSYS", "ALL", "Comma-separated subsystems to log: INIT, BOOTSTRAP, NET, COMM, LAUNCH, COLL, TUNING, GRAPH, ALL; a leading ^ excludes the listed ones."},
+    {"LOOM_DETERMINISTIC", "0", "1: reductions fold every element's operands in rank order in one pass (shared-segment and direct algorithms only), so float results are bitwise identical across runs, algorithms and message sizes for a given rank count. loomConfig_t.deterministic overrides it."},
+    {"LOOM_FLIGHT_RECORDER_FILE", "", "When a collective fails, each rank writes its flight recorder (its last 64 collectives: sequence, collective, count, datatype, algorithm, state, start and end times in µs since the epoch, to the kernel's tick, the error) as JSON to this file, %r replaced by the rank (without %r: the name plus .RANK). The record is logged at WARN either way."},
+    {"LOOM_HEARTBEAT_MS", "1000", "Each rank sends a heartbeat to the next rank this often, from a thread of its own; one that sends none for 5 periods is declared failed and every rank's operations on the communicator fail with loomRemoteError naming it. A process that dies is noticed at once, heartbeats or not. 0: no heartbeats (a stopped rank is then found only by LOOM_TIMEOUT_MS)."},
+    {"LOOM_HOSTID", "", "Overrides the host id (default: a hash of the host name and the kernel boot id); ranks with equal ids count as one node."},
+    {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
+    {"LOOM_RANK", "", "Rank of this process, for loomCommInitFromEnv (set by loomrun)."},
+    {"LOOM_SHM_SINGLE_COPY", "1", "1: messages of more than one step of the shared-memory collectives are read straight from the peers' buffers when every local rank's are reachable (loomMemAlloc'd, or all ranks threads of one process); 0: always staged through the node's segment."},
+    {"LOOM_SOCKET_IFNAME", "", "Network interfaces to use: comma-separated name prefixes, =name for an exact match, ^ to exclude. Default: any interface but lo and docker*, else lo."},
+    {"LOOM_SOCKET_NSOCKS", "2", "TCP sockets per socket-transport connection (1 to 16); consecutive slots travel on different sockets."},
+    {"LOOM_STORE_ADDR", "", "Rendezvous store for loomCommInitFromEnv: host:port (rank 0 serves a TCP store there) or file:///dir (a directory all ranks share)."},
+    {"LOOM_STORE_SECRET", "", "32 hex digits (128 random bits) that every rank of a job started by loomCommInitFromEnv shares: rank 0's TCP store serves only clients that present it, so whoever merely reaches the store's port cannot read the unique id. loomrun sets a fresh one per job; under torchrun, Slurm or mpirun export one to every rank. Unset: the store serves anyone who reaches it (trust the network)."},
+    {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds: bootstrap, connection set-up, barriers, and a send or receive whose peer moves nothing for that long."},
+    {"LOOM_TOPO_DUMP_FILE", "", "Write the machine and the communicator's plan (system graph, paths, places, ring, trees, NIC per rank) as JSON to this file: rank 0 writes it, or every rank when the name holds %r (replaced by the rank)."},
+    {"LOOM_TOPO_FILE", "", "Describe this machine with this hwloc v2.0 XML file (lstopo --of xml) instead of discovering it; ranks are then placed on its GPUs, or its NUMA nodes in blocks, by local rank."},
+    {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only) or socket. Default: the fastest that reaches each peer (shm within a host, else socket)."},
+    {"LOOM_WORLD_SIZE", "", "Number of ranks, for loomCommInitFromEnv (set by loomrun)."},
+};
+
+const Variable& lookup(std::string_view name) {
+  for (const auto& v : kVariables) {
+    if (v.name == name) return v;
+  }
+  throw Error(loomInternalError, "environment variable " + std::string(name) + " is not declared in base/env.cpp");
+}
+
+}  // namespace
+
+std::span<const Variable> table() { return kVariables; }
+
+std::optional<std::string> getIfSet(std::string_view name) {
+  const auto& v = lookup(name);
+  const char* value = std::getenv(std::string(v.name).c_str());
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::string get(std::string_view name) {
+  auto value = getIfSet(name);
+  return value ? *value : std::string(lookup(name).defaultValue);
+}
+
+long long getInt(std::string_view name, long long min, long long max) {
+  std::string text = get(name);
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0' || value < min || value > max) {
+    throw Error(loomInvalidArgument, std::string(name) + "='" + text + "' is not an integer in [" +
+                                         std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return value;
+}
+
+std::string markdownTable() {
+  std::string out = "| variable | default | meaning |\n|---|---|---|\n";
+  for (const auto& v : kVariables) {
+    out += "| `" + std::string(v.name) + "` | " +
+           (v.defaultValue.empty() ? std::string("(unset)") : "`" + std::string(v.defaultValue) + "`") +
+           " | " + std::string(v.doc) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace loom::env
