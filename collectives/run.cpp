@@ -9,6 +9,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/comm_state.hpp"
 #include "collectives/signature_check.hpp"
@@ -28,57 +29,6 @@ size_t contributionBytes(const Collective& c, int nranks) {
 // With one rank every collective is a copy of the rank's own block.
 void runAlone(const Collective& c) {
   if (c.send != c.recv) copyBytes(c.recv, c.send, c.blockBytes());
-}
-
-void runAlgorithm(const Plan& plan, Algorithm algorithm) {
-  using K = CollectiveKind;
-  switch (algorithm) {
-    case Algorithm::Ring:
-      switch (plan.c.kind) {
-        case K::AllReduce: return ringAllReduce(plan);
-        case K::AllGather: return ringAllGather(plan);
-        case K::ReduceScatter: return ringReduceScatter(plan);
-        case K::Broadcast: return chainBroadcast(plan);
-        case K::Reduce: return chainReduce(plan);
-        default: break;
-      }
-      break;
-    case Algorithm::RecursiveDoubling:
-      if (plan.c.kind == K::AllReduce) return recursiveDoublingAllReduce(plan);
-      break;
-    case Algorithm::Tree:
-      if (plan.c.kind == K::AllReduce) return treeAllReduce(plan);
-      break;
-    case Algorithm::Hierarchical:
-      if (plan.c.kind == K::AllReduce) return hierarchicalAllReduce(plan);
-      if (plan.c.kind == K::AllGather) return hierarchicalAllGather(plan);
-      if (plan.c.kind == K::ReduceScatter) return hierarchicalReduceScatter(plan);
-      break;
-    case Algorithm::Direct:
-      switch (plan.c.kind) {
-        case K::AllGather: return directAllGather(plan);
-        case K::AlltoAll: return directAlltoAll(plan);
-        case K::Gather: return directGather(plan);
-        case K::Scatter: return directScatter(plan);
-        case K::AllReduce: return directAllReduce(plan);
-        case K::ReduceScatter: return directReduceScatter(plan);
-        case K::Reduce: return directReduce(plan);
-        default: break;
-      }
-      break;
-    case Algorithm::Shm:
-      switch (plan.c.kind) {
-        case K::AllReduce: return shmAllReduce(plan);
-        case K::AllGather: return shmAllGather(plan);
-        case K::ReduceScatter: return shmReduceScatter(plan);
-        case K::Broadcast: return shmBroadcast(plan);
-        case K::Reduce: return shmReduce(plan);
-        default: break;
-      }
-      break;
-  }
-  throw Error(loomInternalError, std::string(algorithmName(algorithm)) + " does not implement " +
-                                     collectiveName(plan.c.kind));
 }
 
 }  // namespace
@@ -140,14 +90,15 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     // the call allocates nothing once warm.
     std::string& what = state.callName;
     what.assign(collectiveName(c.kind)).append(" #").append(std::to_string(sequence));
+    const AlgorithmEntry& algorithm = *choice.algorithm;
     shm::NodeArea* node = nullptr;
     // Forced onto nodes of unequal size, hier runs the flat ring (algorithms/hierarchical_*.cpp).
-    const bool hierarchical = choice.algorithm == Algorithm::Hierarchical && state.acrossHosts;
-    const bool flatInstead = choice.algorithm == Algorithm::Hierarchical && !hierarchical;
-    entry.algorithm = flatInstead ? "ring" : algorithmName(choice.algorithm);
-    if (choice.algorithm == Algorithm::Shm || hierarchical) {
+    const bool perNode = algorithm.needs == Needs::UniformNodes && state.acrossHosts;
+    const bool flatInstead = algorithm.needs == Needs::UniformNodes && !perNode;
+    entry.algorithm = flatInstead ? "ring" : algorithm.name;
+    if (algorithm.needs == Needs::NodeSegment || perNode) {
       try {
-        node = &state.nodeArea(hierarchical ? state.tuner.segmentSlotBytes() : choice.chunkBytes);
+        node = &state.nodeArea(perNode ? state.tuner.segmentSlotBytes() : choice.chunkBytes);
       } catch (const Error& e) {
         throw Error(e.code(), what + ": mapping the node's shared segment: " + e.what());
       }
@@ -167,9 +118,9 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .acrossHosts = state.acrossHosts ? &*state.acrossHosts : nullptr,
               .received = &state.received};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
-               algorithmName(choice.algorithm));
+               algorithm.name);
     try {
-      runAlgorithm(plan, choice.algorithm);
+      algorithm.run(plan);
     } catch (const Error&) {
       if (node != nullptr) node->abandonCall();  // peers may be reading this rank's buffers
       throw;

@@ -2,8 +2,12 @@
 // never across nodes, and LOOM_ALGO obeyed or refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
 #include <string>
+#include <utility>
 
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "collectives/tuner.hpp"
 #include "tests/support/ranks.hpp"
@@ -22,7 +26,7 @@ TEST(Tuner, OneNodeUsesTheSharedSegmentAtEverySize) {
   for (CollectiveKind kind : kShmKinds) {
     for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20, size_t{1} << 30}) {
       const Choice choice = tuner.choose(kind, bytes);
-      EXPECT_EQ(choice.algorithm, Algorithm::Shm) << collectiveName(kind) << " " << bytes;
+      EXPECT_STREQ(choice.algorithm->name, "shm") << collectiveName(kind) << " " << bytes;
       EXPECT_GT(choice.chunkBytes, 0u);
       EXPECT_EQ(choice.chunkBytes % 64, 0u);
     }
@@ -34,7 +38,7 @@ TEST(Tuner, AcrossNodesOrOverSocketsNeverPicksTheSegment) {
                         Layout{.nranks = 4, .nodes = 1, .sharedMemory = false}}) {
     Tuner tuner(layout, Overrides{});
     for (CollectiveKind kind : kShmKinds) {
-      for (size_t bytes : {size_t{8}, size_t{1} << 20}) EXPECT_NE(tuner.choose(kind, bytes).algorithm, Algorithm::Shm);
+      for (size_t bytes : {size_t{8}, size_t{1} << 20}) EXPECT_STRNE(tuner.choose(kind, bytes).algorithm->name, "shm");
     }
   }
 }
@@ -51,8 +55,8 @@ TEST(Tuner, LoomAlgoShmAcrossNodesIsRefusedByName) {
   }
   // Where it applies, it is obeyed; and it does not claim the collectives it lacks.
   Tuner oneNode({.nranks = 4, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
-  EXPECT_EQ(oneNode.choose(CollectiveKind::Reduce, 8).algorithm, Algorithm::Shm);
-  EXPECT_EQ(oneNode.choose(CollectiveKind::AlltoAll, 8).algorithm, Algorithm::Direct);
+  EXPECT_STREQ(oneNode.choose(CollectiveKind::Reduce, 8).algorithm->name, "shm");
+  EXPECT_STREQ(oneNode.choose(CollectiveKind::AlltoAll, 8).algorithm->name, "direct");
 }
 
 TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {
@@ -70,19 +74,19 @@ TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {
 // 16 KiB); nodes with unequal counts never do, nor broadcasts.
 TEST(Tuner, UniformNodesRunHierarchically) {
   Tuner uniform({.nranks = 4, .nodes = 2, .sharedMemory = false, .ranksPerNode = 2}, Overrides{});
-  EXPECT_EQ(uniform.choose(CollectiveKind::AllReduce, 1 << 20).algorithm, Algorithm::Hierarchical);
-  EXPECT_NE(uniform.choose(CollectiveKind::AllReduce, 8).algorithm, Algorithm::Hierarchical);
+  EXPECT_STREQ(uniform.choose(CollectiveKind::AllReduce, 1 << 20).algorithm->name, "hier");
+  EXPECT_STRNE(uniform.choose(CollectiveKind::AllReduce, 8).algorithm->name, "hier");
   for (const size_t bytes : {size_t{16} << 10, size_t{1} << 20}) {
-    EXPECT_EQ(uniform.choose(CollectiveKind::AllGather, bytes).algorithm, Algorithm::Hierarchical) << bytes;
-    EXPECT_EQ(uniform.choose(CollectiveKind::ReduceScatter, bytes).algorithm, Algorithm::Hierarchical) << bytes;
+    EXPECT_STREQ(uniform.choose(CollectiveKind::AllGather, bytes).algorithm->name, "hier") << bytes;
+    EXPECT_STREQ(uniform.choose(CollectiveKind::ReduceScatter, bytes).algorithm->name, "hier") << bytes;
   }
-  EXPECT_NE(uniform.choose(CollectiveKind::Broadcast, 1 << 20).algorithm, Algorithm::Hierarchical);
+  EXPECT_STRNE(uniform.choose(CollectiveKind::Broadcast, 1 << 20).algorithm->name, "hier");
   Tuner uneven({.nranks = 3, .nodes = 2, .sharedMemory = false, .ranksPerNode = 0}, Overrides{});
-  EXPECT_NE(uneven.choose(CollectiveKind::AllReduce, 1 << 20).algorithm, Algorithm::Hierarchical);
-  EXPECT_NE(uneven.choose(CollectiveKind::AllGather, 1 << 20).algorithm, Algorithm::Hierarchical);
+  EXPECT_STRNE(uneven.choose(CollectiveKind::AllReduce, 1 << 20).algorithm->name, "hier");
+  EXPECT_STRNE(uneven.choose(CollectiveKind::AllGather, 1 << 20).algorithm->name, "hier");
   Tuner onePerNode({.nranks = 4, .nodes = 4, .sharedMemory = false, .ranksPerNode = 1}, Overrides{});
-  EXPECT_NE(onePerNode.choose(CollectiveKind::AllReduce, 1 << 20).algorithm, Algorithm::Hierarchical);
-  EXPECT_NE(onePerNode.choose(CollectiveKind::ReduceScatter, 1 << 20).algorithm, Algorithm::Hierarchical);
+  EXPECT_STRNE(onePerNode.choose(CollectiveKind::AllReduce, 1 << 20).algorithm->name, "hier");
+  EXPECT_STRNE(onePerNode.choose(CollectiveKind::ReduceScatter, 1 << 20).algorithm->name, "hier");
 }
 
 // Recursive doubling folds after its exchange, the ring as chunks arrive:
@@ -90,20 +94,57 @@ TEST(Tuner, UniformNodesRunHierarchically) {
 // takes the large ones (measured: the ring 0.7x rd's time at 4-16 MiB).
 TEST(Tuner, TwoNodesGiveLargeAllReducesToThePipelinedRing) {
   Tuner tuner({.nranks = 2, .nodes = 2, .sharedMemory = false}, Overrides{});
-  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 8).algorithm, Algorithm::RecursiveDoubling);
-  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 16 << 10).algorithm, Algorithm::RecursiveDoubling);
-  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 4 << 20).algorithm, Algorithm::Ring);
-  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 64 << 20).algorithm, Algorithm::Ring);
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 8).algorithm->name, "rd");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 16 << 10).algorithm->name, "rd");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 4 << 20).algorithm->name, "ring");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 64 << 20).algorithm->name, "ring");
 }
 
 // Across many nodes the trees take the middle sizes: fewer hops than the
 // ring, less data per rank than recursive doubling.
 TEST(Tuner, ManyNodesGiveMediumAllReducesToTheTrees) {
   Tuner tuner({.nranks = 16, .nodes = 16, .sharedMemory = false}, Overrides{});
-  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 8).algorithm, Algorithm::RecursiveDoubling);
-  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 256 << 10).algorithm, Algorithm::Tree);
-  EXPECT_NE(tuner.choose(CollectiveKind::AllReduce, 64 << 20).algorithm, Algorithm::Tree);
-  EXPECT_NE(tuner.choose(CollectiveKind::AllGather, 256 << 10).algorithm, Algorithm::Tree);
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 8).algorithm->name, "rd");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 256 << 10).algorithm->name, "tree");
+  EXPECT_STRNE(tuner.choose(CollectiveKind::AllReduce, 64 << 20).algorithm->name, "tree");
+  EXPECT_STRNE(tuner.choose(CollectiveKind::AllGather, 256 << 10).algorithm->name, "tree");
+}
+
+}  // namespace
+}  // namespace loom::coll
+
+namespace loom::coll {
+namespace {
+
+// The registry: one entry per (algorithm, collective), every collective
+// reachable, and every name the one LOOM_ALGO documents.
+TEST(AlgorithmRegistry, HoldsEachAlgorithmOncePerCollectiveAndCoversEveryCollective) {
+  std::set<std::pair<std::string, int>> seen;
+  for (const AlgorithmEntry* entry : algorithms()) {
+    ASSERT_NE(entry->run, nullptr) << entry->name;
+    ASSERT_NE(entry->costUs, nullptr) << entry->name;
+    EXPECT_TRUE(seen.emplace(entry->name, static_cast<int>(entry->kind)).second)
+        << entry->name << " registered twice for " << collectiveName(entry->kind);
+    EXPECT_EQ(findAlgorithm(entry->name, entry->kind), entry);
+  }
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    const auto kind = static_cast<CollectiveKind>(k);
+    const bool covered = std::any_of(algorithms().begin(), algorithms().end(),
+                                     [&](const AlgorithmEntry* e) { return e->kind == kind; });
+    EXPECT_TRUE(covered) << collectiveName(kind) << " has no algorithm";
+  }
+  EXPECT_EQ(algorithmNames(), "ring, rd, direct, shm, tree, hier");
+  EXPECT_EQ(findAlgorithm("rd", CollectiveKind::AllGather), nullptr);
+  EXPECT_FALSE(isAlgorithmName("nccl"));
+}
+
+TEST(AlgorithmRegistry, LoomAlgoDocumentsEveryName) {
+  std::string doc;
+  for (const auto& var : env::table()) {
+    if (var.name == "LOOM_ALGO") doc = var.doc;
+  }
+  ASSERT_FALSE(doc.empty());
+  EXPECT_NE(doc.find("(" + algorithmNames() + ")"), std::string::npos) << doc;
 }
 
 }  // namespace

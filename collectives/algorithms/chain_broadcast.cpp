@@ -3,6 +3,7 @@
 // rank storing and forwarding as it receives, so a large message costs about
 // one transfer plus the time to fill the chain.
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
@@ -28,5 +29,15 @@ void chainBroadcast(const Plan& plan) {
   }
   links.flush();
 }
+
+namespace {
+
+// n-1 steps to fill the pipeline; the whole buffer through each link.
+double cost(const CostModel& m, size_t bytes) { return m.overLinks(m.n() - 1, static_cast<double>(bytes)); }
+
+}  // namespace
+
+extern const AlgorithmEntry kChainBroadcast{
+    .name = "ring", .kind = CollectiveKind::Broadcast, .run = chainBroadcast, .costUs = cost};
 
 }  // namespace loom::coll

@@ -2,6 +2,7 @@
 // the root (the one after it on the ring, ..., the root); partial sums stream down it slot by slot,
 // each rank adding its own input, and the root stores the total.
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
@@ -22,5 +23,15 @@ void chainReduce(const Plan& plan) {
   else prims.recvReduceCopy(plan.c.send, plan.c.recv, bytes);
   links.flush();
 }
+
+namespace {
+
+// n-1 steps to fill the pipeline; the whole buffer through each link.
+double cost(const CostModel& m, size_t bytes) { return m.overLinks(m.n() - 1, static_cast<double>(bytes)); }
+
+}  // namespace
+
+extern const AlgorithmEntry kChainReduce{
+    .name = "ring", .kind = CollectiveKind::Reduce, .run = chainReduce, .costUs = cost};
 
 }  // namespace loom::coll

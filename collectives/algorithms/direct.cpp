@@ -4,6 +4,7 @@
 // all-gather exchange with every peer; gather and scatter go to and from
 // the root. A rank's own block is a local copy.
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/exchange.hpp"
 
 namespace loom::coll {
@@ -60,5 +61,28 @@ void directScatter(const Plan& plan) {
   }
   exchange.run();
 }
+
+namespace {
+
+// Every peer's message posted at once: one hand-off plus a fraction of one
+// per further peer; n-1 of n blocks cross this rank's link.
+double cost(const CostModel& m, size_t bytes) {
+  return m.overLinks(1 + CostModel::kPerPeerFraction * (m.n() - 1), (m.n() - 1) / m.n() * static_cast<double>(bytes));
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kDirectAllGather{
+    .name = "direct", .kind = CollectiveKind::AllGather, .run = directAllGather, .costUs = cost,
+    .foldsInRankOrder = true};
+extern const AlgorithmEntry kDirectAlltoAll{
+    .name = "direct", .kind = CollectiveKind::AlltoAll, .run = directAlltoAll, .costUs = cost,
+    .foldsInRankOrder = true};
+extern const AlgorithmEntry kDirectGather{
+    .name = "direct", .kind = CollectiveKind::Gather, .run = directGather, .costUs = cost,
+    .foldsInRankOrder = true};
+extern const AlgorithmEntry kDirectScatter{
+    .name = "direct", .kind = CollectiveKind::Scatter, .run = directScatter, .costUs = cost,
+    .foldsInRankOrder = true};
 
 }  // namespace loom::coll

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/exchange.hpp"
 #include "collectives/algorithms/slices.hpp"
 
@@ -104,5 +105,40 @@ void directReduce(const Plan& plan) {
   RankOrderFold fold(plan, total);
   fold.run([](int) { return Part{nullptr, 0}; }, plan.c.send, plan.c.recv);
 }
+
+namespace {
+
+// One exchange (two for the all-reduce: a reduce-scatter, then an
+// all-gather) of every peer's message at once, folded after it arrives.
+double exchangeSteps(const CostModel& m) { return 1 + CostModel::kPerPeerFraction * (m.n() - 1); }
+
+// n slices of bytes / n each fold.
+double reduceScatterCost(const CostModel& m, size_t bytes) {
+  const double s = static_cast<double>(bytes);
+  return m.overLinks(exchangeSteps(m), (m.n() - 1) / m.n() * s, s);
+}
+
+double allReduceCost(const CostModel& m, size_t bytes) {
+  const double s = static_cast<double>(bytes);
+  return m.overLinks(2 * exchangeSteps(m), 2 * (m.n() - 1) / m.n() * s, s);
+}
+
+// The root receives and folds everything.
+double reduceCost(const CostModel& m, size_t bytes) {
+  const double s = static_cast<double>(bytes);
+  return m.overLinks(exchangeSteps(m), (m.n() - 1) * s, m.n() * s);
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kDirectReduceScatter{
+    .name = "direct", .kind = CollectiveKind::ReduceScatter, .run = directReduceScatter, .costUs = reduceScatterCost,
+    .foldsInRankOrder = true};
+extern const AlgorithmEntry kDirectAllReduce{
+    .name = "direct", .kind = CollectiveKind::AllReduce, .run = directAllReduce, .costUs = allReduceCost,
+    .foldsInRankOrder = true};
+extern const AlgorithmEntry kDirectReduce{
+    .name = "direct", .kind = CollectiveKind::Reduce, .run = directReduce, .costUs = reduceCost,
+    .foldsInRankOrder = true};
 
 }  // namespace loom::coll

@@ -10,6 +10,7 @@
 
 #include "base/copy_bytes.hpp"
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 
 namespace loom::coll {
 
@@ -51,5 +52,21 @@ void recursiveDoublingAllReduce(const Plan& plan) {
   }
   links.flush();
 }
+
+namespace {
+
+// log2(n) whole-buffer exchanges (two more when n is not a power of two),
+// each folded after it arrives: ours and theirs.
+double cost(const CostModel& m, size_t bytes) {
+  const double s = static_cast<double>(bytes);
+  const bool powerOfTwo = std::has_single_bit(static_cast<unsigned>(m.layout.nranks));
+  const double steps = CostModel::log2Ceil(m.layout.nranks) + (powerOfTwo ? 0 : 2);
+  return m.overLinks(steps, steps * s, 2 * CostModel::log2Ceil(m.layout.nranks) * s);
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kRecursiveDoublingAllReduce{
+    .name = "rd", .kind = CollectiveKind::AllReduce, .run = recursiveDoublingAllReduce, .costUs = cost};
 
 }  // namespace loom::coll

@@ -3,17 +3,16 @@
 // position p-j, and the last block to arrive (position p+1's) is only stored.
 // Blocks go around in chunks of at most one FIFO, one pass per chunk.
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
+#include "collectives/algorithms/ring_walk.hpp"
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
 
 void ringAllGather(const Plan& plan) {
-  const int n = plan.nranks;
-  const Ring& ring = *plan.ring;
-  const int p = ring.position(plan.rank);
+  RingWalk walk(plan);
+  auto& [ring, n, p, links, prims] = walk;
   const size_t block = plan.c.blockBytes();
-  Links links = plan.links();
-  Primitives prims = plan.primitives(links, ring.at(p - 1), ring.at(p + 1));
   const bool inPlace = plan.c.send == plan.c.recv + static_cast<size_t>(plan.rank) * block;
 
   for (size_t base = 0; base < block; base += plan.chunkBytes) {
@@ -27,5 +26,17 @@ void ringAllGather(const Plan& plan) {
   }
   links.flush();
 }
+
+namespace {
+
+// n-1 steps; `bytes` is the whole n-block output, of which n-1 blocks arrive.
+double cost(const CostModel& m, size_t bytes) {
+  return m.overLinks(m.n() - 1, (m.n() - 1) / m.n() * static_cast<double>(bytes));
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kRingAllGather{
+    .name = "ring", .kind = CollectiveKind::AllGather, .run = ringAllGather, .costUs = cost};
 
 }  // namespace loom::coll

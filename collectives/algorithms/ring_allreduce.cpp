@@ -6,18 +6,17 @@
 // slot by slot, so the 2(n-1) steps pipeline through the FIFOs. Ranks and
 // slices are numbered by ring position (the topology's order).
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
+#include "collectives/algorithms/ring_walk.hpp"
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
 
 void ringAllReduce(const Plan& plan) {
-  const int n = plan.nranks;
-  const Ring& ring = *plan.ring;
-  const int r = ring.position(plan.rank);
+  RingWalk walk(plan);
+  auto& [ring, n, r, links, prims] = walk;
   const size_t total = plan.c.blockBytes();
   const size_t loopBytes = plan.chunkBytes * static_cast<size_t>(n);
-  Links links = plan.links();
-  Primitives prims = plan.primitives(links, ring.at(r - 1), ring.at(r + 1));
 
   for (size_t base = 0; base < total; base += loopBytes) {
     const size_t len = std::min(loopBytes, total - base);
@@ -46,5 +45,18 @@ void ringAllReduce(const Plan& plan) {
   }
   links.flush();
 }
+
+namespace {
+
+// 2(n-1) steps; each moves a 1/n slice through every rank's link twice.
+double cost(const CostModel& m, size_t bytes) {
+  const double s = static_cast<double>(bytes);
+  return m.overLinks(2 * (m.n() - 1), 2 * (m.n() - 1) / m.n() * s);
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kRingAllReduce{
+    .name = "ring", .kind = CollectiveKind::AllReduce, .run = ringAllReduce, .costUs = cost};
 
 }  // namespace loom::coll

@@ -4,17 +4,16 @@
 // block of position p-1-j. Blocks go around in chunks of at most one FIFO,
 // one pass per chunk.
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
+#include "collectives/algorithms/ring_walk.hpp"
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
 
 void ringReduceScatter(const Plan& plan) {
-  const int n = plan.nranks;
-  const Ring& ring = *plan.ring;
-  const int p = ring.position(plan.rank);
+  RingWalk walk(plan);
+  auto& [ring, n, p, links, prims] = walk;
   const size_t block = plan.c.blockBytes();
-  Links links = plan.links();
-  Primitives prims = plan.primitives(links, ring.at(p - 1), ring.at(p + 1));
 
   for (size_t base = 0; base < block; base += plan.chunkBytes) {
     const size_t len = std::min(plan.chunkBytes, block - base);
@@ -26,5 +25,17 @@ void ringReduceScatter(const Plan& plan) {
   }
   links.flush();
 }
+
+namespace {
+
+// n-1 steps; `bytes` is the whole n-block input, of which n-1 blocks leave.
+double cost(const CostModel& m, size_t bytes) {
+  return m.overLinks(m.n() - 1, (m.n() - 1) / m.n() * static_cast<double>(bytes));
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kRingReduceScatter{
+    .name = "ring", .kind = CollectiveKind::ReduceScatter, .run = ringReduceScatter, .costUs = cost};
 
 }  // namespace loom::coll

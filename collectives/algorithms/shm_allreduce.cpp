@@ -28,8 +28,10 @@
 // rank gets the same bits whatever the path, the step size or the message
 // size (the LOOM_DETERMINISTIC order).
 #include <optional>
+#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 #include "collectives/algorithms/slices.hpp"
 
@@ -154,5 +156,22 @@ void shmAllReduce(const Plan& plan) {
   node.sync(plan.what);  // every rank's slice of the last piece is in the result slot
   copyOthersSlices(plan, node, *previous);
 }
+
+namespace {
+
+// Only on one node with shared memory allowed. Steps per slot-sized piece: arrive, then the result slice; staged once (kShmPath's
+// figure covers both copies).
+double cost(const CostModel& m, size_t bytes) {
+  if (!m.layout.sharedMemory) return std::numeric_limits<double>::infinity();
+  [[maybe_unused]] const double s = static_cast<double>(bytes);
+  return m.onSegment(2, s);
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kShmAllReduce{
+    .name = "shm", .kind = CollectiveKind::AllReduce, .run = shmAllReduce, .costUs = cost,
+    .needs = Needs::NodeSegment,
+    .foldsInRankOrder = true};
 
 }  // namespace loom::coll

@@ -8,7 +8,10 @@
 // the first step's arrive tells every rank where it is, and they copy the
 // rest straight from it (readInPlace): one copy instead of two, and the root
 // stages nothing more.
+#include <limits>
+
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 
 namespace loom::coll {
@@ -47,5 +50,22 @@ void shmBroadcast(const Plan& plan) {
     }
   }
 }
+
+namespace {
+
+// Only on one node with shared memory allowed. Steps per slot-sized piece: one arrival; staged once (kShmPath's
+// figure covers both copies).
+double cost(const CostModel& m, size_t bytes) {
+  if (!m.layout.sharedMemory) return std::numeric_limits<double>::infinity();
+  [[maybe_unused]] const double s = static_cast<double>(bytes);
+  return m.onSegment(1, s);
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kShmBroadcast{
+    .name = "shm", .kind = CollectiveKind::Broadcast, .run = shmBroadcast, .costUs = cost,
+    .needs = Needs::NodeSegment,
+    .foldsInRankOrder = true};
 
 }  // namespace loom::coll

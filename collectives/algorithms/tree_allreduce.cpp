@@ -16,6 +16,7 @@
 // trees over ring positions keep every subtree on a contiguous run of the
 // ring, so mostly within one host.
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/slices.hpp"
 
 namespace loom::coll {
@@ -96,5 +97,18 @@ void treeAllReduce(const Plan& plan) {
   }
   links.flush();
 }
+
+namespace {
+
+// Up and down a tree of depth log2(n); a rank inner in one tree takes in
+// (and sends on) about the whole buffer in each direction.
+double cost(const CostModel& m, size_t bytes) {
+  return m.overLinks(2 * CostModel::log2Ceil(m.layout.nranks), 2 * static_cast<double>(bytes));
+}
+
+}  // namespace
+
+extern const AlgorithmEntry kTreeAllReduce{
+    .name = "tree", .kind = CollectiveKind::AllReduce, .run = treeAllReduce, .costUs = cost};
 
 }  // namespace loom::coll

@@ -1,0 +1,25 @@
+// What every ring algorithm starts with: the ring, its size, this rank's
+// position on it, and the collective's links with primitives from the
+// previous position to the next. One piece, so that the ring files begin
+//
+//   RingWalk walk(plan);
+//   auto& [ring, n, p, links, prims] = walk;
+#pragma once
+
+#include "collectives/algorithms/algorithms.hpp"
+
+namespace loom::coll {
+
+struct RingWalk {
+  explicit RingWalk(const Plan& plan);
+  RingWalk(const RingWalk&) = delete;
+  RingWalk& operator=(const RingWalk&) = delete;
+
+  const Ring& ring;
+  int n;         // positions on the ring
+  int position;  // this rank's
+  Links links;
+  Primitives prims;  // uses `links`, so it comes after them
+};
+
+}  // namespace loom::coll
