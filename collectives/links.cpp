@@ -66,21 +66,22 @@ bool Links::progressAll() {
 }
 
 void Links::pause(Backoff& backoff, std::chrono::steady_clock::time_point since, int peer) {
-  engine_.throwIfCancelled(what_);
-  const auto timeout = engine_.context().timeout;
-  if (std::chrono::steady_clock::now() - since > timeout) {
-    throw Error(loomTimeout, what_ + ": nothing moved to or from rank " + std::to_string(peer) + " for " +
-                                 std::to_string(timeout.count()) + " ms (LOOM_TIMEOUT_MS)");
-  }
-  switch (backoff.next()) {
-    case Backoff::Phase::Spin:
-      for (int i = 0; i < 16; ++i) cpuRelax();
-      return;
-    case Backoff::Phase::Yield:
-      ::sched_yield();
-      return;
-    case Backoff::Phase::Sleep: break;
-  }
+  backoff.idle(
+      [&](Backoff::Phase) {
+        engine_.throwIfCancelled(what_);
+        const auto timeout = engine_.context().timeout;
+        if (std::chrono::steady_clock::now() - since > timeout) {
+          throw Error(loomTimeout, what_ + ": nothing moved to or from rank " + std::to_string(peer) + " for " +
+                                       std::to_string(timeout.count()) + " ms (LOOM_TIMEOUT_MS)");
+        }
+      },
+      [&](std::chrono::microseconds timeout) { sleepOnLinks(timeout, since, peer); });
+}
+
+// Sleeps in poll() on the connections in use and the abort, then looks at
+// what a sleeper should: lost connections, strays from other calls, and
+// where the peer it waits on is (the stall probe).
+void Links::sleepOnLinks(std::chrono::microseconds timeout, std::chrono::steady_clock::time_point since, int peer) {
   std::vector<transport::WaitFd> waits;
   for (const auto& u : used_) {
     if (!u.lost) u.send ? u.send->addWaitFds(waits) : u.recv->addWaitFds(waits);
@@ -88,7 +89,7 @@ void Links::pause(Backoff& backoff, std::chrono::steady_clock::time_point since,
   std::vector<pollfd> fds;
   for (const auto& w : waits) fds.push_back({w.fd, w.events, 0});
   if (engine_.cancelFd() >= 0) fds.push_back({engine_.cancelFd(), POLLIN, 0});
-  const timespec sleep = toTimespec(backoff.sleepTime());
+  const timespec sleep = toTimespec(timeout);
   if (::ppoll(fds.data(), fds.size(), &sleep, nullptr) < 0 && errno != EINTR) throwSystemError("ppoll", errno);
   for (auto& u : used_) {
     if (u.lost) continue;

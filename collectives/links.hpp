@@ -14,7 +14,7 @@
 #include "base/error.hpp"
 #include "collectives/stall_probe.hpp"
 #include "comm/communicator.hpp"
-#include "comm/engine/backoff.hpp"
+#include "base/backoff.hpp"
 #include "comm/engine/engine.hpp"
 #include "transport/connection.hpp"
 
@@ -68,10 +68,11 @@ class Links {
   // is recorded, and throws only when a wait for its peer cannot be met.
   void throwIfLost(int peer) const;
   bool progressAll();
-  // One idle step: throws on abort or silence past the timeout; in the sleep
-  // phase polls the connections' fds, checks that their peers live, and
-  // looks for strays.
+  // One idle step (Backoff::idle): throws on abort or silence past the
+  // timeout; in the sleep phase, sleepOnLinks.
   void pause(Backoff& backoff, std::chrono::steady_clock::time_point since, int peer);
+  // Polls the connections' fds, checks that their peers live, and looks for strays.
+  void sleepOnLinks(std::chrono::microseconds timeout, std::chrono::steady_clock::time_point since, int peer);
   // Throws loomInvalidUsage naming the peer when a slot waits on any
   // incoming connection that belongs to another call of this sequence
   // number, or to one this rank has finished: ranks out of step that wait on

@@ -65,7 +65,7 @@ Overrides Overrides::fromEnv() {
     if (colon == std::string::npos) {  // one name: every collective it implements
       for (int k = 0; k < kCollectiveKinds; ++k) {
         const auto kind = static_cast<CollectiveKind>(k);
-        if (const AlgorithmEntry* entry = findAlgorithm(name, kind)) o.algorithm[static_cast<size_t>(k)] = entry;
+        if (const AlgorithmEntry* implemented = findAlgorithm(name, kind)) o.algorithm[static_cast<size_t>(k)] = implemented;
       }
       continue;
     }

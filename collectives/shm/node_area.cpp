@@ -28,7 +28,7 @@
 #include "base/log.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/collective.hpp"
-#include "comm/engine/backoff.hpp"
+#include "base/backoff.hpp"
 
 namespace loom::coll::shm {
 namespace {
@@ -381,17 +381,10 @@ void NodeArea::waitFor(int local, Counter counter, uint64_t step, const std::str
   Backoff backoff(spin_);
   const auto since = std::chrono::steady_clock::now();
   while (!reached(local, counter, step)) {
-    const Backoff::Phase phase = backoff.next();
-    if (phase == Backoff::Phase::Spin) {
-      for (int i = 0; i < 16; ++i) cpuRelax();
-      continue;
-    }
-    check(local, counter, step, phase == Backoff::Phase::Sleep, since, what);
-    if (phase == Backoff::Phase::Yield) {
-      ::sched_yield();
-    } else {
-      sleep(local, counter, step);
-    }
+    // A sleeper also asks whether the peer's process still lives; it sleeps
+    // on the segment's futex (posts wake it), not for the back-off's time.
+    backoff.idle([&](Backoff::Phase phase) { check(local, counter, step, phase == Backoff::Phase::Sleep, since, what); },
+                 [&](std::chrono::microseconds) { sleep(local, counter, step); });
   }
   acquireCounters();
 }

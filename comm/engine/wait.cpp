@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "comm/engine/backoff.hpp"
+#include "base/backoff.hpp"
 
 namespace loom {
 namespace {
@@ -56,7 +56,7 @@ void runOps(std::span<P2pOp* const> ops, const OnStall& onStall) {
   for (const auto& p : postings) p.engine->post(p.ops);
   Backoff backoff;
   size_t done = 0;  // ops[0, done) have finished well
-  unsigned yields = 0;
+  unsigned looks = 0;
   auto lastMoved = std::chrono::steady_clock::now();
   for (;;) {
     bool moved = false;
@@ -81,25 +81,20 @@ void runOps(std::span<P2pOp* const> ops, const OnStall& onStall) {
       lastMoved = std::chrono::steady_clock::now();
       continue;
     }
-    switch (backoff.next()) {
-      case Backoff::Phase::Spin:
-        for (int i = 0; i < 16; ++i) cpuRelax();
-        break;
-      case Backoff::Phase::Yield:
-        ::sched_yield();
-        if (++yields % 256 == 0) sleepOn(postings, std::chrono::microseconds(0));
-        break;
-      case Backoff::Phase::Sleep:
-        sleepOn(postings, backoff.sleepTime());
-        if (onStall) {
+    backoff.idle(
+        [&](Backoff::Phase phase) {
+          // While yielding, a look at the peers now and then (a zero-time poll).
+          if (phase == Backoff::Phase::Yield && ++looks % 256 == 0) sleepOn(postings, std::chrono::microseconds(0));
+        },
+        [&](std::chrono::microseconds timeout) {
+          sleepOn(postings, timeout);
+          if (!onStall) return;
           try {
             onStall(ops[done]->peer, std::chrono::steady_clock::now() - lastMoved);
           } catch (const Error& e) {
             abandon(postings, e.code(), e.what());
           }
-        }
-        break;
-    }
+        });
   }
 }
 

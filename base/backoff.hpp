@@ -1,15 +1,28 @@
-// How a waiter with nothing to do spends its time. It spins first (a peer on
-// another core answers in about 0.1 µs), then yields (ranks may outnumber
-// cores, and a spinning rank would starve the one it waits for), then sleeps
-// in poll() with a bounded timeout: sockets wake it at once, shared memory has
-// no fd to wake it, and deadlines and aborts must still be checked.
+// How a waiter with nothing to do spends its time: the one wait loop of Loom,
+// which the progress engine (comm/engine/wait.cpp), the collectives' links
+// (collectives/links.cpp) and the node segment (collectives/shm/node_area.cpp)
+// all turn. It spins first (a peer on another core answers in about 0.1 µs),
+// then yields (ranks may outnumber cores, and a spinning rank would starve the
+// one it waits for), then sleeps with a bounded timeout in what the waiter
+// can be woken by (poll on its sockets, a futex on the segment): deadlines,
+// aborts and dead peers must still be checked, and shared memory has no fd.
 #pragma once
 
+#include <sched.h>
 #include <time.h>
 
 #include <chrono>
 
 namespace loom {
+
+// One pause of a spin loop (the CPU's pause/yield hint).
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 class Backoff {
  public:
@@ -37,6 +50,25 @@ class Backoff {
   // How long to sleep in the Sleep phase this time (each call doubles it, up to kSleep).
   std::chrono::microseconds sleepTime();
 
+  // One turn of a waiter that found nothing new: a few pause hints while
+  // spinning; otherwise `check(phase)` first (deadline, abort, peers; it
+  // throws to end the wait), then a yield, or `sleep(sleepTime())`, which
+  // blocks at most that long on whatever can wake the waiter.
+  template <class Check, class Sleep>
+  void idle(Check&& check, Sleep&& sleep) {
+    const Phase phase = next();
+    if (phase == Phase::Spin) {
+      for (int i = 0; i < 16; ++i) cpuRelax();
+      return;
+    }
+    check(phase);
+    if (phase == Phase::Yield) {
+      ::sched_yield();
+    } else {
+      sleep(sleepTime());
+    }
+  }
+
  private:
   bool spin_;
   bool idle_ = false;
@@ -49,14 +81,5 @@ timespec toTimespec(std::chrono::microseconds d);
 
 // True if `ranks` busy waiters would outnumber the CPUs this process may run on.
 bool oversubscribed(int ranks);
-
-// One pause of a spin loop (the CPU's pause/yield hint).
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace loom

@@ -1,4 +1,4 @@
-#include "comm/engine/backoff.hpp"
+#include "base/backoff.hpp"
 
 #include <sched.h>
 
