@@ -1,5 +1,6 @@
 #include "api/api_call.hpp"
 
+#include "base/datatype.hpp"
 #include "base/log.hpp"
 
 namespace loom::api {
@@ -22,6 +23,18 @@ const char* lastErrorFor(loomComm_t comm) {
 
 void requireNonNull(const void* p, const char* name) {
   if (p == nullptr) throw Error(loomInvalidArgument, std::string(name) + " is NULL");
+}
+
+memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name) {
+  if (bytes == 0) return memory::MemoryKind::Host;
+  requireNonNull(p, name);
+  requireInAddressSpace(p, bytes, name);
+  const memory::MemoryKind kind = memory::kindOf(p, bytes);
+  if (!memory::hostReachable(kind)) {
+    throw Error(loomInvalidArgument, std::string(name) + " is " + memory::memoryKindName(kind) +
+                                         " memory, which this build's collectives cannot reach (host memory only)");
+  }
+  return kind;
 }
 
 loomComm& ready(loomComm_t comm) {

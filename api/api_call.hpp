@@ -10,6 +10,7 @@
 #include "base/error.hpp"
 #include "comm/communicator.hpp"
 #include "comm/engine/stream.hpp"
+#include "memory/memory_kind.hpp"
 
 namespace loom::api {
 
@@ -19,6 +20,12 @@ const char* lastErrorFor(loomComm_t comm);
 
 // Throws loomInvalidArgument "<function>: <name> is NULL" when p is null.
 void requireNonNull(const void* p, const char* name);
+
+// A buffer argument of `bytes` (nothing to check when 0): loomInvalidArgument
+// naming it if it is NULL, runs past the address space, or is memory this
+// build's data path cannot reach (a CUDA device's, until the GPU executor).
+// Returns its kind.
+memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name);
 
 // Throws unless `comm` is a usable communicator.
 loomComm& ready(loomComm_t comm);

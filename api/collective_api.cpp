@@ -105,14 +105,8 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                                std::to_string(n - 1) + ")");
   }
   const Footprint f = footprint(q, n, c.rank());
-  if (f.readsSend && f.sendBytes != 0) {
-    requireNonNull(q.sendbuff, "sendbuff");
-    loom::requireInAddressSpace(q.sendbuff, f.sendBytes, "sendbuff");
-  }
-  if (f.writesRecv && f.recvBytes != 0) {
-    requireNonNull(q.recvbuff, "recvbuff");
-    loom::requireInAddressSpace(q.recvbuff, f.recvBytes, "recvbuff");
-  }
+  const auto sendKind = loom::api::requireBuffer(q.sendbuff, f.readsSend ? f.sendBytes : 0, "sendbuff");
+  const auto recvKind = loom::api::requireBuffer(q.recvbuff, f.writesRecv ? f.recvBytes : 0, "recvbuff");
   checkOverlap(q, f, q.count * loom::datatypeSize(q.datatype), c.rank());
   auto& state = loom::coll::CommState::of(c);
   loom::coll::Collective collective{.kind = q.kind,
@@ -122,17 +116,15 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                     .type = q.datatype,
                                     .typeSize = loom::datatypeSize(q.datatype),
                                     .reduction = q.reduces ? state.ops.resolve(q.op, q.datatype) : loom::coll::Reduction{},
-                                    .root = q.root};
+                                    .root = q.root,
+                                    .sendKind = sendKind,
+                                    .recvKind = recvKind};
   // A blocking call outside a group runs here: no Call, no std::function to allocate.
   loom::HostStream* host = hostStream(stream);
   if (!loom::group::deferred(host)) return loom::coll::runCollective(c, collective);
   loom::group::submit({.comm = &c,
                        .stream = host,
-                       .kind = loom::OpKind::Send,
-                       .peer = -1,
-                       .buffer = nullptr,
-                       .bytes = 0,
-                       .collective = [&c, collective] { loom::coll::runCollective(c, collective); }});
+                       .what = loom::group::Collective{[&c, collective] { loom::coll::runCollective(c, collective); }}});
 }
 
 }  // namespace

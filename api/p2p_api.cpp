@@ -20,21 +20,17 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
   loom::LogRankScope scope(c.rank());
   const size_t bytes = loom::bufferBytes(count, datatype);
   const char* name = kind == loom::OpKind::Send ? "sendbuff" : "recvbuff";
-  if (bytes != 0) {
-    requireNonNull(buffer, name);
-    loom::requireInAddressSpace(buffer, bytes, name);
-  }
+  loom::api::requireBuffer(buffer, bytes, name);
   if (peer < 0 || peer >= c.size()) {
     throw loom::Error(loomInvalidArgument, "peer=" + std::to_string(peer) + " is not a rank of this communicator (0 to " +
                                                std::to_string(c.size() - 1) + ")");
   }
   loom::group::submit({.comm = &c,
                        .stream = hostStream(stream),
-                       .kind = kind,
-                       .peer = peer,
-                       .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
-                       .bytes = bytes,
-                       .collective = {}});
+                       .what = loom::group::PointToPoint{.kind = kind,
+                                                         .peer = peer,
+                                                         .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
+                                                         .bytes = bytes}});
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "collectives/cpu/reduce.hpp"
+#include "memory/memory_kind.hpp"
 
 namespace loom::coll {
 
@@ -37,6 +38,9 @@ struct Collective {
   size_t typeSize = 4;
   Reduction reduction;
   int root = 0;
+  // What the buffers are (the API checked that the host executor reaches them).
+  memory::MemoryKind sendKind = memory::MemoryKind::Host;
+  memory::MemoryKind recvKind = memory::MemoryKind::Host;
 
   size_t blockBytes() const { return count * typeSize; }
 };

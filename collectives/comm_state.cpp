@@ -59,6 +59,7 @@ CommState::CommState(Communicator& comm)
       ring(comm.placement().ring, comm.size()),
       acrossHosts(acrossHostsOf(comm)),
       trees(topo::doubleBinaryTrees(comm.size())),
+      channel(comm.engine()),
       comm_(comm) {}
 
 shm::NodeArea& CommState::nodeArea(size_t slotBytes) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/channel.hpp"
 #include "collectives/flight_recorder.hpp"
 #include "collectives/redop.hpp"
 #include "collectives/ring.hpp"
@@ -47,6 +48,8 @@ class CommState final : public CommExtension {
   // point-to-point algorithms receive before folding it in.
   Scratch scaledInput;
   Scratch received;
+
+  CollectiveChannel channel;  // under runMutex
 
   // The node's shared segment, under runMutex; mapped by the first
   // collective that runs on it (a collective call: every rank gets there).

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 namespace loom::coll {
 
@@ -59,6 +60,23 @@ struct CostModel {
   // An algorithm on the node's shared segment.
   static double onSegment(double steps, double staged) {
     return steps * kSegmentPath.latencyUs + staged / (kSegmentPath.bandwidthGBps * 1e3);
+  }
+  // An algorithm on one node's shared segment: `steps` synchronizations per
+  // slot-sized piece, `staged` bytes staged once (kShmPath's figure covers
+  // both copies); infinity unless every rank shares the node and may use it.
+  double onSharedNode(double steps, double staged) const {
+    return layout.sharedMemory ? onSegment(steps, staged) : std::numeric_limits<double>::infinity();
+  }
+  // A hierarchical algorithm: the node phases' `nodePhasesUs`, and `passes`
+  // rings across the nodes, in each of which every rank of a node carries
+  // 1/ranksPerNode of the buffer over the node's link; infinity unless the
+  // nodes are two or more of the same two or more ranks.
+  double acrossUniformNodes(double passes, double nodePhasesUs, size_t bytes) const {
+    if (layout.nodes < 2 || layout.ranksPerNode < 2) return std::numeric_limits<double>::infinity();
+    const double h = layout.nodes;
+    const double s = static_cast<double>(bytes);
+    const Path p = path();
+    return nodePhasesUs + passes * ((h - 1) * p.latencyUs + (h - 1) / h * s / (p.bandwidthGBps * 1e3));
   }
   // ceil(log2 n), 0 for one rank.
   static double log2Ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }

@@ -11,8 +11,10 @@
 
 namespace loom::coll {
 
-Links::Links(Communicator& comm, std::string what, uint32_t sequence, uint32_t call, uint64_t bytes)
+Links::Links(Communicator& comm, CollectiveChannel& channel, std::string what, uint32_t sequence, uint32_t call,
+             uint64_t bytes)
     : engine_(comm.engine()),
+      channel_(channel),
       what_(std::move(what)),
       sequence_(sequence),
       call_(call),
@@ -25,7 +27,7 @@ transport::SendConnection& Links::to(int peer) {
   auto it = std::find_if(used_.begin(), used_.end(), [&](const Used& u) { return u.peer == peer && u.send; });
   if (it != used_.end()) return *it->send;
   progress_.sentTo(peer);  // before anything goes: a probing peer learns that something is on its way
-  auto& connection = engine_.collectiveSend(peer);
+  auto& connection = channel_.send(peer);
   used_.push_back({peer, &connection, nullptr, std::nullopt});
   return connection;
 }
@@ -34,7 +36,7 @@ transport::RecvConnection& Links::from(int peer) {
   auto it = std::find_if(used_.begin(), used_.end(), [&](const Used& u) { return u.peer == peer && u.recv; });
   if (it != used_.end()) return *it->recv;
   transport::RecvConnection* connection = nullptr;
-  waitUntil([&] { return (connection = engine_.collectiveRecv(peer)) != nullptr; }, peer);
+  waitUntil([&] { return (connection = channel_.recv(peer)) != nullptr; }, peer);
   used_.push_back({peer, nullptr, connection, std::nullopt});
   return *connection;
 }
@@ -105,7 +107,7 @@ void Links::sleepOnLinks(std::chrono::microseconds timeout, std::chrono::steady_
 
 void Links::lookForStrays() {
   for (int peer = 0; peer < engine_.nranks(); ++peer) {
-    transport::RecvConnection* in = peer == engine_.rank() ? nullptr : engine_.collectiveRecv(peer);
+    transport::RecvConnection* in = peer == engine_.rank() ? nullptr : channel_.recv(peer);
     if (in == nullptr) continue;
     const bool used = std::any_of(used_.begin(), used_.end(), [&](const Used& u) { return u.recv == in; });
     std::optional<transport::RecvSlot> slot;

@@ -16,6 +16,7 @@
 #include "comm/communicator.hpp"
 #include "base/backoff.hpp"
 #include "comm/engine/engine.hpp"
+#include "collectives/channel.hpp"
 #include "transport/connection.hpp"
 
 namespace loom::coll {
@@ -25,7 +26,8 @@ class Links {
   // `what` names the collective in errors ("allreduce #12"); `sequence`
   // and `call` are what its slots carry (call_signature.hpp), `bytes` its
   // count x datatype size (for the stall probe).
-  Links(Communicator& comm, std::string what, uint32_t sequence, uint32_t call, uint64_t bytes);
+  Links(Communicator& comm, CollectiveChannel& channel, std::string what, uint32_t sequence, uint32_t call,
+        uint64_t bytes);
   ~Links();  // flushes nothing: a successful run calls flush()
   Links(const Links&) = delete;
   Links& operator=(const Links&) = delete;
@@ -82,6 +84,7 @@ class Links {
   void lookForStrays();
 
   Engine& engine_;
+  CollectiveChannel& channel_;
   std::string what_;
   uint32_t sequence_;
   uint32_t call_;

@@ -116,7 +116,8 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .ring = &state.ring,
               .trees = &state.trees,
               .acrossHosts = state.acrossHosts ? &*state.acrossHosts : nullptr,
-              .received = &state.received};
+              .received = &state.received,
+              .channel = &state.channel};
     LOOM_TRACE(Coll, "%s: %zu elements of type %d, %s", plan.what.c_str(), c.count, static_cast<int>(c.type),
                algorithm.name);
     try {

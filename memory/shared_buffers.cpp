@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -15,7 +14,7 @@
 namespace loom::memory {
 namespace {
 
-struct Allocation {
+struct Live {
   size_t bytes;
   int fd;
   uint64_t serial;
@@ -24,7 +23,7 @@ struct Allocation {
 // Every live allocation of this process, by start address.
 struct Registry {
   std::mutex mutex;
-  std::map<uintptr_t, Allocation> byStart;
+  std::map<uintptr_t, Live> byStart;
   uint64_t serials = 0;
 };
 
@@ -58,7 +57,7 @@ void* allocateShared(size_t bytes) {
 
 void freeShared(void* p) {
   Registry& r = registry();
-  Allocation a;
+  Live a;
   {
     std::lock_guard lock(r.mutex);
     auto it = r.byStart.find(reinterpret_cast<uintptr_t>(p));
@@ -70,7 +69,7 @@ void freeShared(void* p) {
   ::close(a.fd);
 }
 
-std::optional<SharedRef> findShared(const void* p, size_t bytes) {
+std::optional<Allocation> findAllocation(const void* p, size_t bytes) {
   const auto start = reinterpret_cast<uintptr_t>(p);
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -79,44 +78,7 @@ std::optional<SharedRef> findShared(const void* p, size_t bytes) {
   --it;
   const uintptr_t offset = start - it->first;
   if (offset + bytes > it->second.bytes) return std::nullopt;
-  return SharedRef{.pid = static_cast<int32_t>(::getpid()),
-                   .fd = it->second.fd,
-                   .serial = it->second.serial,
-                   .mapBytes = it->second.bytes,
-                   .offset = offset,
-                   .address = start};
-}
-
-PeerMappings::~PeerMappings() {
-  for (const auto& m : mappings_) ::munmap(m.data, m.bytes);
-}
-
-const std::byte* PeerMappings::map(const SharedRef& ref) {
-  if (ref.pid == ::getpid()) return reinterpret_cast<const std::byte*>(ref.address);
-  for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
-    if (it->pid == ref.pid && it->serial == ref.serial) {
-      mappings_.splice(mappings_.begin(), mappings_, it);
-      return it->data + ref.offset;
-    }
-  }
-  // The owner holds the fd open for as long as the allocation lives, and it
-  // is inside the collective that published `ref`: the fd is that allocation.
-  const std::string path = "/proc/" + std::to_string(ref.pid) + "/fd/" + std::to_string(ref.fd);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw Error(loomSystemError, "cannot open the loomMemAlloc buffer of pid " + std::to_string(ref.pid) + " (" + path +
-                                     "): " + std::strerror(errno));
-  }
-  void* p = ::mmap(nullptr, ref.mapBytes, PROT_READ, MAP_SHARED, fd, 0);
-  const int e = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) throwSystemError("mmap of the loomMemAlloc buffer of pid " + std::to_string(ref.pid), e);
-  if (mappings_.size() == kCapacity) {
-    ::munmap(mappings_.back().data, mappings_.back().bytes);
-    mappings_.pop_back();
-  }
-  mappings_.push_front({ref.pid, ref.serial, static_cast<std::byte*>(p), ref.mapBytes});
-  return mappings_.front().data + ref.offset;
+  return Allocation{.fd = it->second.fd, .serial = it->second.serial, .bytes = it->second.bytes, .offset = offset};
 }
 
 }  // namespace loom::memory

@@ -7,16 +7,20 @@
 
 #include <atomic>
 #include <cstring>
-#include <mutex>
 #include <filesystem>
+#include <mutex>
 #include <new>
+#include <set>
 
 #include "base/error.hpp"
+#include "tests/support/ranks.hpp"
 #include "transport/handshake.hpp"
 #include "transport/listener.hpp"
+#include "transport/registry.hpp"
 #include "transport/shm/shm_connection.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/socket/socket_connection.hpp"
+#include "transport/socket/socket_transport.hpp"
 
 using namespace loom;
 using namespace loom::transport;
@@ -317,6 +321,53 @@ TEST(SocketFifo, APeerThatLeavesFailsTheSenderOnlyIfSlotsAreLeft) {
   EXPECT_THROW(sender.checkAlive(), Error);
 }
 
+// The registry: shared memory for a peer on this host, sockets for one on
+// another; LOOM_TRANSPORT forces one, and a name it lacks is refused with
+// the list of what it has.
+TEST(TransportRegistry, PicksTheTransportThatPrefersThePathMost) {
+  const auto transports = allTransports();
+  EXPECT_EQ(transportNames(), "shm, socket");
+  Endpoint self, neighbour, remote;
+  self.hostId = neighbour.hostId = 7;
+  remote.hostId = 8;
+  neighbour.rank = 1;
+  remote.rank = 2;
+  EXPECT_STREQ(selectTransport(transports, self, neighbour).name(), "shm");
+  EXPECT_STREQ(selectTransport(transports, self, remote).name(), "socket");
+  {
+    loom::test::ScopedEnv forced("LOOM_TRANSPORT", "socket");
+    EXPECT_STREQ(selectTransport(transports, self, neighbour).name(), "socket");
+  }
+  {
+    loom::test::ScopedEnv forced("LOOM_TRANSPORT", "shm");
+    EXPECT_THROW(selectTransport(transports, self, remote), Error);
+  }
+  loom::test::ScopedEnv forced("LOOM_TRANSPORT", "carrier-pigeon");
+  try {
+    selectTransport(transports, self, neighbour);
+    ADD_FAILURE() << "an unknown transport was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), loomInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("not one of: shm, socket"), std::string::npos) << e.what();
+  }
+}
+
+// Each transport's wire id is its own, and the socket transport's bytes of
+// a Hello survive the trip through it.
+TEST(TransportRegistry, WireIdsAreDistinctAndTransportBytesRoundTrip) {
+  std::set<uint32_t> ids;
+  for (const auto& t : allTransports()) EXPECT_TRUE(ids.insert(t->wireId()).second) << t->name();
+  Hello hello;
+  hello.transport = sock::SocketTransport::kWireId;
+  hello.transportBytes = sock::SocketHello{.index = 3, .count = 5, .nonce = 0x0123456789abcdefull}.encode();
+  const Hello back = Hello::decode(hello.encode());
+  const auto own = sock::SocketHello::decode(back);
+  EXPECT_EQ(back.transport, sock::SocketTransport::kWireId);
+  EXPECT_EQ(own.index, 3);
+  EXPECT_EQ(own.count, 5);
+  EXPECT_EQ(own.nonce, 0x0123456789abcdefull);
+}
+
 // A listener of rank 0 with `secret`, counting the connections it delivers.
 struct ListeningRank {
   Context context;
@@ -353,7 +404,7 @@ TEST(Listener, AConnectionWithTheWrongSecretIsRefused) {
   for (auto& t : rank0.transports) {
     try {
       t->connect(rank0.context.self, Channel::PointToPoint, senderContext(Secret::random()));
-      ADD_FAILURE() << "connected with a wrong secret over " << transportName(t->kind());
+      ADD_FAILURE() << "connected with a wrong secret over " << t->name();
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), loomRemoteError);
       EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
@@ -379,7 +430,7 @@ TEST(Listener, AHelloForAnotherRankIsRefused) {
   hello.secret = secret;
   hello.from = 1;
   hello.to = 5;
-  hello.transport = TransportKind::Shm;
+  hello.transport = transport::shm::ShmTransport::kWireId;
   auto ctx = senderContext(secret);
   auto socket = connectWithHello(rank0.context.self, hello, ctx, Deadline::after(5000ms));
   EXPECT_THROW(recvReply(socket, Deadline::after(5000ms), nullptr), Error);
@@ -391,16 +442,17 @@ TEST(Listener, AHelloForAnotherRankIsRefused) {
 TEST(Listener, AHelloAskingForMoreThanTheLargestFifoIsRefused) {
   Secret secret = Secret::random();
   ListeningRank rank0(secret);
-  for (auto kind : {TransportKind::Shm, TransportKind::Socket}) {
+  for (uint32_t kind : {transport::shm::ShmTransport::kWireId, sock::SocketTransport::kWireId}) {
     Hello hello;
     hello.secret = secret;
     hello.from = 1;
     hello.to = 0;
     hello.transport = kind;
+    if (kind == sock::SocketTransport::kWireId) hello.transportBytes = sock::SocketHello{}.encode();
     hello.fifo = {.slots = 64, .slotBytes = 64u << 20};  // 4 GiB
     auto socket = connectWithHello(rank0.context.self, hello, senderContext(secret), Deadline::after(5000ms));
     const Reply reply = recvReply(socket, Deadline::after(5000ms), nullptr);
-    EXPECT_FALSE(reply.ok) << transportName(kind);
+    EXPECT_FALSE(reply.ok) << kind;
     EXPECT_NE(reply.detail.find("unsupported"), std::string::npos) << reply.detail;
   }
   EXPECT_EQ(rank0.delivered, 0);

@@ -9,7 +9,7 @@ namespace loom::transport {
 namespace {
 
 constexpr uint64_t kMagic = 0x415441444d4f4f4cull;  // "LOOMDATA"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;  // 3: transport-owned bytes
 
 }  // namespace
 
@@ -17,16 +17,14 @@ std::array<std::byte, Hello::kBytes> Hello::encode() const {
   ByteWriter w;
   w.put(kMagic);
   w.put(kVersion);
-  w.put(static_cast<uint32_t>(transport));
+  w.put(transport);
   w.putBytes(secret.bytes);
   w.put(from);
   w.put(to);
   w.put(static_cast<uint32_t>(channel));
-  w.put(socketIndex);
-  w.put(socketCount);
   w.put(fifo.slots);
   w.put(fifo.slotBytes);
-  w.put(nonce);
+  w.putBytes(transportBytes);
   std::array<std::byte, kBytes> out{};
   if (w.bytes().size() != kBytes) throw Error(loomInternalError, "Hello encoding is not 64 bytes");
   std::memcpy(out.data(), w.bytes().data(), kBytes);
@@ -38,7 +36,7 @@ Hello Hello::decode(std::span<const std::byte> bytes) {
   if (r.get<uint64_t>() != kMagic) throw Error(loomRemoteError, "connection hello has a wrong magic number");
   if (r.get<uint32_t>() != kVersion) throw Error(loomRemoteError, "connection hello has an unsupported version");
   Hello h;
-  h.transport = static_cast<TransportKind>(r.get<uint32_t>());
+  h.transport = r.get<uint32_t>();
   auto secret = r.take(h.secret.bytes.size());
   std::memcpy(h.secret.bytes.data(), secret.data(), secret.size());
   h.from = r.get<int32_t>();
@@ -46,11 +44,10 @@ Hello Hello::decode(std::span<const std::byte> bytes) {
   const auto channel = r.get<uint32_t>();
   if (channel >= kChannels) throw Error(loomRemoteError, "connection hello names an unknown channel");
   h.channel = static_cast<Channel>(channel);
-  h.socketIndex = r.get<uint16_t>();
-  h.socketCount = r.get<uint16_t>();
   h.fifo.slots = r.get<uint32_t>();
   h.fifo.slotBytes = r.get<uint32_t>();
-  h.nonce = r.get<uint64_t>();
+  auto own = r.take(kTransportBytes);
+  std::memcpy(h.transportBytes.data(), own.data(), own.size());
   r.expectEnd();
   return h;
 }

@@ -2,7 +2,9 @@
 // carrying the communicator's secret; the receiver's listener drops the
 // connection without a word if the secret, magic or version is wrong, and
 // otherwise hands it to the transport named in it, which answers with a
-// Reply (a status and transport-specific text, e.g. a segment name).
+// Reply (a status and transport-specific text, e.g. a segment name). The
+// Hello's last bytes belong to that transport (the socket transport's: which
+// socket of how many), so a new transport needs no new field here.
 #pragma once
 
 #include <array>
@@ -23,11 +25,10 @@ struct Hello {
   int32_t from = -1;  // the sender's rank
   int32_t to = -1;    // the receiver's rank
   Channel channel = Channel::PointToPoint;
-  TransportKind transport = TransportKind::Socket;
-  uint16_t socketIndex = 0;  // which of socketCount sockets this is
-  uint16_t socketCount = 1;
+  uint32_t transport = 0;  // the transport's wireId()
   FifoShape fifo;
-  uint64_t nonce = 0;  // groups the sockets of one connection
+  static constexpr size_t kTransportBytes = 12;
+  std::array<std::byte, kTransportBytes> transportBytes{};  // the named transport's own
 
   static constexpr size_t kBytes = 64;
   std::array<std::byte, kBytes> encode() const;

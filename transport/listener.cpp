@@ -97,7 +97,7 @@ void Listener::onHello(net::Socket& socket, std::span<const std::byte> bytes) {
   if (hello.to != context_.self.rank) throw Error(loomRemoteError, "a hello for another rank");
   socket.setLabel("rank " + std::to_string(hello.from));
   for (const auto& t : transports_) {
-    if (t->kind() != hello.transport) continue;
+    if (t->wireId() != hello.transport) continue;
     try {
       auto connection = t->accept(socket, hello, context_);
       if (connection) deliver_(hello.from, hello.channel, std::move(connection));

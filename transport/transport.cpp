@@ -6,8 +6,6 @@
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "transport/handshake.hpp"
-#include "transport/shm/shm_transport.hpp"
-#include "transport/socket/socket_transport.hpp"
 
 namespace loom::transport {
 namespace {
@@ -16,48 +14,11 @@ constexpr size_t kEndpointBlock = 128;
 
 }  // namespace
 
-const char* transportName(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::Shm: return "shm";
-    case TransportKind::Socket: return "socket";
-  }
-  return "unknown";
-}
-
 FifoShape FifoShape::fromEnv() {
   FifoShape shape;
   auto total = static_cast<uint64_t>(env::getInt("LOOM_BUFFSIZE", 64 * 1024, static_cast<long long>(kMaxTotalBytes)));
   shape.slotBytes = static_cast<uint32_t>(total / shape.slots / 64 * 64);
   return shape;
-}
-
-std::vector<std::unique_ptr<Transport>> allTransports() {
-  std::vector<std::unique_ptr<Transport>> all;
-  all.push_back(std::make_unique<shm::ShmTransport>());
-  all.push_back(std::make_unique<sock::SocketTransport>());
-  return all;
-}
-
-Transport& selectTransport(std::span<const std::unique_ptr<Transport>> transports, const Endpoint& self,
-                           const Endpoint& peer) {
-  auto forced = env::getIfSet("LOOM_TRANSPORT");
-  Transport* best = nullptr;
-  for (const auto& t : transports) {
-    if (forced) {
-      if (*forced != transportName(t->kind())) continue;
-      if (!t->canConnect(self, peer)) {
-        throw Error(loomInvalidUsage, "LOOM_TRANSPORT=" + *forced + " cannot reach " + peerName(peer) +
-                                          " (it is on another host)");
-      }
-      return *t;
-    }
-    if (t->canConnect(self, peer) && (best == nullptr || t->estimate().bandwidthGBps > best->estimate().bandwidthGBps)) {
-      best = t.get();
-    }
-  }
-  if (forced) throw Error(loomInvalidArgument, "LOOM_TRANSPORT='" + *forced + "' is not one of: shm, socket");
-  if (best == nullptr) throw Error(loomInternalError, "no transport reaches " + peerName(peer));
-  return *best;
 }
 
 std::vector<Endpoint> exchangeEndpoints(OutOfBand& oob, const Endpoint& self, int nranks) {

@@ -1,6 +1,7 @@
 // A transport connects two ranks with a Connection (connection.hpp). This is
 // the interface the communicator sees; shm/ and socket/ implement it today,
-// UCX and verbs will tomorrow.
+// UCX, verbs and CUDA IPC will tomorrow, each a folder and a line in the
+// registry (registry.cpp), without touching comm/ or the collectives.
 //
 // Connections are one-directional and made lazily: the sender connects to the
 // receiver's listener (listener.hpp) the first time it sends to it, presenting
@@ -23,15 +24,11 @@
 
 namespace loom::transport {
 
-enum class TransportKind : uint32_t { Shm = 1, Socket = 2 };
-
 // Independent connections between the same two ranks: point-to-point calls
 // and collectives each have their own FIFO, so a collective's chunks never
 // queue behind (or interleave with) a user's sends.
 enum class Channel : uint32_t { PointToPoint = 0, Collective = 1 };
 constexpr uint32_t kChannels = 2;
-
-const char* transportName(TransportKind kind);
 
 // What transports know about a rank: exchanged once, out of band, at init.
 struct Endpoint {
@@ -53,12 +50,6 @@ struct FifoShape {
   size_t totalBytes() const { return size_t{slots} * slotBytes; }
 };
 
-// Latency and bandwidth of a path, for selection and the tuner.
-struct LinkEstimate {
-  double latencyUs = 0;
-  double bandwidthGBps = 0;
-};
-
 // What a transport needs from the communicator above it.
 struct Context {
   Endpoint self;
@@ -78,9 +69,15 @@ class Transport {
  public:
   virtual ~Transport() = default;
 
-  virtual TransportKind kind() const = 0;
-  virtual bool canConnect(const Endpoint& self, const Endpoint& peer) const = 0;
-  virtual LinkEstimate estimate() const = 0;
+  // As LOOM_TRANSPORT and loomCommGetPeerInfo spell it: "shm", "socket".
+  virtual const char* name() const = 0;
+  // Names the transport in a Hello (handshake.hpp); each is taken once,
+  // for good (registry.cpp).
+  virtual uint32_t wireId() const = 0;
+  // How well this transport serves the path self -> peer: 0 if it cannot,
+  // else higher is better (NCCL's p2p > shm > net order). The registry picks
+  // the highest.
+  virtual int preference(const Endpoint& self, const Endpoint& peer) const = 0;
 
   // Sender side: connects to peer's listener, runs the handshake, returns the send end.
   virtual std::unique_ptr<SendConnection> connect(const Endpoint& peer, Channel channel, const Context& context) = 0;
@@ -90,15 +87,6 @@ class Transport {
   // connection returns null until the last one arrives.
   virtual std::unique_ptr<RecvConnection> accept(net::Socket& socket, const Hello& hello, const Context& context) = 0;
 };
-
-// Every transport this build has, best first.
-std::vector<std::unique_ptr<Transport>> allTransports();
-
-// The transport for the path self -> peer: LOOM_TRANSPORT if set (an error
-// naming the peer if it cannot connect them), else the one with the highest
-// bandwidth that can.
-Transport& selectTransport(std::span<const std::unique_ptr<Transport>> transports, const Endpoint& self,
-                           const Endpoint& peer);
 
 // The out-of-band exchange a communicator provides: every rank contributes
 // one block of blockBytes at its rank's position and receives all others.

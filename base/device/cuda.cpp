@@ -29,6 +29,27 @@ int deviceCount() {
 #endif
 }
 
+PointerKind pointerKind(const void* p) {
+#ifdef LOOM_HAVE_CUDA
+  static const bool haveDevice = deviceCount() > 0;
+  if (!haveDevice) return PointerKind::Host;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // memory CUDA never saw
+    return PointerKind::Host;
+  }
+  switch (attributes.type) {
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged: return PointerKind::Device;
+    case cudaMemoryTypeHost: return PointerKind::HostPinned;
+    default: return PointerKind::Host;
+  }
+#else
+  (void)p;
+  return PointerKind::Host;
+#endif
+}
+
 std::string currentDeviceBusId() {
 #ifdef LOOM_HAVE_CUDA
   int device = 0;

@@ -45,9 +45,10 @@ struct Plan {
   const std::array<topo::Tree, 2>* trees = nullptr;  // double binary trees over ring positions
   const Ring* acrossHosts = nullptr;  // this rank's local index on every host (hierarchical), if hosts are uniform
   Scratch* received = nullptr;        // room for data received before it is folded in, kept between calls
+  CollectiveChannel* channel = nullptr;  // the connections the links use
 
   // The collective channel's connections, as this collective uses them.
-  Links links() const { return Links(comm, what, sequence, call, callBytes); }
+  Links links() const { return Links(comm, *channel, what, sequence, call, callBytes); }
   // Primitives from `prev` to `next` for this collective.
   Primitives primitives(Links& links, int prev, int next) const {
     return Primitives(links, prev, next, c.type, c.typeSize, c.reduction.op, sequence, call);

@@ -12,7 +12,6 @@
 // node's link carries the (H-1) L blocks it must receive, where the flat
 // ring's link between two nodes carries n-1. Nodes with unequal rank counts
 // have no ring across hosts: there the flat ring does all of it.
-#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -40,24 +39,16 @@ void hierarchicalAllGather(const Plan& plan) {
                          .outputAt = place});
 }
 
-namespace {
-
-// The ring across nodes and one pass on the node's segment, which adds
-// little to the ring (all-gather: 0.84 of the flat ring's time at 16 KiB,
-// 0.53-0.75 at 256 KiB-16 MiB across two namespaces, bench/RESULTS.md).
-double cost(const CostModel& m, size_t bytes) {
-  if (m.layout.nodes < 2 || m.layout.ranksPerNode < 2) return std::numeric_limits<double>::infinity();
-  const double h = m.layout.nodes;
-  const double s = static_cast<double>(bytes);
-  const Path path = m.path();
-  const double segment = CostModel::kSegmentPath.latencyUs + s / (CostModel::kSegmentPath.bandwidthGBps * 1e3);
-  return segment + ((h - 1) * path.latencyUs + (h - 1) / h * s / (path.bandwidthGBps * 1e3));
-}
-
-}  // namespace
-
+// One ring across nodes and one pass on the node's segment, which adds
+// little to the ring (0.84 of the flat ring's time at 16 KiB, 0.53-0.75 at
+// 256 KiB-16 MiB across two namespaces, bench/RESULTS.md).
 extern const AlgorithmEntry kHierarchicalAllGather{
-    .name = "hier", .kind = CollectiveKind::AllGather, .run = hierarchicalAllGather, .costUs = cost,
+    .name = "hier",
+    .kind = CollectiveKind::AllGather,
+    .run = hierarchicalAllGather,
+    .costUs = [](const CostModel& m, size_t bytes) {
+      return m.acrossUniformNodes(1, CostModel::onSegment(1, static_cast<double>(bytes)), bytes);
+    },
     .needs = Needs::UniformNodes};
 
 }  // namespace loom::coll

@@ -14,7 +14,6 @@
 // The elements that do not divide into L blocks (fewer than L) go first, by
 // the flat ring. Nodes with unequal rank counts have no ring across hosts:
 // there the flat ring does all of it.
-#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -60,27 +59,20 @@ void hierarchicalAllReduce(const Plan& plan) {
   shmAllGather(within);
 }
 
-namespace {
-
-// A reduce-scatter and an all-gather on each node's segment, and between
-// them a ring across the nodes in which each of a node's ranks carries
-// 1/ranksPerNode of the buffer, all of them over the node's link. The node
-// phases' fixed cost is what was measured across two namespaces with 2 ranks
-// each (bench/RESULTS.md): about three socket hand-offs (its tail also takes
-// the flat ring), so the flat algorithms keep messages below ~128 KiB.
-double cost(const CostModel& m, size_t bytes) {
-  if (m.layout.nodes < 2 || m.layout.ranksPerNode < 2) return std::numeric_limits<double>::infinity();
-  const double h = m.layout.nodes;
-  const double s = static_cast<double>(bytes);
-  const Path path = m.path();
-  const double segment = 3 * path.latencyUs + 2 * s / (CostModel::kSegmentPath.bandwidthGBps * 1e3);
-  return segment + 2 * ((h - 1) * path.latencyUs + (h - 1) / h * s / (path.bandwidthGBps * 1e3));
-}
-
-}  // namespace
-
+// The node phases' fixed cost is what was measured across two namespaces
+// with 2 ranks each (bench/RESULTS.md): about three socket hand-offs (its
+// tail also takes the flat ring), so the flat algorithms keep messages
+// below ~128 KiB. Two passes: a reduce-scatter and an all-gather on each
+// node's segment, a ring all-reduce across the nodes between them.
 extern const AlgorithmEntry kHierarchicalAllReduce{
-    .name = "hier", .kind = CollectiveKind::AllReduce, .run = hierarchicalAllReduce, .costUs = cost,
+    .name = "hier",
+    .kind = CollectiveKind::AllReduce,
+    .run = hierarchicalAllReduce,
+    .costUs = [](const CostModel& m, size_t bytes) {
+      const double nodePhases = 3 * m.path().latencyUs + 2 * static_cast<double>(bytes) /
+                                                           (CostModel::kSegmentPath.bandwidthGBps * 1e3);
+      return m.acrossUniformNodes(2, nodePhases, bytes);
+    },
     .needs = Needs::UniformNodes};
 
 }  // namespace loom::coll

@@ -11,7 +11,6 @@
 // The same walk serves the hierarchical all-gather's node phase, where each
 // rank contributes several blocks that already lie in its output
 // (NodeBlocks): a step then stages the same piece of each.
-#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -84,20 +83,15 @@ void shmAllGather(const Plan& plan) {
                          .outputAt = [block](int q, int) { return static_cast<size_t>(q) * block; }});
 }
 
-namespace {
-
-// Only on one node with shared memory allowed. Steps per slot-sized piece: one arrival; the blocks others use staged once (kShmPath's
-// figure covers both copies).
-double cost(const CostModel& m, size_t bytes) {
-  if (!m.layout.sharedMemory) return std::numeric_limits<double>::infinity();
-  [[maybe_unused]] const double s = static_cast<double>(bytes);
-  return m.onSegment(1, (m.n() - 1) / m.n() * s);
-}
-
-}  // namespace
-
+// Per slot-sized piece: one arrival; the blocks the others use staged once.
 extern const AlgorithmEntry kShmAllGather{
-    .name = "shm", .kind = CollectiveKind::AllGather, .run = shmAllGather, .costUs = cost,
+    .name = "shm",
+    .kind = CollectiveKind::AllGather,
+    .run = shmAllGather,
+    .costUs = [](const CostModel& m, size_t bytes) {
+      [[maybe_unused]] const double s = static_cast<double>(bytes);
+      return m.onSharedNode(1, (m.n() - 1) / m.n() * s);
+    },
     .needs = Needs::NodeSegment,
     .foldsInRankOrder = true};
 

@@ -28,7 +28,6 @@
 // rank gets the same bits whatever the path, the step size or the message
 // size (the LOOM_DETERMINISTIC order).
 #include <optional>
-#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -157,20 +156,15 @@ void shmAllReduce(const Plan& plan) {
   copyOthersSlices(plan, node, *previous);
 }
 
-namespace {
-
-// Only on one node with shared memory allowed. Steps per slot-sized piece: arrive, then the result slice; staged once (kShmPath's
-// figure covers both copies).
-double cost(const CostModel& m, size_t bytes) {
-  if (!m.layout.sharedMemory) return std::numeric_limits<double>::infinity();
-  [[maybe_unused]] const double s = static_cast<double>(bytes);
-  return m.onSegment(2, s);
-}
-
-}  // namespace
-
+// Per slot-sized piece: arrive, then the result slice; the buffer staged once.
 extern const AlgorithmEntry kShmAllReduce{
-    .name = "shm", .kind = CollectiveKind::AllReduce, .run = shmAllReduce, .costUs = cost,
+    .name = "shm",
+    .kind = CollectiveKind::AllReduce,
+    .run = shmAllReduce,
+    .costUs = [](const CostModel& m, size_t bytes) {
+      [[maybe_unused]] const double s = static_cast<double>(bytes);
+      return m.onSharedNode(2, s);
+    },
     .needs = Needs::NodeSegment,
     .foldsInRankOrder = true};
 

@@ -8,7 +8,6 @@
 // the first step's arrive tells every rank where it is, and they copy the
 // rest straight from it (readInPlace): one copy instead of two, and the root
 // stages nothing more.
-#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -51,20 +50,15 @@ void shmBroadcast(const Plan& plan) {
   }
 }
 
-namespace {
-
-// Only on one node with shared memory allowed. Steps per slot-sized piece: one arrival; staged once (kShmPath's
-// figure covers both copies).
-double cost(const CostModel& m, size_t bytes) {
-  if (!m.layout.sharedMemory) return std::numeric_limits<double>::infinity();
-  [[maybe_unused]] const double s = static_cast<double>(bytes);
-  return m.onSegment(1, s);
-}
-
-}  // namespace
-
+// Per slot-sized piece: one arrival; the buffer staged once.
 extern const AlgorithmEntry kShmBroadcast{
-    .name = "shm", .kind = CollectiveKind::Broadcast, .run = shmBroadcast, .costUs = cost,
+    .name = "shm",
+    .kind = CollectiveKind::Broadcast,
+    .run = shmBroadcast,
+    .costUs = [](const CostModel& m, size_t bytes) {
+      [[maybe_unused]] const double s = static_cast<double>(bytes);
+      return m.onSharedNode(1, s);
+    },
     .needs = Needs::NodeSegment,
     .foldsInRankOrder = true};
 

@@ -15,7 +15,6 @@
 // it in place alone (1.2-1.3x at 1-64 MiB on the 2-core VM; with 3 ranks in
 // place was 1.3-1.4x faster).
 #include <optional>
-#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -69,20 +68,15 @@ void shmReduce(const Plan& plan) {
   if (inPlace != nullptr) node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
 
-namespace {
-
-// Only on one node with shared memory allowed. Steps per slot-sized piece: arrive, then the result slice; staged once (kShmPath's
-// figure covers both copies).
-double cost(const CostModel& m, size_t bytes) {
-  if (!m.layout.sharedMemory) return std::numeric_limits<double>::infinity();
-  [[maybe_unused]] const double s = static_cast<double>(bytes);
-  return m.onSegment(2, s);
-}
-
-}  // namespace
-
+// Per slot-sized piece: arrive, then the result slice; the buffer staged once.
 extern const AlgorithmEntry kShmReduce{
-    .name = "shm", .kind = CollectiveKind::Reduce, .run = shmReduce, .costUs = cost,
+    .name = "shm",
+    .kind = CollectiveKind::Reduce,
+    .run = shmReduce,
+    .costUs = [](const CostModel& m, size_t bytes) {
+      [[maybe_unused]] const double s = static_cast<double>(bytes);
+      return m.onSharedNode(2, s);
+    },
     .needs = Needs::NodeSegment,
     .foldsInRankOrder = true};
 

@@ -13,7 +13,6 @@
 // The same walk serves the hierarchical reduce-scatter's node phase, where
 // each rank owns several blocks (NodeBlocks): a step then takes the same
 // piece of each.
-#include <limits>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -100,20 +99,15 @@ void shmReduceScatter(const Plan& plan) {
                          .outputAt = [](int, int) { return size_t{0}; }});
 }
 
-namespace {
-
-// Only on one node with shared memory allowed. Steps per slot-sized piece: one arrival; the blocks others use staged once (kShmPath's
-// figure covers both copies).
-double cost(const CostModel& m, size_t bytes) {
-  if (!m.layout.sharedMemory) return std::numeric_limits<double>::infinity();
-  [[maybe_unused]] const double s = static_cast<double>(bytes);
-  return m.onSegment(1, (m.n() - 1) / m.n() * s);
-}
-
-}  // namespace
-
+// Per slot-sized piece: one arrival; the blocks the others use staged once.
 extern const AlgorithmEntry kShmReduceScatter{
-    .name = "shm", .kind = CollectiveKind::ReduceScatter, .run = shmReduceScatter, .costUs = cost,
+    .name = "shm",
+    .kind = CollectiveKind::ReduceScatter,
+    .run = shmReduceScatter,
+    .costUs = [](const CostModel& m, size_t bytes) {
+      [[maybe_unused]] const double s = static_cast<double>(bytes);
+      return m.onSharedNode(1, (m.n() - 1) / m.n() * s);
+    },
     .needs = Needs::NodeSegment,
     .foldsInRankOrder = true};
 

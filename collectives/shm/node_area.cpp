@@ -91,13 +91,6 @@ long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* 
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op, value, timeout, nullptr, 0);
 }
 
-// One side of a call's buffers as the peers will look it up.
-memory::SharedRef describe(const void* p, size_t bytes) {
-  if (bytes == 0) return {};
-  if (auto shared = memory::findShared(p, bytes)) return *shared;
-  return {.pid = ::getpid(), .address = reinterpret_cast<uintptr_t>(p)};
-}
-
 }  // namespace
 
 struct NodeArea::Control {
@@ -283,7 +276,7 @@ void NodeArea::startCall(const CallInfo& call, uint64_t callBytes) {
 
 void NodeArea::offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
   if (!singleCopy_) return;
-  offered_ = {.offered = 1, .pid = ::getpid(), .send = describe(send, sendBytes), .recv = describe(recv, recvBytes)};
+  offered_ = {.offered = 1, .pid = ::getpid(), .send = memory::handleOf(send, sendBytes), .recv = memory::handleOf(recv, recvBytes)};
 }
 
 void NodeArea::resolveBuffers(uint64_t step) {
@@ -292,7 +285,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // buffers are readable only when all the ranks are one process's threads.
   // (Cross-memory reads, process_vm_readv, were measured slower than staging:
   // the staged copy stays in cache, and pinning pages costs.)
-  const auto shared = [](const memory::SharedRef& ref) { return ref.pid == 0 || ref.fd >= 0; };
+  const auto shared = [](const memory::Handle& h) { return h.empty() || h.reachableByPeers(); };
   bool oneProcess = true;
   bool allShared = true;
   for (int local = 0; local < localSize_; ++local) {
@@ -302,8 +295,8 @@ void NodeArea::resolveBuffers(uint64_t step) {
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
   }
   if (!allShared && !oneProcess) return;
-  const auto map = [this](const memory::SharedRef& ref) {
-    return ref.pid == 0 ? nullptr : mappings_.map(ref);
+  const auto map = [this](const memory::Handle& h) {
+    return h.empty() ? nullptr : mappings_.map(h);
   };
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));
   peerBuffers_.recv.resize(static_cast<size_t>(localSize_));

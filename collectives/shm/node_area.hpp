@@ -40,7 +40,7 @@
 #include "base/shm/segment.hpp"
 #include "collectives/stall_probe.hpp"
 #include "comm/communicator.hpp"
-#include "memory/shared_buffers.hpp"
+#include "memory/registration.hpp"
 
 namespace loom::coll::shm {
 
@@ -68,8 +68,8 @@ struct CallInfo {
 struct CallBuffers {
   uint32_t offered = 0;  // 1: this rank offered its buffers for the call
   int32_t pid = 0;       // the offering rank's process
-  memory::SharedRef send;
-  memory::SharedRef recv;
+  memory::Handle send;
+  memory::Handle recv;
 };
 
 // Every local rank's buffers of the current call, readable from this process.
@@ -187,7 +187,7 @@ class NodeArea {
   bool peersInPlace_ = false;
   bool announcedShared_ = false;  // logged once per communicator
   PeerBuffers peerBuffers_;
-  memory::PeerMappings mappings_;
+  memory::Mappings mappings_;
   std::vector<int> localToRank_;  // communicator rank of each local rank
   std::vector<const void*> sources_;
   loom::shm::Segment segment_;

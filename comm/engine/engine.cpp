@@ -1,4 +1,5 @@
 #include "comm/engine/engine.hpp"
+#include "transport/registry.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -54,26 +55,15 @@ std::unique_ptr<transport::RecvConnection> Engine::claim(int from, transport::Ch
   return connection;
 }
 
-transport::SendConnection& Engine::collectiveSend(int peer) {
-  auto& connection = peers_[static_cast<size_t>(peer)].collectiveSend;
-  if (!connection) {
-    const auto& endpoint = endpoints_[static_cast<size_t>(peer)];
-    connection = transport::selectTransport(transports_, context_.self, endpoint)
-                     .connect(endpoint, transport::Channel::Collective, context_);
-  }
-  return *connection;
+std::unique_ptr<transport::SendConnection> Engine::connect(int peer, transport::Channel channel) {
+  const auto& endpoint = endpoints_[static_cast<size_t>(peer)];
+  return transport::selectTransport(transports_, context_.self, endpoint).connect(endpoint, channel, context_);
 }
 
 const char* Engine::transportTo(int peer) const {
   if (peer == rank()) return "self";
   const auto& transport = transport::selectTransport(transports_, context_.self, endpoints_[static_cast<size_t>(peer)]);
-  return transport::transportName(transport.kind());
-}
-
-transport::RecvConnection* Engine::collectiveRecv(int peer) {
-  auto& connection = peers_[static_cast<size_t>(peer)].collectiveRecv;
-  if (!connection) connection = claim(peer, transport::Channel::Collective);
-  return connection.get();
+  return transport.name();
 }
 
 void Engine::post(std::span<P2pOp* const> ops) {
@@ -195,9 +185,7 @@ bool Engine::drive(Direction& direction, const char* silence, Advance advance) {
 bool Engine::progressSends(int rank, Peer& peer) {
   return drive(peer.sends, "the peer took nothing", [&](P2pOp& op) {
     if (!peer.send) {
-      const auto& endpoint = endpoints_[static_cast<size_t>(rank)];
-      peer.send = transport::selectTransport(transports_, context_.self, endpoint)
-                      .connect(endpoint, transport::Channel::PointToPoint, context_);
+      peer.send = connect(rank, transport::Channel::PointToPoint);
     }
     transport::SendConnection& connection = *peer.send;
     Step step{.moved = connection.progress(), .finished = false};

@@ -54,11 +54,13 @@ class Engine {
   // without ever reading the slot that shows it).
   void checkPeers();
 
-  // The collective channel's connections to and from `peer`. They belong to
-  // the collective running on this communicator (one at a time: the caller
-  // holds the communicator's collective lock); progress() never touches them.
-  transport::SendConnection& collectiveSend(int peer);  // connects on first use
-  transport::RecvConnection* collectiveRecv(int peer);  // null until the peer has connected
+  // A new connection to `peer` on `channel`, by the transport that serves
+  // the path (the caller owns it; the engine's own are the point-to-point
+  // channel's).
+  std::unique_ptr<transport::SendConnection> connect(int peer, transport::Channel channel);
+  // The connection `peer` made to this rank on `channel`, once delivered
+  // (the caller takes it); null until then.
+  std::unique_ptr<transport::RecvConnection> claim(int from, transport::Channel channel);
 
   // The name of the transport that carries this rank's messages to `peer`
   // ("self" for its own rank): what a connection to it would use.
@@ -96,8 +98,6 @@ class Engine {
     std::unique_ptr<transport::RecvConnection> recv;
     Direction sends;
     Direction recvs;  // after recv: its landing goes first
-    std::unique_ptr<transport::SendConnection> collectiveSend;  // the collective lock's
-    std::unique_ptr<transport::RecvConnection> collectiveRecv;
   };
 
   struct Step {
@@ -117,8 +117,6 @@ class Engine {
   void fail(Direction& direction, const Error& error);
   void complete(Direction& direction);
   void deliver(int from, transport::Channel channel, std::unique_ptr<transport::RecvConnection> connection);
-  // A delivered connection of (from, channel), or null.
-  std::unique_ptr<transport::RecvConnection> claim(int from, transport::Channel channel);
 
   transport::Context context_;
   std::vector<transport::Endpoint> endpoints_;

@@ -34,17 +34,18 @@ std::vector<std::pair<Key, std::vector<Call>>> splitBy(const std::vector<Call>& 
 // point-to-point op posted at once and waited for together.
 void runOneRank(const std::vector<Call>& calls) {
   for (const auto& call : calls) {
-    if (call.collective) call.collective();
+    if (const auto* collective = std::get_if<Collective>(&call.what)) collective->run();
   }
   std::vector<P2pOp> ops(calls.size());
   std::vector<P2pOp*> pointers;
   for (size_t i = 0; i < calls.size(); ++i) {
-    if (calls[i].collective) continue;
+    const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
+    if (p2p == nullptr) continue;
     ops[i].engine = &calls[i].comm->engine();
-    ops[i].kind = calls[i].kind;
-    ops[i].peer = calls[i].peer;
-    ops[i].buffer = calls[i].buffer;
-    ops[i].bytes = calls[i].bytes;
+    ops[i].kind = p2p->kind;
+    ops[i].peer = p2p->peer;
+    ops[i].buffer = p2p->buffer;
+    ops[i].bytes = p2p->bytes;
     pointers.push_back(&ops[i]);
   }
   if (!pointers.empty()) runOps(pointers);

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <variant>
 
 #include "comm/communicator.hpp"
 #include "comm/engine/p2p_op.hpp"
@@ -22,16 +23,23 @@
 
 namespace loom::group {
 
-// A point-to-point call, or a collective (`collective` set: it runs the
-// whole collective, blocking, in the thread that executes the group).
-struct Call {
-  Communicator* comm;
-  HostStream* stream;  // null: blocking
+// A send or receive: one op the engine posts with the group's others.
+struct PointToPoint {
   OpKind kind = OpKind::Send;
   int peer = -1;
   std::byte* buffer = nullptr;
   size_t bytes = 0;
-  std::function<void()> collective;
+};
+
+// A collective: runs whole, blocking, in the thread that executes the group.
+struct Collective {
+  std::function<void()> run;
+};
+
+struct Call {
+  Communicator* comm;
+  HostStream* stream;  // null: blocking
+  std::variant<PointToPoint, Collective> what;
 };
 
 void start();

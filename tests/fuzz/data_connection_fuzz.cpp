@@ -59,9 +59,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hello.secret = context.secret;
   std::unique_ptr<RecvConnection> connection;
   try {
-    if (hello.transport == TransportKind::Socket) {
+    if (hello.transport == sock::SocketTransport::kWireId) {
       connection = sock::SocketTransport().accept(ours, hello, context);
-    } else if (hello.transport == TransportKind::Shm) {
+    } else if (hello.transport == shm::ShmTransport::kWireId) {
       shm::ShmTransport().accept(ours, hello, context);
       return 0;  // its slots come through shared memory, not this socket
     }

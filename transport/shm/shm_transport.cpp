@@ -15,11 +15,8 @@ ShmTransport::ShmTransport() {
   std::call_once(swept, ::loom::shm::removeStaleSegments);
 }
 
-bool ShmTransport::canConnect(const Endpoint& self, const Endpoint& peer) const { return self.hostId == peer.hostId; }
-
-LinkEstimate ShmTransport::estimate() const {
-  // Stated for a typical server core (one memcpy per byte each side); bench/p2p measures the real figures.
-  return {.latencyUs = 1.0, .bandwidthGBps = 8.0};
+int ShmTransport::preference(const Endpoint& self, const Endpoint& peer) const {
+  return self.hostId == peer.hostId ? 2 : 0;
 }
 
 std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, Channel channel, const Context& context) {
@@ -27,7 +24,7 @@ std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, Chan
               .from = context.self.rank,
               .to = peer.rank,
               .channel = channel,
-              .transport = TransportKind::Shm,
+              .transport = kWireId,
               .fifo = context.fifo};
   auto deadline = Deadline::after(context.timeout);
   auto socket = connectWithHello(peer, hello, context, deadline);

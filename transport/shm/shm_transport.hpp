@@ -12,9 +12,12 @@ class ShmTransport final : public Transport {
   // Sweeps segments left by dead processes, once per process.
   ShmTransport();
 
-  TransportKind kind() const override { return TransportKind::Shm; }
-  bool canConnect(const Endpoint& self, const Endpoint& peer) const override;
-  LinkEstimate estimate() const override;
+  static constexpr uint32_t kWireId = 1;
+
+  const char* name() const override { return "shm"; }
+  uint32_t wireId() const override { return kWireId; }
+  // Peers on this host only, where it beats sockets.
+  int preference(const Endpoint& self, const Endpoint& peer) const override;
   std::unique_ptr<SendConnection> connect(const Endpoint& peer, Channel channel, const Context& context) override;
   std::unique_ptr<RecvConnection> accept(net::Socket& socket, const Hello& hello, const Context& context) override;
 };

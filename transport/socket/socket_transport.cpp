@@ -2,6 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <cstring>
+
+#include "base/bytes.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/random.hpp"
@@ -15,9 +18,23 @@ constexpr uint32_t kMaxSockets = 16;
 
 }  // namespace
 
-LinkEstimate SocketTransport::estimate() const {
-  // Stated for TCP over a 10-25 Gb/s NIC; bench/p2p measures the real figures.
-  return {.latencyUs = 30.0, .bandwidthGBps = 1.5};
+std::array<std::byte, Hello::kTransportBytes> SocketHello::encode() const {
+  ByteWriter w;
+  w.put(index);
+  w.put(count);
+  w.put(nonce);
+  std::array<std::byte, Hello::kTransportBytes> out{};
+  std::memcpy(out.data(), w.bytes().data(), out.size());
+  return out;
+}
+
+SocketHello SocketHello::decode(const Hello& hello) {
+  ByteReader r(hello.transportBytes, "socket hello");
+  SocketHello h;
+  h.index = r.get<uint16_t>();
+  h.count = r.get<uint16_t>();
+  h.nonce = r.get<uint64_t>();
+  return h;
 }
 
 std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, Channel channel, const Context& context) {
@@ -31,11 +48,11 @@ std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, C
                 .from = context.self.rank,
                 .to = peer.rank,
                 .channel = channel,
-                .transport = TransportKind::Socket,
-                .socketIndex = static_cast<uint16_t>(i),
-                .socketCount = static_cast<uint16_t>(count),
+                .transport = kWireId,
                 .fifo = context.fifo,
-                .nonce = nonce};
+                .transportBytes =
+                    SocketHello{.index = static_cast<uint16_t>(i), .count = static_cast<uint16_t>(count), .nonce = nonce}
+                        .encode()};
     sockets.push_back(connectWithHello(peer, hello, context, deadline));
     configureDataSocket(sockets.back());
   }
@@ -49,25 +66,26 @@ std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, C
 
 std::unique_ptr<RecvConnection> SocketTransport::accept(net::Socket& socket, const Hello& hello,
                                                         const Context& context) {
-  if (hello.socketCount == 0 || hello.socketCount > kMaxSockets || hello.socketIndex >= hello.socketCount ||
-      hello.fifo.slots < hello.socketCount || hello.fifo.slots > 1024 || hello.fifo.slotBytes == 0 ||
+  const SocketHello own = SocketHello::decode(hello);
+  if (own.count == 0 || own.count > kMaxSockets || own.index >= own.count ||
+      hello.fifo.slots < own.count || hello.fifo.slots > 1024 || hello.fifo.slotBytes == 0 ||
       hello.fifo.totalBytes() > FifoShape::kMaxTotalBytes) {
     throw Error(loomRemoteError, "rank " + std::to_string(hello.from) + " asked for an unsupported socket connection");
   }
-  auto& parts = partial_[{hello.from, hello.nonce}];
-  if (parts.empty()) parts.resize(hello.socketCount);
-  if (parts.size() != hello.socketCount || parts[hello.socketIndex].valid()) {
-    partial_.erase({hello.from, hello.nonce});
+  auto& parts = partial_[{hello.from, own.nonce}];
+  if (parts.empty()) parts.resize(own.count);
+  if (parts.size() != own.count || parts[own.index].valid()) {
+    partial_.erase({hello.from, own.nonce});
     throw Error(loomRemoteError, "rank " + std::to_string(hello.from) + " sent inconsistent socket hellos");
   }
   sendReply(socket, {.ok = true, .detail = {}}, Deadline::after(context.timeout), context.cancel);
   configureDataSocket(socket);
-  parts[hello.socketIndex] = std::move(socket);
+  parts[own.index] = std::move(socket);
   for (const auto& s : parts) {
     if (!s.valid()) return nullptr;
   }
   auto sockets = std::move(parts);
-  partial_.erase({hello.from, hello.nonce});
+  partial_.erase({hello.from, own.nonce});
   std::string name = "rank " + std::to_string(hello.from);
   for (auto& s : sockets) s.setLabel(name);
   return std::make_unique<SocketRecvConnection>(std::move(sockets), hello.fifo, name);

@@ -1,0 +1,31 @@
+#include "memory/memory_kind.hpp"
+
+#include "base/device/cuda.hpp"
+#include "memory/shared_buffers.hpp"
+
+namespace loom::memory {
+
+const char* memoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::Host: return "host";
+    case MemoryKind::HostShared: return "host-shared";
+    case MemoryKind::CudaDevice: return "cuda-device";
+    case MemoryKind::CudaHostPinned: return "cuda-host-pinned";
+  }
+  return "unknown";
+}
+
+MemoryKind kindOf(const void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return MemoryKind::Host;
+  if (findAllocation(p, bytes)) return MemoryKind::HostShared;
+  switch (cuda::pointerKind(p)) {
+    case cuda::PointerKind::Device: return MemoryKind::CudaDevice;
+    case cuda::PointerKind::HostPinned: return MemoryKind::CudaHostPinned;
+    case cuda::PointerKind::Host: break;
+  }
+  return MemoryKind::Host;
+}
+
+bool hostReachable(MemoryKind kind) { return kind == MemoryKind::Host || kind == MemoryKind::HostShared || kind == MemoryKind::CudaHostPinned; }
+
+}  // namespace loom::memory

@@ -1,0 +1,31 @@
+// What kind of memory a buffer is. Every buffer the data path touches has
+// one: the API finds it once per call, algorithms and transports may only
+// touch what they can reach (today's host executor: host memory of either
+// kind), and a peer reaches it through the handle its kind registers
+// (registration.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::memory {
+
+enum class MemoryKind : uint8_t {
+  Host = 0,            // ordinary host memory of this process
+  HostShared = 1,      // loomMemAlloc's: host memory peers on the node may map
+  CudaDevice = 2,      // a CUDA device's memory
+  CudaHostPinned = 3,  // host memory pinned and mapped by CUDA
+};
+
+// "host", "host-shared", "cuda-device", "cuda-host-pinned".
+const char* memoryKindName(MemoryKind kind);
+
+// The kind of [p, p + bytes): HostShared when loomMemAlloc gave the whole
+// range, a CUDA kind when the CUDA runtime knows the pointer (builds with
+// CUDA and a device only), else Host.
+MemoryKind kindOf(const void* p, size_t bytes);
+
+// Whether a CPU thread may read and write it directly.
+bool hostReachable(MemoryKind kind);
+
+}  // namespace loom::memory

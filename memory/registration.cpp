@@ -1,0 +1,93 @@
+#include "memory/registration.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "base/error.hpp"
+#include "memory/shared_buffers.hpp"
+
+namespace loom::memory {
+
+void Handle::serialize(ByteWriter& w) const {
+  w.put(static_cast<uint8_t>(kind));
+  w.put(pid);
+  w.put(fd);
+  w.put(serial);
+  w.put(mapBytes);
+  w.put(offset);
+  w.put(address);
+}
+
+Handle Handle::deserialize(ByteReader& r) {
+  Handle h;
+  const auto kind = r.get<uint8_t>();
+  if (kind > static_cast<uint8_t>(MemoryKind::CudaHostPinned)) {
+    throw Error(loomRemoteError, "a memory handle of unknown kind " + std::to_string(kind));
+  }
+  h.kind = static_cast<MemoryKind>(kind);
+  h.pid = r.get<int32_t>();
+  h.fd = r.get<int32_t>();
+  h.serial = r.get<uint64_t>();
+  h.mapBytes = r.get<uint64_t>();
+  h.offset = r.get<uint64_t>();
+  h.address = r.get<uint64_t>();
+  return h;
+}
+
+Handle handleOf(const void* p, size_t bytes) {
+  if (bytes == 0) return {};
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  if (auto a = findAllocation(p, bytes)) {
+    return {.kind = MemoryKind::HostShared,
+            .pid = static_cast<int32_t>(::getpid()),
+            .fd = a->fd,
+            .serial = a->serial,
+            .mapBytes = a->bytes,
+            .offset = a->offset,
+            .address = address};
+  }
+  return {.kind = MemoryKind::Host, .pid = static_cast<int32_t>(::getpid()), .address = address};
+}
+
+Mappings::~Mappings() {
+  for (const auto& m : mappings_) ::munmap(m.data, m.bytes);
+}
+
+const std::byte* Mappings::map(const Handle& handle) {
+  if (handle.pid == ::getpid()) return reinterpret_cast<const std::byte*>(handle.address);
+  if (!handle.reachableByPeers()) {
+    throw Error(loomInvalidUsage, std::string(memoryKindName(handle.kind)) + " memory of pid " +
+                                      std::to_string(handle.pid) + " cannot be mapped by another process");
+  }
+  for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
+    if (it->pid == handle.pid && it->serial == handle.serial) {
+      mappings_.splice(mappings_.begin(), mappings_, it);
+      return it->data + handle.offset;
+    }
+  }
+  // The owner holds the fd open for as long as the allocation lives, and it
+  // is inside the collective that published `handle`: the fd is that allocation.
+  const std::string path = "/proc/" + std::to_string(handle.pid) + "/fd/" + std::to_string(handle.fd);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw Error(loomSystemError, "cannot open the loomMemAlloc buffer of pid " + std::to_string(handle.pid) + " (" +
+                                     path + "): " + std::strerror(errno));
+  }
+  void* p = ::mmap(nullptr, handle.mapBytes, PROT_READ, MAP_SHARED, fd, 0);
+  const int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) throwSystemError("mmap of the loomMemAlloc buffer of pid " + std::to_string(handle.pid), e);
+  if (mappings_.size() == kCapacity) {
+    ::munmap(mappings_.back().data, mappings_.back().bytes);
+    mappings_.pop_back();
+  }
+  mappings_.push_front({handle.pid, handle.serial, static_cast<std::byte*>(p), handle.mapBytes});
+  return mappings_.front().data + handle.offset;
+}
+
+}  // namespace loom::memory

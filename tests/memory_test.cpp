@@ -1,0 +1,81 @@
+// Memory kinds and registrations: what a buffer is, the handle a peer
+// reaches it by, and the importer's refusals.
+#include <loom/loom.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "base/error.hpp"
+#include "memory/memory_kind.hpp"
+#include "memory/registration.hpp"
+
+namespace loom::memory {
+namespace {
+
+TEST(MemoryKind, LoomMemAllocIsSharedAndTheHeapIsNot) {
+  void* shared = nullptr;
+  ASSERT_EQ(loomMemAlloc(&shared, 1 << 16), loomSuccess);
+  std::vector<std::byte> heap(1 << 16);
+  const auto* base = static_cast<std::byte*>(shared);
+  EXPECT_EQ(kindOf(shared, 1 << 16), MemoryKind::HostShared);
+  EXPECT_EQ(kindOf(base + 100, 1000), MemoryKind::HostShared);  // a range inside it
+  EXPECT_EQ(kindOf(base + 100, 1 << 16), MemoryKind::Host);     // one that runs past its end
+  EXPECT_EQ(kindOf(heap.data(), heap.size()), MemoryKind::Host);
+  EXPECT_TRUE(hostReachable(MemoryKind::Host));
+  EXPECT_TRUE(hostReachable(MemoryKind::HostShared));
+  EXPECT_FALSE(hostReachable(MemoryKind::CudaDevice));
+  ASSERT_EQ(loomMemFree(shared), loomSuccess);
+  EXPECT_EQ(kindOf(shared, 1 << 16), MemoryKind::Host);  // freed: no longer registered
+}
+
+TEST(Registration, AHandleNamesItsAllocationAndSurvivesSerialisation) {
+  void* shared = nullptr;
+  ASSERT_EQ(loomMemAlloc(&shared, 4096), loomSuccess);
+  const Handle h = handleOf(static_cast<std::byte*>(shared) + 64, 128);
+  EXPECT_EQ(h.kind, MemoryKind::HostShared);
+  EXPECT_TRUE(h.reachableByPeers());
+  EXPECT_EQ(h.pid, ::getpid());
+  EXPECT_GE(h.fd, 0);
+  EXPECT_EQ(h.mapBytes, 4096u);
+  EXPECT_EQ(h.offset, 64u);
+  ByteWriter w;
+  h.serialize(w);
+  ByteReader r(w.bytes(), "handle");
+  const Handle back = Handle::deserialize(r);
+  EXPECT_EQ(back.kind, h.kind);
+  EXPECT_EQ(back.fd, h.fd);
+  EXPECT_EQ(back.serial, h.serial);
+  EXPECT_EQ(back.offset, h.offset);
+  EXPECT_EQ(back.address, h.address);
+  Mappings mappings;
+  EXPECT_EQ(mappings.map(h), static_cast<const std::byte*>(shared) + 64);  // its own process: the address
+  ASSERT_EQ(loomMemFree(shared), loomSuccess);
+
+  std::vector<std::byte> bad(w.bytes().begin(), w.bytes().end());
+  bad[0] = std::byte{9};  // no such kind
+  ByteReader badReader(bad, "handle");
+  EXPECT_THROW(Handle::deserialize(badReader), Error);
+}
+
+TEST(Registration, HeapMemoryOfAnotherProcessIsRefusedByKind) {
+  std::vector<std::byte> heap(64);
+  Handle h = handleOf(heap.data(), heap.size());
+  EXPECT_EQ(h.kind, MemoryKind::Host);
+  EXPECT_FALSE(h.reachableByPeers());
+  h.pid = ::getpid() + 1;  // as another process would publish it
+  Mappings mappings;
+  try {
+    mappings.map(h);
+    ADD_FAILURE() << "mapped another process's heap";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), loomInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("host memory of pid"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(handleOf(heap.data(), 0).empty());
+}
+
+}  // namespace
+}  // namespace loom::memory
