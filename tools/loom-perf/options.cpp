@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "tools/flags/flags.hpp"
+
 namespace loom::perf {
 namespace {
 
@@ -38,28 +40,9 @@ using check::Op;
   std::exit(status);
 }
 
-[[noreturn]] void bad(const char* flag, const char* text) {
-  std::fprintf(stderr, "loom-perf: bad value '%s' for %s\n", text, flag);
-  std::exit(2);
-}
-
-size_t parseBytes(const char* flag, const char* text) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  double unit = 1;
-  if (*end == 'K' || *end == 'k') unit = 1024, ++end;
-  else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024 * 1024, ++end;
-  if (end == text || *end != '\0' || v < 0 || v * unit > 1e12) bad(flag, text);
-  return static_cast<size_t>(v * unit);
-}
-
-int parseInt(const char* flag, const char* text, int min, int max = 100000000) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < min || v > max) bad(flag, text);
-  return static_cast<int>(v);
-}
+using flags::bad;
+using flags::parseBytes;
+using flags::parseInt;
 
 bool parseCollective(const std::string& name, Options& o) {
   const std::pair<const char*, Coll> kNames[] = {
@@ -121,6 +104,7 @@ const char* aggregateName(Aggregate a) {
 }
 
 Options parseOptions(int argc, char** argv) {
+  flags::setTool("loom-perf");
   Options o;
   if (argc < 2) usage(2);
   o.collective = argv[1];

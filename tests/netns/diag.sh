@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# loom-diag across "nodes", for real: four network namespaces, one rank each,
+# joined by a bridge. With no fault it finds nothing; with one direction of
+# one pair slowed by tc (htb, a class for that destination only) it names
+# exactly that link; with one node's whole egress slowed (tbf) it names that
+# rank, not its links; with a rank killed mid-run every survivor exits 3
+# within the timeout. Exit 77 (skipped) without root or network namespaces.
+#
+#   diag.sh LOOM_DIAG_BIN
+set -uo pipefail
+diag=${1:?usage: diag.sh LOOM_DIAG_BIN}
+source "$(dirname "$0")/../../scripts/lib/netns.sh"
+netns_up 4
+export LOOM_TIMEOUT_MS=20000
+args=(--size 4M --iters 4 --lat-iters 50)
+
+# Runs loom-diag as one rank per node; sets STATUS to rank 0's exit status
+# and leaves its output in $NETNS_DIR/NAME.0.log. With KILL_RANK set, that
+# rank is killed KILL_AFTER seconds in.
+run_diag() {
+  local name=$1; shift
+  local port=$(netns_store_port) pids=() r
+  for r in 0 1 2 3; do
+    netns_rank $r $r 4 0 "$port" timeout 120 "$diag" "${args[@]}" --json "$NETNS_DIR/$name.$r.json" "$@" \
+      >"$NETNS_DIR/$name.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  if [[ -n ${KILL_RANK:-} ]]; then
+    sleep "$KILL_AFTER"
+    pkill -9 -f -- "--json $NETNS_DIR/$name.$KILL_RANK.json"  # loom-diag itself, not its timeout
+  fi
+  wait "${pids[0]}"; STATUS=$?
+  for r in 1 2 3; do wait "${pids[r]}"; done
+}
+
+matches() {  # matches NAME STATUS WANTED_LINE...: rank 0 exited STATUS and printed each line
+  local name=$1 status=$2; shift 2
+  ((STATUS == status)) || return 1
+  for line in "$@"; do grep -qF -- "$line" "$NETNS_DIR/$name.0.log" || return 1; done
+}
+
+report() {  # report NAME OK
+  if (($2)); then echo "ok   $1"; return; fi
+  echo "FAIL $1: exit $STATUS"
+  NETNS_FAILURES=$((NETNS_FAILURES + 1))
+  sed 's/^/    /' "$NETNS_DIR/$1.0.log" | head -40
+}
+
+expect() {  # expect NAME STATUS WANTED_LINE...
+  local ok=0
+  matches "$@" && ok=1
+  report "$1" $ok
+}
+
+# A fault must be found, and nothing else. A run that finds nothing (a burst
+# of the shared VM's noise widening the spread) gets one more try; a wrong
+# finding fails at once.
+expect_fault() {  # expect_fault NAME WANTED_LINE... (after run_diag NAME)
+  local name=$1 ok=0; shift
+  if matches "$name" 1 "# findings: 1" "$@"; then
+    ok=1
+  elif ((STATUS == 0)); then
+    echo "     $name: nothing found on the first try; once more"
+    run_diag "$name"
+    matches "$name" 1 "# findings: 1" "$@" && ok=1
+  fi
+  report "$name" $ok
+}
+
+run_diag clean
+expect clean 0 "# findings: none"
+
+# Rank 1 -> rank 2 only: node 1's egress to 10.77.0.3 at 100 Mbit/s, the rest unlimited.
+ip -n "${NETNS_TAG}n1" link set veth0 txqueuelen 1000
+tc -n "${NETNS_TAG}n1" qdisc add dev veth0 root handle 1: htb default 20
+tc -n "${NETNS_TAG}n1" class add dev veth0 parent 1: classid 1:10 htb rate 100mbit
+tc -n "${NETNS_TAG}n1" class add dev veth0 parent 1: classid 1:20 htb rate 20gbit
+tc -n "${NETNS_TAG}n1" filter add dev veth0 parent 1: protocol ip u32 match ip dst 10.77.0.3/32 flowid 1:10
+run_diag slow-link
+expect_fault slow-link "link  rank 1 -> 2 moves"
+tc -n "${NETNS_TAG}n1" qdisc del dev veth0 root
+
+# Everything node 3 sends, at 100 Mbit/s: rank 3 is slow, not three links.
+tc -n "${NETNS_TAG}n3" qdisc add dev veth0 root tbf rate 100mbit burst 64kb latency 400ms
+run_diag slow-rank
+expect_fault slow-rank "rank  rank 3 is slow sending"
+tc -n "${NETNS_TAG}n3" qdisc del dev veth0 root
+
+# Rank 2 killed mid-run: the others stop, naming it, long before the timeout.
+start=$SECONDS
+KILL_RANK=2 KILL_AFTER=0.5 run_diag killed --iters 400
+expect killed 3 "loom-diag: rank 0:" "rank 2"
+((SECONDS - start < 20)) || { echo "FAIL killed: took $((SECONDS - start)) s"; NETNS_FAILURES=$((NETNS_FAILURES + 1)); }
+
+((NETNS_FAILURES == 0)) && echo "loom-diag found what was broken, and only that"
+exit $((NETNS_FAILURES > 0))

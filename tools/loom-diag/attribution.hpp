@@ -1,0 +1,60 @@
+// From a pair matrix to findings: which link, which rank or which node is
+// slow. Pairs are compared only with pairs of the same path (shared memory
+// with shared memory, sockets with sockets): a pair is slow when it falls
+// both below the median of its path by more than `madK` median absolute
+// deviations and by more than `minDrop` of the median. The deviations are
+// of the bandwidth's logarithm (a fault divides a link's rate, and a few
+// pairs a hundred times slower must not widen the spread they are held
+// against), scaled to a standard deviation (1.4826 MAD), and used only with
+// five or more pairs, where a MAD means something. A rank is slow when most of what it sends (or most of what it
+// receives), and at least two pairs of it, are slow: the fault is the rank,
+// not each of its links. A node is slow when all of its two or more ranks
+// are. The slow pairs no slow rank explains are slow links.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::diag {
+
+struct PairResult {
+  int from = -1;
+  int to = -1;
+  std::string path;          // the transport from `from` to `to`: "shm", "socket", ...
+  double bandwidthGBps = 0;  // one way, from -> to
+  double latencyP50Us = 0;   // half a round trip of 8 bytes (measured once per unordered pair)
+  double latencyP99Us = 0;
+};
+
+struct Thresholds {
+  double madK = 4.0;
+  double minDrop = 0.3;
+  double expectPairGBps = 0;  // --expect-pair-bw: every pair at least this (0: no floor)
+};
+
+struct PathStats {
+  std::string path;
+  int pairs = 0;
+  double medianGBps = 0;
+  double madLog = 0;  // of ln(GB/s), scaled to a standard deviation
+};
+
+struct Finding {
+  std::string kind;       // "link", "rank", "node" or "floor"
+  std::vector<int> ranks;  // link: from, to; rank: the rank; node: its ranks; floor: from, to
+  double measuredGBps = 0;
+  double medianGBps = 0;  // what it was held against (floor: the expected figure)
+  std::string detail;     // a sentence for the report
+};
+
+struct Attribution {
+  std::vector<PathStats> paths;
+  std::vector<bool> slow;  // per pair, in the order given
+  std::vector<Finding> findings;
+};
+
+// `hostOf[r]`: an id shared by exactly the ranks of r's host.
+Attribution attribute(std::span<const PairResult> pairs, std::span<const int> hostOf, const Thresholds& thresholds);
+
+}  // namespace loom::diag

@@ -1,0 +1,95 @@
+#include "tools/loom-diag/measure.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "tools/loom-diag/schedule.hpp"
+
+namespace loom::diag {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void must(loomResult_t r, const char* call, loomComm_t comm) {
+  if (r != loomSuccess) throw Failure{std::string(call) + ": " + loomGetErrorString(r) + " (" + loomGetLastError(comm) + ")"};
+}
+
+void send(const void* p, size_t bytes, int peer, loomComm_t comm) {
+  must(loomSend(p, bytes, loomInt8, peer, comm, nullptr), "loomSend", comm);
+}
+
+void recv(void* p, size_t bytes, int peer, loomComm_t comm) {
+  must(loomRecv(p, bytes, loomInt8, peer, comm, nullptr), "loomRecv", comm);
+}
+
+// `from` sends `iters` messages to `to`, which answers the last with one
+// byte: the sender's clock covers the whole stream. GB/s at the sender.
+double oneWay(loomComm_t comm, int rank, int from, int to, std::vector<std::byte>& buffer, const Options& o) {
+  std::byte ack{};
+  const auto stream = [&](int count) {
+    for (int i = 0; i < count; ++i) {
+      if (rank == from) send(buffer.data(), buffer.size(), to, comm);
+      else recv(buffer.data(), buffer.size(), from, comm);
+    }
+    if (rank == from) recv(&ack, 1, to, comm);
+    else send(&ack, 1, from, comm);
+  };
+  if (o.warmup > 0) stream(o.warmup);
+  const auto start = Clock::now();
+  stream(o.iters);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return rank == from ? static_cast<double>(buffer.size()) * o.iters / seconds / 1e9 : 0;
+}
+
+double percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  const auto at = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(at, values.size() - 1)];
+}
+
+// Round trips of 8 bytes started by the lower rank; half of each, in µs.
+void latency(loomComm_t comm, int rank, int low, int high, const Options& o, Row& row) {
+  char word[8] = {};
+  const int peer = rank == low ? high : low;
+  std::vector<double> halves;
+  halves.reserve(static_cast<size_t>(o.latencyIters));
+  for (int i = 0; i < o.latencyIters + 5; ++i) {  // five to warm up
+    const auto start = Clock::now();
+    if (rank == low) {
+      send(word, sizeof word, peer, comm);
+      recv(word, sizeof word, peer, comm);
+    } else {
+      recv(word, sizeof word, peer, comm);
+      send(word, sizeof word, peer, comm);
+    }
+    if (i >= 5) halves.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / 2);
+  }
+  if (rank != low) return;
+  row.latencyP50Us[static_cast<size_t>(peer)] = percentile(halves, 0.5);
+  row.latencyP99Us[static_cast<size_t>(peer)] = percentile(halves, 0.99);
+}
+
+}  // namespace
+
+Row measure(loomComm_t comm, int rank, int size, const Options& o, void (*onRound)(int round, int rounds)) {
+  const auto n = static_cast<size_t>(size);
+  Row row{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+  std::vector<std::byte> buffer(o.bytes);
+  const auto rounds = roundRobin(size);
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    if (onRound != nullptr) onRound(static_cast<int>(r), static_cast<int>(rounds.size()));
+    const int peer = partnerIn(rounds[r], rank);
+    if (peer >= 0) {
+      const int low = std::min(rank, peer), high = std::max(rank, peer);
+      const double lowToHigh = oneWay(comm, rank, low, high, buffer, o);
+      const double highToLow = oneWay(comm, rank, high, low, buffer, o);
+      row.bandwidthGBps[static_cast<size_t>(peer)] = rank == low ? lowToHigh : highToLow;
+      latency(comm, rank, low, high, o, row);
+    }
+    must(loomCommBarrier(comm), "loomCommBarrier", comm);
+  }
+  return row;
+}
+
+}  // namespace loom::diag

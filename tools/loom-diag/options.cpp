@@ -1,0 +1,63 @@
+#include "tools/loom-diag/options.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "tools/flags/flags.hpp"
+
+namespace loom::diag {
+namespace {
+
+[[noreturn]] void usage(int status) {
+  std::fprintf(status == 0 ? stdout : stderr,
+               "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N]\n"
+               "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--json FILE]\n"
+               "Measures every ordered pair of ranks (one-way bandwidth, 8-byte latency), in rounds of\n"
+               "disjoint pairs, and names the slow links, ranks and nodes. Run it under loomrun, torchrun,\n"
+               "Slurm or mpirun like loom-perf, or by hand for -N local ranks.\n"
+               "  -N ranks            local ranks when started by hand (default 4)\n"
+               "  --size BYTES        each bandwidth message (default 8M; K, M, G suffixes)\n"
+               "  --iters N           timed messages per direction (default 5)\n"
+               "  --warmup N          untimed messages first (default 1)\n"
+               "  --lat-iters N       8-byte round trips per pair (default 200)\n"
+               "  --threshold K       slow: more than K scaled MADs below its path's median (default 4)\n"
+               "  --min-drop F        ... and more than F of the median below it (default 0.3)\n"
+               "  --expect-pair-bw X  health check: every pair moves at least X GB/s\n"
+               "  --json FILE         every measurement, the medians and the findings (schema: README)\n"
+               "Exit status: 0 nothing found, 1 findings, 2 bad flags, 3 a rank failed or vanished.\n");
+  std::exit(status);
+}
+
+}  // namespace
+
+Options parseOptions(int argc, char** argv) {
+  flags::setTool("loom-diag");
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") usage(0);
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "loom-diag: %s needs a value\n", a.c_str());
+      usage(2);
+    }
+    const char* v = argv[++i];
+    if (a == "-N" || a == "--np") o.np = flags::parseInt("-N", v, 1, 4096);
+    else if (a == "--size") o.bytes = flags::parseBytes("--size", v);
+    else if (a == "--iters") o.iters = flags::parseInt("--iters", v, 1, 100000);
+    else if (a == "--warmup") o.warmup = flags::parseInt("--warmup", v, 0, 100000);
+    else if (a == "--lat-iters") o.latencyIters = flags::parseInt("--lat-iters", v, 1, 10000000);
+    else if (a == "--threshold") o.thresholds.madK = flags::parseDouble("--threshold", v, 0, 1000);
+    else if (a == "--min-drop") o.thresholds.minDrop = flags::parseDouble("--min-drop", v, 0, 1);
+    else if (a == "--expect-pair-bw") o.thresholds.expectPairGBps = flags::parseDouble("--expect-pair-bw", v, 0, 1e6);
+    else if (a == "--json") o.jsonFile = v;
+    else {
+      std::fprintf(stderr, "loom-diag: unknown flag '%s'\n", a.c_str());
+      usage(2);
+    }
+  }
+  if (o.bytes == 0) flags::bad("--size", "0");
+  return o;
+}
+
+}  // namespace loom::diag

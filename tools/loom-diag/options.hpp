@@ -1,0 +1,25 @@
+// loom-diag's command line.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "tools/loom-diag/attribution.hpp"
+
+namespace loom::diag {
+
+struct Options {
+  int np = 4;                 // -N: local ranks when started by hand
+  size_t bytes = 8u << 20;    // --size: each bandwidth message
+  int iters = 5;              // --iters: timed messages per direction
+  int warmup = 1;             // --warmup
+  int latencyIters = 200;     // --lat-iters: 8-byte round trips per pair
+  Thresholds thresholds;      // --threshold, --min-drop, --expect-pair-bw
+  std::string jsonFile;       // --json
+};
+
+// Parses argv; prints usage and exits 2 on anything it does not accept,
+// naming the flag and the value (exit 0 for -h).
+Options parseOptions(int argc, char** argv);
+
+}  // namespace loom::diag

@@ -1,0 +1,122 @@
+#include "tools/loom-diag/report.hpp"
+
+#include <loom/loom.h>
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "base/json.hpp"
+
+namespace loom::diag {
+namespace {
+
+__attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char* format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  out += line;
+}
+
+// A ranks x ranks table of one figure, "-" on the diagonal and where unmeasured.
+void matrix(std::string& out, const Diagnosis& d, const char* title, double PairResult::*figure, int decimals) {
+  const size_t n = d.ranks.size();
+  std::vector<double> cells(n * n, 0);
+  for (const auto& p : d.pairs) cells[static_cast<size_t>(p.from) * n + static_cast<size_t>(p.to)] = p.*figure;
+  appendf(out, "# %s (row: from, column: to)\n#      ", title);
+  for (size_t c = 0; c < n; ++c) appendf(out, " %8zu", c);
+  out += "\n";
+  for (size_t r = 0; r < n; ++r) {
+    appendf(out, "# %4zu ", r);
+    for (size_t c = 0; c < n; ++c) {
+      const double v = cells[r * n + c];
+      if (r == c || v == 0) appendf(out, " %8s", "-");
+      else appendf(out, " %8.*f", decimals, v);
+    }
+    out += "\n";
+  }
+}
+
+}  // namespace
+
+std::string terminalReport(const Diagnosis& d, const Options& o) {
+  std::string out;
+  appendf(out, "# loom-diag: %zu ranks, %d rounds of disjoint pairs in %.2f s; %zu B x %d one way per ordered pair, "
+               "8 B x %d round trips per pair\n",
+          d.ranks.size(), d.rounds, d.seconds, o.bytes, o.iters, o.latencyIters);
+  const auto& findings = d.attribution.findings;
+  if (findings.empty()) {
+    out += "# findings: none\n";
+  } else {
+    appendf(out, "# findings: %zu\n", findings.size());
+    for (const auto& f : findings) {
+      std::string hosts;
+      for (int r : f.ranks) hosts += (hosts.empty() ? "" : ", ") + d.ranks[static_cast<size_t>(r)].host;
+      appendf(out, "#   %-5s %s (host %s)\n", f.kind.c_str(), f.detail.c_str(), hosts.c_str());
+    }
+  }
+  for (const auto& p : d.attribution.paths) {
+    appendf(out, "# path %s: %d pairs, median %.3f GB/s, spread (MAD of ln) %.3f\n", p.path.c_str(), p.pairs,
+            p.medianGBps, p.madLog);
+  }
+  for (size_t r = 0; r < d.ranks.size(); ++r) {
+    appendf(out, "# rank %zu: host %s, pid %d\n", r, d.ranks[r].host.c_str(), d.ranks[r].pid);
+  }
+  matrix(out, d, "one-way bandwidth, GB/s", &PairResult::bandwidthGBps, 3);
+  matrix(out, d, "8-byte latency p50, us", &PairResult::latencyP50Us, 1);
+  matrix(out, d, "8-byte latency p99, us", &PairResult::latencyP99Us, 1);
+  return out;
+}
+
+std::string jsonReport(const Diagnosis& d, const Options& o) {
+  JsonWriter j;
+  j.beginObject();
+  j.field("schema", "loom-diag").field("version", 1);
+  j.key("loom").beginObject().field("major", LOOM_MAJOR).field("minor", LOOM_MINOR).field("patch", LOOM_PATCH).endObject();
+  j.key("config").beginObject();
+  j.field("ranks", static_cast<int>(d.ranks.size())).field("message_bytes", static_cast<long long>(o.bytes));
+  j.field("iters", o.iters).field("warmup", o.warmup).field("latency_iters", o.latencyIters);
+  j.field("rounds", d.rounds).field("seconds", d.seconds);
+  j.endObject();
+  j.key("thresholds").beginObject();
+  j.field("mad_k", o.thresholds.madK).field("min_drop", o.thresholds.minDrop);
+  j.field("expect_pair_GBps", o.thresholds.expectPairGBps).endObject();
+  j.key("ranks").beginArray();
+  for (size_t r = 0; r < d.ranks.size(); ++r) {
+    j.beginObject().field("rank", static_cast<int>(r)).field("host", d.ranks[r].host).field("pid", d.ranks[r].pid);
+    j.field("node", d.ranks[r].hostKey).endObject();
+  }
+  j.endArray();
+  j.key("paths").beginArray();
+  for (const auto& p : d.attribution.paths) {
+    j.beginObject().field("path", p.path).field("pairs", p.pairs).field("median_GBps", p.medianGBps);
+    j.field("mad_ln", p.madLog).endObject();
+  }
+  j.endArray();
+  j.key("pairs").beginArray();
+  for (size_t i = 0; i < d.pairs.size(); ++i) {
+    const auto& p = d.pairs[i];
+    j.beginObject().field("from", p.from).field("to", p.to).field("path", p.path);
+    j.field("bandwidth_GBps", p.bandwidthGBps).field("latency_p50_us", p.latencyP50Us);
+    j.field("latency_p99_us", p.latencyP99Us).field("slow", static_cast<bool>(d.attribution.slow[i])).endObject();
+  }
+  j.endArray();
+  j.key("findings").beginArray();
+  for (const auto& f : d.attribution.findings) {
+    j.beginObject().field("kind", f.kind);
+    j.key("ranks").beginArray(true);
+    for (int r : f.ranks) j.value(r);
+    j.endArray();
+    j.key("hosts").beginArray(true);
+    for (int r : f.ranks) j.value(d.ranks[static_cast<size_t>(r)].host);
+    j.endArray();
+    j.field("measured_GBps", f.measuredGBps).field("median_GBps", f.medianGBps).field("detail", f.detail);
+    j.endObject();
+  }
+  j.endArray();
+  j.endObject();
+  return j.str();
+}
+
+}  // namespace loom::diag

@@ -1,0 +1,30 @@
+// loom-diag's output at rank 0: the terminal report (findings first, then
+// the matrices) and the JSON document (schema version 1, in the README).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/loom-diag/attribution.hpp"
+#include "tools/loom-diag/options.hpp"
+
+namespace loom::diag {
+
+struct RankInfo {
+  std::string host;
+  int pid = 0;
+  int hostKey = -1;  // the lowest rank of its host
+};
+
+struct Diagnosis {
+  std::vector<RankInfo> ranks;
+  std::vector<PairResult> pairs;  // every ordered pair
+  Attribution attribution;
+  int rounds = 0;
+  double seconds = 0;
+};
+
+std::string terminalReport(const Diagnosis& d, const Options& o);
+std::string jsonReport(const Diagnosis& d, const Options& o);
+
+}  // namespace loom::diag
