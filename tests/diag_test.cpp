@@ -120,10 +120,11 @@ TEST(DiagAttribution, TheFloorOfAHealthCheckNamesEveryPairBelowIt) {
   EXPECT_TRUE(attribute(pairs, eachAlone(3), {.expectPairGBps = 0.5}).findings.empty());
 }
 
-TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJson) {
-  const std::string json = ::testing::TempDir() + "loom-diag-" + std::to_string(::getpid()) + ".json";
+TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
+  const std::string base = ::testing::TempDir() + "loom-diag-" + std::to_string(::getpid());
+  const std::string json = base + ".json", csv = base + ".csv", png = base + ".png";
   const auto r = loom::test::runProcesses({{LOOM_DIAG_BIN, "-N", "3", "--size", "256K", "--iters", "2", "--lat-iters",
-                                            "20", "--json", json}},
+                                            "20", "--json", json, "--csv", csv, "--heatmap", png}},
                                           {{}});
   const auto& out = r[0];
   // 0: nothing found; 1: findings (a noisy shared machine may show one); both ran.
@@ -140,7 +141,21 @@ TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJson) {
   EXPECT_EQ(pairs, 6u) << doc;
   EXPECT_NE(doc.find("\"path\": \"shm\""), std::string::npos) << doc;
   EXPECT_NE(doc.find("\"findings\""), std::string::npos);
-  std::remove(json.c_str());
+
+  std::ifstream table(csv);
+  std::string line;
+  int lines = 0;
+  while (std::getline(table, line)) ++lines;
+  EXPECT_EQ(lines, 7) << "a header and six pairs";
+  // The heatmap: one cell per ordered pair, a PNG on disk.
+  EXPECT_NE(out.output.find("# heatmap: 3 x 3 ranks, 6 pairs"), std::string::npos) << out.output;
+  std::ifstream picture(png, std::ios::binary);
+  char magic[8] = {};
+  picture.read(magic, sizeof magic);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  picture.seekg(0, std::ios::end);
+  EXPECT_GT(picture.tellg(), 5000) << "a heatmap of three ranks is more than a few bytes";
+  for (const auto& path : {json, csv, png}) std::remove(path.c_str());
 }
 
 TEST(DiagTool, BadFlagsAreNamed) {

@@ -90,6 +90,33 @@ Diagnosis assemble(loomComm_t comm, int n, const Gathered& g, const Options& o) 
   return d;
 }
 
+// --json, --csv, --heatmap (drawn from the JSON, a temporary one without --json).
+bool writeFiles(const Diagnosis& d, const Options& o) {
+  const auto write = [](const std::string& path, const std::string& text, const char* what) {
+    std::ofstream out(path);
+    out << text;
+    if (!out.flush()) {
+      std::fprintf(stderr, "loom-diag: cannot write %s to %s\n", what, path.c_str());
+      return false;
+    }
+    std::printf("# %s written to %s\n", what, path.c_str());
+    return true;
+  };
+  bool ok = true;
+  if (!o.jsonFile.empty()) ok = write(o.jsonFile, jsonReport(d, o), "JSON") && ok;
+  if (!o.csvFile.empty()) ok = write(o.csvFile, csvReport(d), "CSV") && ok;
+  if (!o.heatmapFile.empty()) {
+    std::string json = o.jsonFile;
+    if (json.empty()) {
+      json = o.heatmapFile + ".json";
+      ok = write(json, jsonReport(d, o), "the heatmap's JSON") && ok;
+    }
+    std::fflush(stdout);
+    ok = heatmap(json, o.heatmapFile) == 0 && ok;
+  }
+  return ok;
+}
+
 int runRank(const Options& o) {
   loomComm_t comm = nullptr;
   if (loomCommInitFromEnv(&comm, nullptr) != loomSuccess) {
@@ -114,11 +141,8 @@ int runRank(const Options& o) {
       Diagnosis d = assemble(comm, n, g, o);
       d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fputs(terminalReport(d, o).c_str(), stdout);
-      if (!o.jsonFile.empty()) {
-        std::ofstream(o.jsonFile) << jsonReport(d, o);
-        std::printf("# JSON written to %s\n", o.jsonFile.c_str());
-      }
       status = d.attribution.findings.empty() ? 0 : 1;
+      if (!writeFiles(d, o)) status = 2;
     }
   } catch (const Failure& f) {
     // A rank that died or stopped answering: Loom's words name it.

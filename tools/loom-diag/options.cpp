@@ -13,6 +13,7 @@ namespace {
   std::fprintf(status == 0 ? stdout : stderr,
                "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N]\n"
                "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--json FILE]\n"
+               "                 [--csv FILE] [--heatmap FILE.png]\n"
                "Measures every ordered pair of ranks (one-way bandwidth, 8-byte latency), in rounds of\n"
                "disjoint pairs, and names the slow links, ranks and nodes. Run it under loomrun, torchrun,\n"
                "Slurm or mpirun like loom-perf, or by hand for -N local ranks.\n"
@@ -25,7 +26,10 @@ namespace {
                "  --min-drop F        ... and more than F of the median below it (default 0.3)\n"
                "  --expect-pair-bw X  health check: every pair moves at least X GB/s\n"
                "  --json FILE         every measurement, the medians and the findings (schema: README)\n"
-               "Exit status: 0 nothing found, 1 findings, 2 bad flags, 3 a rank failed or vanished.\n");
+               "  --csv FILE          one line per ordered pair\n"
+               "  --heatmap FILE.png  ranks x ranks, bandwidth over its path's median (matplotlib)\n"
+               "Exit status: 0 nothing found, 1 findings, 2 bad flags or an output not written, 3 a rank failed\n"
+               "or vanished.\n");
   std::exit(status);
 }
 
@@ -51,6 +55,8 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--min-drop") o.thresholds.minDrop = flags::parseDouble("--min-drop", v, 0, 1);
     else if (a == "--expect-pair-bw") o.thresholds.expectPairGBps = flags::parseDouble("--expect-pair-bw", v, 0, 1e6);
     else if (a == "--json") o.jsonFile = v;
+    else if (a == "--csv") o.csvFile = v;
+    else if (a == "--heatmap") o.heatmapFile = v;
     else {
       std::fprintf(stderr, "loom-diag: unknown flag '%s'\n", a.c_str());
       usage(2);

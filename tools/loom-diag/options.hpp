@@ -16,6 +16,8 @@ struct Options {
   int latencyIters = 200;     // --lat-iters: 8-byte round trips per pair
   Thresholds thresholds;      // --threshold, --min-drop, --expect-pair-bw
   std::string jsonFile;       // --json
+  std::string csvFile;        // --csv
+  std::string heatmapFile;    // --heatmap (PNG)
 };
 
 // Parses argv; prints usage and exits 2 on anything it does not accept,

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "base/json.hpp"
+#include "tools/plot/python.hpp"
 
 namespace loom::diag {
 namespace {
@@ -67,6 +68,67 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
   matrix(out, d, "8-byte latency p50, us", &PairResult::latencyP50Us, 1);
   matrix(out, d, "8-byte latency p99, us", &PairResult::latencyP99Us, 1);
   return out;
+}
+
+std::string csvReport(const Diagnosis& d) {
+  std::string out = "from,to,path,from_host,to_host,bandwidth_GBps,latency_p50_us,latency_p99_us,slow\n";
+  for (size_t i = 0; i < d.pairs.size(); ++i) {
+    const auto& p = d.pairs[i];
+    appendf(out, "%d,%d,%s,%s,%s,%.6f,%.3f,%.3f,%d\n", p.from, p.to, p.path.c_str(),
+            d.ranks[static_cast<size_t>(p.from)].host.c_str(), d.ranks[static_cast<size_t>(p.to)].host.c_str(),
+            p.bandwidthGBps, p.latencyP50Us, p.latencyP99Us, d.attribution.slow[i] ? 1 : 0);
+  }
+  return out;
+}
+
+namespace {
+
+// Reads loom-diag's JSON; colours each pair by its bandwidth over its path's
+// median; draws the node boundaries and crosses the slow pairs.
+constexpr const char* kHeatmap = R"(import json, sys
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit("loom-diag: --heatmap needs matplotlib for /usr/bin/python3: apt-get install python3-matplotlib")
+src, png = sys.argv[1], sys.argv[2]
+with open(src) as f:
+    d = json.load(f)
+n = len(d["ranks"])
+median = {p["path"]: p["median_GBps"] for p in d["paths"]}
+grid = [[float("nan")] * n for _ in range(n)]
+cells = 0
+for p in d["pairs"]:
+    m = median.get(p["path"]) or 0
+    grid[p["from"]][p["to"]] = p["bandwidth_GBps"] / m if m > 0 else float("nan")
+    cells += 1
+fig, ax = plt.subplots(figsize=(2.5 + 0.45 * n, 2 + 0.4 * n))
+image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1.5)
+fig.colorbar(image, ax=ax, label="bandwidth / median of its path")
+nodes = [r["node"] for r in d["ranks"]]
+for r in range(1, n):
+    if nodes[r] != nodes[r - 1]:
+        ax.axhline(r - 0.5, color="black", linewidth=1.5)
+        ax.axvline(r - 0.5, color="black", linewidth=1.5)
+for p in d["pairs"]:
+    if p["slow"]:
+        ax.text(p["to"], p["from"], "x", ha="center", va="center", color="black", fontsize=12, fontweight="bold")
+ax.set_xlabel("to rank")
+ax.set_ylabel("from rank")
+ax.set_xticks(range(n))
+ax.set_yticks(range(n))
+kinds = ", ".join(f["kind"] + " " + "-".join(map(str, f["ranks"])) for f in d["findings"]) or "no findings"
+ax.set_title(f"loom-diag, {n} ranks: {kinds}", fontsize=9)
+fig.tight_layout()
+fig.savefig(png, dpi=100)
+print(f"# heatmap: {n} x {n} ranks, {cells} pairs, written to {png}")
+)";
+
+}  // namespace
+
+int heatmap(const std::string& json, const std::string& png) {
+  return plot::runPython("loom-diag", kHeatmap, {json, png});
 }
 
 std::string jsonReport(const Diagnosis& d, const Options& o) {

@@ -26,5 +26,11 @@ struct Diagnosis {
 
 std::string terminalReport(const Diagnosis& d, const Options& o);
 std::string jsonReport(const Diagnosis& d, const Options& o);
+// One line per ordered pair, with a header.
+std::string csvReport(const Diagnosis& d);
+// The heatmap of `json` (a jsonReport on disk) as a PNG: ranks x ranks, each
+// pair's bandwidth over its path's median, node boundaries drawn, slow pairs
+// crossed. 0 when written, else 2 (said on stderr).
+int heatmap(const std::string& json, const std::string& png);
 
 }  // namespace loom::diag

@@ -1,9 +1,8 @@
 #include "tools/loom-train/plot.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
+
+#include "tools/plot/python.hpp"
 
 namespace loom::train::cli {
 namespace {
@@ -43,25 +42,9 @@ int plotLoss(const std::string& png, const std::vector<std::string>& runs) {
     std::fprintf(stderr, "loom-train: --plot %s: name one or more --json records after it\n", png.c_str());
     return 2;
   }
-  FILE* script = std::tmpfile();
-  if (script == nullptr || std::fputs(kScript, script) < 0 || std::fflush(script) != 0) return 2;
-  std::rewind(script);
-  std::vector<std::string> args{"/usr/bin/python3", "-", png};
+  std::vector<std::string> args{png};
   args.insert(args.end(), runs.begin(), runs.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(::fileno(script), STDIN_FILENO);
-    ::execv(argv[0], argv.data());
-    std::fprintf(stderr, "loom-train: --plot needs Debian's /usr/bin/python3\n");
-    ::_exit(2);
-  }
-  std::fclose(script);
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return 2;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 2;
+  return plot::runPython("loom-train", kScript, args);
 }
 
 }  // namespace loom::train::cli
