@@ -124,7 +124,8 @@ TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   const std::string base = ::testing::TempDir() + "loom-diag-" + std::to_string(::getpid());
   const std::string json = base + ".json", csv = base + ".csv", png = base + ".png";
   const auto r = loom::test::runProcesses({{LOOM_DIAG_BIN, "-N", "3", "--size", "256K", "--iters", "2", "--lat-iters",
-                                            "20", "--json", json, "--csv", csv, "--heatmap", png}},
+                                            "20", "--health-size", "64K", "--json", json, "--csv", csv, "--heatmap",
+                                            png}},
                                           {{}});
   const auto& out = r[0];
   // 0: nothing found; 1: findings (a noisy shared machine may show one); both ran.
@@ -141,6 +142,13 @@ TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   EXPECT_EQ(pairs, 6u) << doc;
   EXPECT_NE(doc.find("\"path\": \"shm\""), std::string::npos) << doc;
   EXPECT_NE(doc.find("\"findings\""), std::string::npos);
+  // Collective health: the job and its one node, all-reduce and all-gather at two sizes.
+  EXPECT_NE(out.output.find("# collective health"), std::string::npos) << out.output;
+  size_t scopes = 0;
+  for (size_t at = doc.find("\"scope\""); at != std::string::npos; at = doc.find("\"scope\"", at + 1)) ++scopes;
+  EXPECT_EQ(scopes, 8u) << doc;
+  EXPECT_NE(doc.find("\"scope\": \"node 0\""), std::string::npos) << doc;
+  EXPECT_EQ(doc.find("\"busbw_GBps\": 0,"), std::string::npos) << "every scope measured something: " << doc;
 
   std::ifstream table(csv);
   std::string line;

@@ -12,7 +12,7 @@ diag=${1:?usage: diag.sh LOOM_DIAG_BIN}
 source "$(dirname "$0")/../../scripts/lib/netns.sh"
 netns_up 4
 export LOOM_TIMEOUT_MS=20000
-args=(--size 4M --iters 4 --lat-iters 50)
+args=(--size 4M --iters 4 --lat-iters 50 --health-size 4M)
 
 # Runs loom-diag as one rank per node; sets STATUS to rank 0's exit status
 # and leaves its output in $NETNS_DIR/NAME.0.log. With KILL_RANK set, that
@@ -68,7 +68,7 @@ expect_fault() {  # expect_fault NAME WANTED_LINE... (after run_diag NAME)
 }
 
 run_diag clean
-expect clean 0 "# findings: none"
+expect clean 0 "# findings: none" "#   across nodes   all_reduce       4"
 
 # Rank 1 -> rank 2 only: node 1's egress to 10.77.0.3 at 100 Mbit/s, the rest unlimited.
 ip -n "${NETNS_TAG}n1" link set veth0 txqueuelen 1000

@@ -5,6 +5,7 @@
 #include <loom/loom.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "tools/launch/local_job.hpp"
 #include "tools/loom-diag/attribution.hpp"
+#include "tools/loom-diag/health.hpp"
 #include "tools/loom-diag/measure.hpp"
 #include "tools/loom-diag/options.hpp"
 #include "tools/loom-diag/report.hpp"
@@ -136,9 +138,16 @@ int runRank(const Options& o) {
     const auto start = std::chrono::steady_clock::now();
     const Row row = measure(comm, rank, n, o, rank == 0 ? progress : nullptr);
     const Gathered g = gather(comm, rank, n, row);
+    std::vector<HealthResult> health;
+    if (o.healthBytes > 0) {
+      const int hostKey = g.hostKeys[static_cast<size_t>(rank)];
+      health = measureHealth(comm, rank, n, hostKey, {std::max<size_t>(o.healthBytes / 16, 4), o.healthBytes}, 5);
+    }
     if (rank == 0) {
       if (::isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
       Diagnosis d = assemble(comm, n, g, o);
+      d.health = std::move(health);
+      d.memcpyGBps = memcpyGBps();
       d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fputs(terminalReport(d, o).c_str(), stdout);
       status = d.attribution.findings.empty() ? 0 : 1;

@@ -11,7 +11,7 @@ namespace {
 
 [[noreturn]] void usage(int status) {
   std::fprintf(status == 0 ? stdout : stderr,
-               "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N]\n"
+               "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N] [--health-size BYTES]\n"
                "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--json FILE]\n"
                "                 [--csv FILE] [--heatmap FILE.png]\n"
                "Measures every ordered pair of ranks (one-way bandwidth, 8-byte latency), in rounds of\n"
@@ -22,6 +22,8 @@ namespace {
                "  --iters N           timed messages per direction (default 5)\n"
                "  --warmup N          untimed messages first (default 1)\n"
                "  --lat-iters N       8-byte round trips per pair (default 200)\n"
+               "  --health-size BYTES all-reduce and all-gather busbw of the job, each node and across\n"
+               "                      nodes, at 1/16 of it and at it (default 16M; 0: skip)\n"
                "  --threshold K       slow: more than K scaled MADs below its path's median (default 4)\n"
                "  --min-drop F        ... and more than F of the median below it (default 0.3)\n"
                "  --expect-pair-bw X  health check: every pair moves at least X GB/s\n"
@@ -50,6 +52,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--size") o.bytes = flags::parseBytes("--size", v);
     else if (a == "--iters") o.iters = flags::parseInt("--iters", v, 1, 100000);
     else if (a == "--warmup") o.warmup = flags::parseInt("--warmup", v, 0, 100000);
+    else if (a == "--health-size") o.healthBytes = flags::parseBytes("--health-size", v);
     else if (a == "--lat-iters") o.latencyIters = flags::parseInt("--lat-iters", v, 1, 10000000);
     else if (a == "--threshold") o.thresholds.madK = flags::parseDouble("--threshold", v, 0, 1000);
     else if (a == "--min-drop") o.thresholds.minDrop = flags::parseDouble("--min-drop", v, 0, 1);

@@ -64,6 +64,14 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
   for (size_t r = 0; r < d.ranks.size(); ++r) {
     appendf(out, "# rank %zu: host %s, pid %d\n", r, d.ranks[r].host.c_str(), d.ranks[r].pid);
   }
+  if (!d.health.empty()) {
+    appendf(out, "# collective health, busbw GB/s (memcpy on rank 0's host, one thread: %.2f GB/s)\n", d.memcpyGBps);
+    appendf(out, "#   %-14s %-11s %6s %12s %10s\n", "scope", "collective", "ranks", "bytes", "busbw");
+    for (const auto& h : d.health) {
+      appendf(out, "#   %-14s %-11s %6d %12zu %10.3f\n", h.scope.c_str(), h.collective.c_str(), h.ranks, h.bytes,
+              h.busbwGBps);
+    }
+  }
   matrix(out, d, "one-way bandwidth, GB/s", &PairResult::bandwidthGBps, 3);
   matrix(out, d, "8-byte latency p50, us", &PairResult::latencyP50Us, 1);
   matrix(out, d, "8-byte latency p99, us", &PairResult::latencyP99Us, 1);
@@ -162,6 +170,13 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
     j.beginObject().field("from", p.from).field("to", p.to).field("path", p.path);
     j.field("bandwidth_GBps", p.bandwidthGBps).field("latency_p50_us", p.latencyP50Us);
     j.field("latency_p99_us", p.latencyP99Us).field("slow", static_cast<bool>(d.attribution.slow[i])).endObject();
+  }
+  j.endArray();
+  j.field("memcpy_GBps", d.memcpyGBps);
+  j.key("collectives").beginArray();
+  for (const auto& h : d.health) {
+    j.beginObject().field("scope", h.scope).field("collective", h.collective).field("ranks", h.ranks);
+    j.field("bytes", static_cast<long long>(h.bytes)).field("busbw_GBps", h.busbwGBps).endObject();
   }
   j.endArray();
   j.key("findings").beginArray();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tools/loom-diag/attribution.hpp"
+#include "tools/loom-diag/health.hpp"
 #include "tools/loom-diag/options.hpp"
 
 namespace loom::diag {
@@ -19,6 +20,8 @@ struct RankInfo {
 struct Diagnosis {
   std::vector<RankInfo> ranks;
   std::vector<PairResult> pairs;  // every ordered pair
+  std::vector<HealthResult> health;
+  double memcpyGBps = 0;  // rank 0's host, one thread
   Attribution attribution;
   int rounds = 0;
   double seconds = 0;
