@@ -2,6 +2,7 @@
 // to links, ranks and nodes, and the tool run as processes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -33,6 +34,28 @@ TEST(DiagSchedule, EveryPairOnceInDisjointRoundsLinearInTheRanks) {
     EXPECT_EQ(seen.size(), static_cast<size_t>(n) * static_cast<size_t>(n - 1) / 2) << n;
   }
   EXPECT_TRUE(roundRobin(1).empty());
+}
+
+// Past --max-pairs: O(log n) rounds of disjoint pairs, every rank against
+// several peers on other nodes (nodes of 8 consecutive ranks), for jobs of up
+// to 4096 ranks, computed without running anything.
+TEST(DiagSchedule, TheSampledScheduleIsSmallAndReachesAcrossNodes) {
+  for (int n : {16, 100, 1000, 4096}) {
+    const auto rounds = sampledRounds(n, 2, 1);
+    EXPECT_LE(static_cast<double>(rounds.size()), 3 * (std::log2(n) + 4)) << n;
+    EXPECT_EQ(rounds, sampledRounds(n, 2, 1)) << "every rank must compute the same schedule";
+    std::vector<int> acrossNodes(static_cast<size_t>(n));
+    std::set<Pair> seen;
+    for (const auto& round : rounds) {
+      std::set<int> busy;
+      for (const auto& [a, b] : round) {
+        ASSERT_TRUE(busy.insert(a).second && busy.insert(b).second) << n << ": a rank twice in one round";
+        ASSERT_TRUE(seen.insert({a, b}).second) << n << ": " << a << "-" << b << " twice";
+        if (a / 8 != b / 8) ++acrossNodes[static_cast<size_t>(a)], ++acrossNodes[static_cast<size_t>(b)];
+      }
+    }
+    for (int r = 0; r < n; ++r) EXPECT_GE(acrossNodes[static_cast<size_t>(r)], 4) << n << ": rank " << r;
+  }
 }
 
 // Every ordered pair of `n` ranks at `normal` GB/s, with a little spread,

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,60 +36,83 @@ void must(loomResult_t r, const char* call, loomComm_t comm) {
   if (r != loomSuccess) throw Failure{std::string(call) + ": " + loomGetErrorString(r) + " (" + loomGetLastError(comm) + ")"};
 }
 
-// Every rank's row, transports and host key, gathered at every rank.
+// What every rank measured, one entry per round (its peer in it, or -1),
+// with the transport to that peer and the rank's host key, gathered at every
+// rank: O(rounds) per rank, so the sampled schedule of a large job stays small.
 struct Gathered {
-  std::vector<double> rows;       // rank-major: bandwidth, p50, p99 rows of n each
-  std::vector<char> transports;   // rank-major: n names of kTransportName bytes
+  size_t rounds = 0;
+  std::vector<double> entries;   // rank-major, per round: peer, bandwidth, p50, p99
+  std::vector<char> transports;  // rank-major, per round: kTransportName bytes
   std::vector<int> hostKeys;
 };
 
-Gathered gather(loomComm_t comm, int rank, int n, const Row& row) {
-  const auto un = static_cast<size_t>(n);
-  Gathered g{std::vector<double>(3 * un * un), std::vector<char>(un * un * kTransportName), std::vector<int>(un)};
-  std::vector<double> mine(3 * un);
-  std::copy(row.bandwidthGBps.begin(), row.bandwidthGBps.end(), mine.begin());
-  std::copy(row.latencyP50Us.begin(), row.latencyP50Us.end(), mine.begin() + n);
-  std::copy(row.latencyP99Us.begin(), row.latencyP99Us.end(), mine.begin() + 2 * n);
-  std::vector<char> names(un * kTransportName);
-  int hostKey = rank;
-  for (int peer = 0; peer < n; ++peer) {
+Gathered gather(loomComm_t comm, int rank, int n, const std::vector<Round>& rounds, const Row& row) {
+  const size_t perRank = rounds.size();
+  Gathered g{perRank, std::vector<double>(4 * perRank * static_cast<size_t>(n)),
+             std::vector<char>(perRank * static_cast<size_t>(n) * kTransportName), std::vector<int>(static_cast<size_t>(n))};
+  std::vector<double> mine(4 * perRank, -1.0);
+  std::vector<char> names(perRank * kTransportName, '\0');
+  for (size_t r = 0; r < perRank; ++r) {
+    const int peer = partnerIn(rounds[r], rank);
+    if (peer < 0) continue;
+    const auto p = static_cast<size_t>(peer);
+    mine[4 * r] = peer;
+    mine[4 * r + 1] = row.bandwidthGBps[p];
+    mine[4 * r + 2] = row.latencyP50Us[p];
+    mine[4 * r + 3] = row.latencyP99Us[p];
     loomPeerInfo_t info;
     must(loomCommGetPeerInfo(comm, peer, &info), "loomCommGetPeerInfo", comm);
-    std::memcpy(names.data() + static_cast<size_t>(peer) * kTransportName, info.transport, kTransportName);
-    if (info.sameHost && peer < hostKey) hostKey = peer;
+    std::memcpy(names.data() + r * kTransportName, info.transport, kTransportName);
   }
-  must(loomAllGather(mine.data(), g.rows.data(), 3 * un, loomFloat64, comm, nullptr), "loomAllGather", comm);
+  int hostKey = rank;
+  for (int peer = 0; peer < rank; ++peer) {
+    loomPeerInfo_t info;
+    must(loomCommGetPeerInfo(comm, peer, &info), "loomCommGetPeerInfo", comm);
+    if (info.sameHost) {
+      hostKey = peer;
+      break;
+    }
+  }
+  must(loomAllGather(mine.data(), g.entries.data(), mine.size(), loomFloat64, comm, nullptr), "loomAllGather", comm);
   must(loomAllGather(names.data(), g.transports.data(), names.size(), loomInt8, comm, nullptr), "loomAllGather", comm);
   must(loomAllGather(&hostKey, g.hostKeys.data(), 1, loomInt32, comm, nullptr), "loomAllGather", comm);
   return g;
 }
 
 Diagnosis assemble(loomComm_t comm, int n, const Gathered& g, const Options& o) {
-  const auto un = static_cast<size_t>(n);
   Diagnosis d;
   for (int r = 0; r < n; ++r) {
     loomPeerInfo_t info;
     must(loomCommGetPeerInfo(comm, r, &info), "loomCommGetPeerInfo", comm);
     d.ranks.push_back({.host = info.host, .pid = info.pid, .hostKey = g.hostKeys[static_cast<size_t>(r)]});
   }
-  const auto at = [&](int rank, int part, int peer) {
-    return g.rows[static_cast<size_t>(rank) * 3 * un + static_cast<size_t>(part) * un + static_cast<size_t>(peer)];
-  };
+  // Latency is the lower rank's figure for both directions.
+  std::map<std::pair<int, int>, std::pair<double, double>> latency;
   for (int a = 0; a < n; ++a) {
-    for (int b = 0; b < n; ++b) {
-      if (a == b) continue;
-      const int low = std::min(a, b), high = std::max(a, b);
-      const char* name = g.transports.data() + (static_cast<size_t>(a) * un + static_cast<size_t>(b)) * kTransportName;
+    for (size_t r = 0; r < g.rounds; ++r) {
+      const double* e = &g.entries[4 * (static_cast<size_t>(a) * g.rounds + r)];
+      if (e[0] >= 0 && a < static_cast<int>(e[0])) latency[{a, static_cast<int>(e[0])}] = {e[2], e[3]};
+    }
+  }
+  for (int a = 0; a < n; ++a) {
+    for (size_t r = 0; r < g.rounds; ++r) {
+      const size_t at = static_cast<size_t>(a) * g.rounds + r;
+      const double* e = &g.entries[4 * at];
+      if (e[0] < 0) continue;
+      const int b = static_cast<int>(e[0]);
+      const char* name = g.transports.data() + at * kTransportName;
+      const auto [p50, p99] = latency[{std::min(a, b), std::max(a, b)}];
       d.pairs.push_back({.from = a,
                          .to = b,
                          .path = std::string(name, strnlen(name, kTransportName)),
-                         .bandwidthGBps = at(a, 0, b),
-                         .latencyP50Us = at(low, 1, high),
-                         .latencyP99Us = at(low, 2, high)});
+                         .bandwidthGBps = e[1],
+                         .latencyP50Us = p50,
+                         .latencyP99Us = p99});
     }
   }
+  std::sort(d.pairs.begin(), d.pairs.end(),
+            [](const PairResult& x, const PairResult& y) { return std::pair(x.from, x.to) < std::pair(y.from, y.to); });
   d.attribution = attribute(d.pairs, g.hostKeys, o.thresholds);
-  d.rounds = static_cast<int>(roundRobin(n).size());
   return d;
 }
 
@@ -136,8 +160,11 @@ int runRank(const Options& o) {
   int status = 0;
   try {
     const auto start = std::chrono::steady_clock::now();
-    const Row row = measure(comm, rank, n, o, rank == 0 ? progress : nullptr);
-    const Gathered g = gather(comm, rank, n, row);
+    // Every rank computes the same schedule (a fixed seed).
+    const long long pairs = static_cast<long long>(n) * (n - 1) / 2;
+    const auto rounds = pairs <= o.maxPairs ? roundRobin(n) : sampledRounds(n, 2, 1);
+    const Row row = measure(comm, rank, n, rounds, o, rank == 0 ? progress : nullptr);
+    const Gathered g = gather(comm, rank, n, rounds, row);
     std::vector<HealthResult> health;
     if (o.healthBytes > 0) {
       const int hostKey = g.hostKeys[static_cast<size_t>(rank)];
@@ -146,6 +173,7 @@ int runRank(const Options& o) {
     if (rank == 0) {
       if (::isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
       Diagnosis d = assemble(comm, n, g, o);
+      d.rounds = static_cast<int>(rounds.size());
       d.health = std::move(health);
       d.memcpyGBps = memcpyGBps();
       d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

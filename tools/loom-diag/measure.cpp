@@ -4,7 +4,6 @@
 #include <chrono>
 #include <string>
 
-#include "tools/loom-diag/schedule.hpp"
 
 namespace loom::diag {
 namespace {
@@ -72,11 +71,11 @@ void latency(loomComm_t comm, int rank, int low, int high, const Options& o, Row
 
 }  // namespace
 
-Row measure(loomComm_t comm, int rank, int size, const Options& o, void (*onRound)(int round, int rounds)) {
+Row measure(loomComm_t comm, int rank, int size, const std::vector<Round>& rounds, const Options& o,
+            void (*onRound)(int round, int rounds)) {
   const auto n = static_cast<size_t>(size);
   Row row{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
   std::vector<std::byte> buffer(o.bytes);
-  const auto rounds = roundRobin(size);
   for (size_t r = 0; r < rounds.size(); ++r) {
     if (onRound != nullptr) onRound(static_cast<int>(r), static_cast<int>(rounds.size()));
     const int peer = partnerIn(rounds[r], rank);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tools/loom-diag/options.hpp"
+#include "tools/loom-diag/schedule.hpp"
 
 namespace loom::diag {
 
@@ -28,8 +29,10 @@ struct Failure {
   std::string what;
 };
 
-// Throws Failure when Loom returns an error. `onRound` is told each round's
-// number as it starts (rank 0's progress line).
-Row measure(loomComm_t comm, int rank, int size, const Options& o, void (*onRound)(int round, int rounds));
+// Measures the pairs of `rounds`, one round after another. Throws Failure
+// when Loom returns an error. `onRound` is told each round's number as it
+// starts (rank 0's progress line).
+Row measure(loomComm_t comm, int rank, int size, const std::vector<Round>& rounds, const Options& o,
+            void (*onRound)(int round, int rounds));
 
 }  // namespace loom::diag

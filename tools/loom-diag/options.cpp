@@ -11,7 +11,8 @@ namespace {
 
 [[noreturn]] void usage(int status) {
   std::fprintf(status == 0 ? stdout : stderr,
-               "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N] [--health-size BYTES]\n"
+               "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N] [--max-pairs N]\n"
+               "                 [--health-size BYTES]\n"
                "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--json FILE]\n"
                "                 [--csv FILE] [--heatmap FILE.png]\n"
                "Measures every ordered pair of ranks (one-way bandwidth, 8-byte latency), in rounds of\n"
@@ -22,6 +23,8 @@ namespace {
                "  --iters N           timed messages per direction (default 5)\n"
                "  --warmup N          untimed messages first (default 1)\n"
                "  --lat-iters N       8-byte round trips per pair (default 200)\n"
+               "  --max-pairs N       measure every pair up to N pairs (default 2016, 64 ranks); past it, a\n"
+               "                      schedule linear in the ranks (ring shifts 1, 2, 4, ... and two more)\n"
                "  --health-size BYTES all-reduce and all-gather busbw of the job, each node and across\n"
                "                      nodes, at 1/16 of it and at it (default 16M; 0: skip)\n"
                "  --threshold K       slow: more than K scaled MADs below its path's median (default 4)\n"
@@ -52,6 +55,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--size") o.bytes = flags::parseBytes("--size", v);
     else if (a == "--iters") o.iters = flags::parseInt("--iters", v, 1, 100000);
     else if (a == "--warmup") o.warmup = flags::parseInt("--warmup", v, 0, 100000);
+    else if (a == "--max-pairs") o.maxPairs = flags::parseInt("--max-pairs", v, 1);
     else if (a == "--health-size") o.healthBytes = flags::parseBytes("--health-size", v);
     else if (a == "--lat-iters") o.latencyIters = flags::parseInt("--lat-iters", v, 1, 10000000);
     else if (a == "--threshold") o.thresholds.madK = flags::parseDouble("--threshold", v, 0, 1000);

@@ -14,6 +14,7 @@ struct Options {
   int iters = 5;              // --iters: timed messages per direction
   int warmup = 1;             // --warmup
   int latencyIters = 200;     // --lat-iters: 8-byte round trips per pair
+  long long maxPairs = 2016;  // --max-pairs: past this many pairs (64 ranks), the sampled schedule
   size_t healthBytes = 16u << 20;  // --health-size: collectives at 1/16 of it and at it; 0: none
   Thresholds thresholds;      // --threshold, --min-drop, --expect-pair-bw
   std::string jsonFile;       // --json

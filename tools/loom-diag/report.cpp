@@ -43,9 +43,10 @@ void matrix(std::string& out, const Diagnosis& d, const char* title, double Pair
 
 std::string terminalReport(const Diagnosis& d, const Options& o) {
   std::string out;
-  appendf(out, "# loom-diag: %zu ranks, %d rounds of disjoint pairs in %.2f s; %zu B x %d one way per ordered pair, "
-               "8 B x %d round trips per pair\n",
-          d.ranks.size(), d.rounds, d.seconds, o.bytes, o.iters, o.latencyIters);
+  const size_t n = d.ranks.size();
+  appendf(out, "# loom-diag: %zu ranks, %zu of %zu ordered pairs in %d rounds of disjoint pairs, %.2f s; %zu B x %d one "
+               "way per pair, 8 B x %d round trips\n",
+          n, d.pairs.size(), n * (n - 1), d.rounds, d.seconds, o.bytes, o.iters, o.latencyIters);
   const auto& findings = d.attribution.findings;
   if (findings.empty()) {
     out += "# findings: none\n";

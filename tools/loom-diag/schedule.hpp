@@ -18,6 +18,13 @@ using Round = std::vector<Pair>;
 // for odd (one rank rests in each).
 std::vector<Round> roundRobin(int n);
 
+// A schedule linear in n for jobs too large for every pair: the pairs
+// (i, i + k mod n) for the shifts k = 1, 2, 4, ... below n and `extra` more
+// drawn from `seed`, each shift's pairs dealt into at most three rounds of
+// disjoint pairs. Every rank meets 2 peers per shift, most of them on other
+// nodes when a node's ranks are consecutive; O(log n + extra) rounds.
+std::vector<Round> sampledRounds(int n, int extra, unsigned seed);
+
 // The peer of `rank` in `round`, or -1 if it rests.
 int partnerIn(const Round& round, int rank);
 
