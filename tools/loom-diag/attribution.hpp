@@ -23,6 +23,7 @@ struct PairResult {
   int to = -1;
   std::string path;          // the transport from `from` to `to`: "shm", "socket", ...
   double bandwidthGBps = 0;  // one way, from -> to
+  double bidirectionalGBps = 0;  // both ways at once, the sum (the lower rank's figure)
   double latencyP50Us = 0;   // half a round trip of 8 bytes (measured once per unordered pair)
   double latencyP99Us = 0;
 };

@@ -27,6 +27,7 @@ namespace {
 using namespace loom::diag;
 
 constexpr size_t kTransportName = sizeof(loomPeerInfo_t{}.transport);
+constexpr size_t kEntry = 5;  // gathered per round: peer, one way, both ways, p50, p99
 
 void progress(int round, int rounds) {
   if (::isatty(STDERR_FILENO)) std::fprintf(stderr, "\rloom-diag: round %d of %d", round + 1, rounds);
@@ -41,25 +42,27 @@ void must(loomResult_t r, const char* call, loomComm_t comm) {
 // rank: O(rounds) per rank, so the sampled schedule of a large job stays small.
 struct Gathered {
   size_t rounds = 0;
-  std::vector<double> entries;   // rank-major, per round: peer, bandwidth, p50, p99
+  std::vector<double> entries;   // rank-major, per round: peer, bandwidth, both ways, p50, p99
   std::vector<char> transports;  // rank-major, per round: kTransportName bytes
   std::vector<int> hostKeys;
 };
 
 Gathered gather(loomComm_t comm, int rank, int n, const std::vector<Round>& rounds, const Row& row) {
   const size_t perRank = rounds.size();
-  Gathered g{perRank, std::vector<double>(4 * perRank * static_cast<size_t>(n)),
+  Gathered g{perRank, std::vector<double>(kEntry * perRank * static_cast<size_t>(n)),
              std::vector<char>(perRank * static_cast<size_t>(n) * kTransportName), std::vector<int>(static_cast<size_t>(n))};
-  std::vector<double> mine(4 * perRank, -1.0);
+  std::vector<double> mine(kEntry * perRank, -1.0);
   std::vector<char> names(perRank * kTransportName, '\0');
   for (size_t r = 0; r < perRank; ++r) {
     const int peer = partnerIn(rounds[r], rank);
     if (peer < 0) continue;
     const auto p = static_cast<size_t>(peer);
-    mine[4 * r] = peer;
-    mine[4 * r + 1] = row.bandwidthGBps[p];
-    mine[4 * r + 2] = row.latencyP50Us[p];
-    mine[4 * r + 3] = row.latencyP99Us[p];
+    double* e = &mine[kEntry * r];
+    e[0] = peer;
+    e[1] = row.bandwidthGBps[p];
+    e[2] = row.bidirectionalGBps[p];
+    e[3] = row.latencyP50Us[p];
+    e[4] = row.latencyP99Us[p];
     loomPeerInfo_t info;
     must(loomCommGetPeerInfo(comm, peer, &info), "loomCommGetPeerInfo", comm);
     std::memcpy(names.data() + r * kTransportName, info.transport, kTransportName);
@@ -86,28 +89,32 @@ Diagnosis assemble(loomComm_t comm, int n, const Gathered& g, const Options& o) 
     must(loomCommGetPeerInfo(comm, r, &info), "loomCommGetPeerInfo", comm);
     d.ranks.push_back({.host = info.host, .pid = info.pid, .hostKey = g.hostKeys[static_cast<size_t>(r)]});
   }
-  // Latency is the lower rank's figure for both directions.
-  std::map<std::pair<int, int>, std::pair<double, double>> latency;
+  // Both ways and latency: the lower rank's figures, for both directions.
+  struct Shared {
+    double bidirectional, p50, p99;
+  };
+  std::map<std::pair<int, int>, Shared> shared;
   for (int a = 0; a < n; ++a) {
     for (size_t r = 0; r < g.rounds; ++r) {
-      const double* e = &g.entries[4 * (static_cast<size_t>(a) * g.rounds + r)];
-      if (e[0] >= 0 && a < static_cast<int>(e[0])) latency[{a, static_cast<int>(e[0])}] = {e[2], e[3]};
+      const double* e = &g.entries[kEntry * (static_cast<size_t>(a) * g.rounds + r)];
+      if (e[0] >= 0 && a < static_cast<int>(e[0])) shared[{a, static_cast<int>(e[0])}] = {e[2], e[3], e[4]};
     }
   }
   for (int a = 0; a < n; ++a) {
     for (size_t r = 0; r < g.rounds; ++r) {
       const size_t at = static_cast<size_t>(a) * g.rounds + r;
-      const double* e = &g.entries[4 * at];
+      const double* e = &g.entries[kEntry * at];
       if (e[0] < 0) continue;
       const int b = static_cast<int>(e[0]);
       const char* name = g.transports.data() + at * kTransportName;
-      const auto [p50, p99] = latency[{std::min(a, b), std::max(a, b)}];
+      const Shared both = shared[{std::min(a, b), std::max(a, b)}];
       d.pairs.push_back({.from = a,
                          .to = b,
                          .path = std::string(name, strnlen(name, kTransportName)),
                          .bandwidthGBps = e[1],
-                         .latencyP50Us = p50,
-                         .latencyP99Us = p99});
+                         .bidirectionalGBps = both.bidirectional,
+                         .latencyP50Us = both.p50,
+                         .latencyP99Us = both.p99});
     }
   }
   std::sort(d.pairs.begin(), d.pairs.end(),

@@ -41,6 +41,24 @@ double oneWay(loomComm_t comm, int rank, int from, int to, std::vector<std::byte
   return rank == from ? static_cast<double>(buffer.size()) * o.iters / seconds / 1e9 : 0;
 }
 
+// Both ranks send `iters` messages and receive as many at once (a group per
+// message): the GB/s of both directions together, as this rank saw it.
+double bothWays(loomComm_t comm, int peer, std::vector<std::byte>& out, std::vector<std::byte>& in, const Options& o) {
+  const auto exchange = [&](int count) {
+    for (int i = 0; i < count; ++i) {
+      must(loomGroupStart(), "loomGroupStart", comm);
+      send(out.data(), out.size(), peer, comm);
+      recv(in.data(), in.size(), peer, comm);
+      must(loomGroupEnd(), "loomGroupEnd", comm);
+    }
+  };
+  exchange(o.warmup);
+  const auto start = Clock::now();
+  exchange(o.iters);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return 2.0 * static_cast<double>(out.size()) * o.iters / seconds / 1e9;
+}
+
 double percentile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
   const auto at = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
@@ -74,8 +92,8 @@ void latency(loomComm_t comm, int rank, int low, int high, const Options& o, Row
 Row measure(loomComm_t comm, int rank, int size, const std::vector<Round>& rounds, const Options& o,
             void (*onRound)(int round, int rounds)) {
   const auto n = static_cast<size_t>(size);
-  Row row{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
-  std::vector<std::byte> buffer(o.bytes);
+  Row row{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+  std::vector<std::byte> buffer(o.bytes), incoming(o.bytes);
   for (size_t r = 0; r < rounds.size(); ++r) {
     if (onRound != nullptr) onRound(static_cast<int>(r), static_cast<int>(rounds.size()));
     const int peer = partnerIn(rounds[r], rank);
@@ -84,6 +102,7 @@ Row measure(loomComm_t comm, int rank, int size, const std::vector<Round>& round
       const double lowToHigh = oneWay(comm, rank, low, high, buffer, o);
       const double highToLow = oneWay(comm, rank, high, low, buffer, o);
       row.bandwidthGBps[static_cast<size_t>(peer)] = rank == low ? lowToHigh : highToLow;
+      row.bidirectionalGBps[static_cast<size_t>(peer)] = bothWays(comm, peer, buffer, incoming, o);
       latency(comm, rank, low, high, o, row);
     }
     must(loomCommBarrier(comm), "loomCommBarrier", comm);

@@ -15,11 +15,12 @@
 
 namespace loom::diag {
 
-// This rank's row: what it measured as the sender (bandwidth to each peer)
-// and as the lower rank of a pair (latency to it); 0 where it measured
-// nothing.
+// This rank's row: what it measured as the sender (bandwidth to each peer),
+// with each peer both ways at once (the sum of the two directions), and as
+// the lower rank of a pair (latency to it); 0 where it measured nothing.
 struct Row {
   std::vector<double> bandwidthGBps;
+  std::vector<double> bidirectionalGBps;
   std::vector<double> latencyP50Us;
   std::vector<double> latencyP99Us;
 };

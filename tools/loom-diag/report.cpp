@@ -74,18 +74,19 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
     }
   }
   matrix(out, d, "one-way bandwidth, GB/s", &PairResult::bandwidthGBps, 3);
+  matrix(out, d, "both ways at once, the two directions' sum, GB/s", &PairResult::bidirectionalGBps, 3);
   matrix(out, d, "8-byte latency p50, us", &PairResult::latencyP50Us, 1);
   matrix(out, d, "8-byte latency p99, us", &PairResult::latencyP99Us, 1);
   return out;
 }
 
 std::string csvReport(const Diagnosis& d) {
-  std::string out = "from,to,path,from_host,to_host,bandwidth_GBps,latency_p50_us,latency_p99_us,slow\n";
+  std::string out = "from,to,path,from_host,to_host,bandwidth_GBps,bidirectional_GBps,latency_p50_us,latency_p99_us,slow\n";
   for (size_t i = 0; i < d.pairs.size(); ++i) {
     const auto& p = d.pairs[i];
-    appendf(out, "%d,%d,%s,%s,%s,%.6f,%.3f,%.3f,%d\n", p.from, p.to, p.path.c_str(),
+    appendf(out, "%d,%d,%s,%s,%s,%.6f,%.6f,%.3f,%.3f,%d\n", p.from, p.to, p.path.c_str(),
             d.ranks[static_cast<size_t>(p.from)].host.c_str(), d.ranks[static_cast<size_t>(p.to)].host.c_str(),
-            p.bandwidthGBps, p.latencyP50Us, p.latencyP99Us, d.attribution.slow[i] ? 1 : 0);
+            p.bandwidthGBps, p.bidirectionalGBps, p.latencyP50Us, p.latencyP99Us, d.attribution.slow[i] ? 1 : 0);
   }
   return out;
 }
@@ -169,7 +170,8 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
   for (size_t i = 0; i < d.pairs.size(); ++i) {
     const auto& p = d.pairs[i];
     j.beginObject().field("from", p.from).field("to", p.to).field("path", p.path);
-    j.field("bandwidth_GBps", p.bandwidthGBps).field("latency_p50_us", p.latencyP50Us);
+    j.field("bandwidth_GBps", p.bandwidthGBps).field("bidirectional_GBps", p.bidirectionalGBps);
+    j.field("latency_p50_us", p.latencyP50Us);
     j.field("latency_p99_us", p.latencyP99Us).field("slow", static_cast<bool>(d.attribution.slow[i])).endObject();
   }
   j.endArray();
