@@ -145,10 +145,10 @@ TEST(DiagAttribution, TheFloorOfAHealthCheckNamesEveryPairBelowIt) {
 
 TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   const std::string base = ::testing::TempDir() + "loom-diag-" + std::to_string(::getpid());
-  const std::string json = base + ".json", csv = base + ".csv", png = base + ".png";
+  const std::string json = base + ".json", csv = base + ".csv", png = base + ".png", html = base + ".html";
   const auto r = loom::test::runProcesses({{LOOM_DIAG_BIN, "-N", "3", "--size", "256K", "--iters", "2", "--lat-iters",
                                             "20", "--health-size", "64K", "--json", json, "--csv", csv, "--heatmap",
-                                            png}},
+                                            png, "--html", html}},
                                           {{}});
   const auto& out = r[0];
   // 0: nothing found; 1: findings (a noisy shared machine may show one); both ran.
@@ -186,7 +186,15 @@ TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   EXPECT_EQ(std::string(magic + 1, 3), "PNG");
   picture.seekg(0, std::ios::end);
   EXPECT_GT(picture.tellg(), 5000) << "a heatmap of three ranks is more than a few bytes";
-  for (const auto& path : {json, csv, png}) std::remove(path.c_str());
+  // The page: the picture inside it, and the tables.
+  std::ifstream page(html);
+  std::stringstream pageText;
+  pageText << page.rdbuf();
+  const std::string body = pageText.str();
+  EXPECT_NE(body.find("<img alt='heatmap' src='data:image/png;base64,iVBOR"), std::string::npos);
+  EXPECT_NE(body.find("<h2>Pairs</h2><table>"), std::string::npos);
+  EXPECT_NE(body.find("<h2>Collective health</h2><table>"), std::string::npos);
+  for (const auto& path : {json, csv, png, html}) std::remove(path.c_str());
 }
 
 TEST(DiagTool, BadFlagsAreNamed) {

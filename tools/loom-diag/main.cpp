@@ -123,7 +123,8 @@ Diagnosis assemble(loomComm_t comm, int n, const Gathered& g, const Options& o) 
   return d;
 }
 
-// --json, --csv, --heatmap (drawn from the JSON, a temporary one without --json).
+// --json, --csv, --heatmap and --html (both drawn from the JSON, kept beside
+// the picture without --json).
 bool writeFiles(const Diagnosis& d, const Options& o) {
   const auto write = [](const std::string& path, const std::string& text, const char* what) {
     std::ofstream out(path);
@@ -138,14 +139,15 @@ bool writeFiles(const Diagnosis& d, const Options& o) {
   bool ok = true;
   if (!o.jsonFile.empty()) ok = write(o.jsonFile, jsonReport(d, o), "JSON") && ok;
   if (!o.csvFile.empty()) ok = write(o.csvFile, csvReport(d), "CSV") && ok;
-  if (!o.heatmapFile.empty()) {
+  if (!o.heatmapFile.empty() || !o.htmlFile.empty()) {
+    const std::string png = o.heatmapFile.empty() ? o.htmlFile + ".png" : o.heatmapFile;
     std::string json = o.jsonFile;
     if (json.empty()) {
-      json = o.heatmapFile + ".json";
+      json = png + ".json";
       ok = write(json, jsonReport(d, o), "the heatmap's JSON") && ok;
     }
     std::fflush(stdout);
-    ok = heatmap(json, o.heatmapFile) == 0 && ok;
+    ok = heatmap(json, png, o.htmlFile) == 0 && ok;
   }
   return ok;
 }

@@ -14,7 +14,7 @@ namespace {
                "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N] [--max-pairs N]\n"
                "                 [--health-size BYTES]\n"
                "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--json FILE]\n"
-               "                 [--csv FILE] [--heatmap FILE.png]\n"
+               "                 [--csv FILE] [--heatmap FILE.png] [--html FILE]\n"
                "Measures every ordered pair of ranks (one-way bandwidth, 8-byte latency), in rounds of\n"
                "disjoint pairs, and names the slow links, ranks and nodes. Run it under loomrun, torchrun,\n"
                "Slurm or mpirun like loom-perf, or by hand for -N local ranks.\n"
@@ -33,6 +33,7 @@ namespace {
                "  --json FILE         every measurement, the medians and the findings (schema: README)\n"
                "  --csv FILE          one line per ordered pair\n"
                "  --heatmap FILE.png  ranks x ranks, bandwidth over its path's median (matplotlib)\n"
+               "  --html FILE         one self-contained page: the heatmap, the findings, the tables\n"
                "Exit status: 0 nothing found, 1 findings, 2 bad flags or an output not written, 3 a rank failed\n"
                "or vanished.\n");
   std::exit(status);
@@ -64,6 +65,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--json") o.jsonFile = v;
     else if (a == "--csv") o.csvFile = v;
     else if (a == "--heatmap") o.heatmapFile = v;
+    else if (a == "--html") o.htmlFile = v;
     else {
       std::fprintf(stderr, "loom-diag: unknown flag '%s'\n", a.c_str());
       usage(2);

@@ -20,6 +20,7 @@ struct Options {
   std::string jsonFile;       // --json
   std::string csvFile;        // --csv
   std::string heatmapFile;    // --heatmap (PNG)
+  std::string htmlFile;       // --html (one page: heatmap, findings, tables)
 };
 
 // Parses argv; prints usage and exits 2 on anything it does not accept,

@@ -103,6 +103,7 @@ try:
 except ImportError:
     sys.exit("loom-diag: --heatmap needs matplotlib for /usr/bin/python3: apt-get install python3-matplotlib")
 src, png = sys.argv[1], sys.argv[2]
+html = sys.argv[3] if len(sys.argv) > 3 else None
 with open(src) as f:
     d = json.load(f)
 n = len(d["ranks"])
@@ -133,12 +134,40 @@ ax.set_title(f"loom-diag, {n} ranks: {kinds}", fontsize=9)
 fig.tight_layout()
 fig.savefig(png, dpi=100)
 print(f"# heatmap: {n} x {n} ranks, {cells} pairs, written to {png}")
+if html:
+    import base64, html as escape
+    with open(png, "rb") as f:
+        picture = base64.b64encode(f.read()).decode()
+    def table(rows, head):
+        out = "<table><tr>" + "".join(f"<th>{escape.escape(str(h))}</th>" for h in head) + "</tr>"
+        for r in rows:
+            out += "<tr>" + "".join(f"<td>{escape.escape(str(v))}</td>" for v in r) + "</tr>"
+        return out + "</table>"
+    findings = [(f["kind"], " ".join(map(str, f["ranks"])), ", ".join(f["hosts"]), f["detail"]) for f in d["findings"]]
+    pairs = [(p["from"], p["to"], p["path"], f'{p["bandwidth_GBps"]:.3f}', f'{p["bidirectional_GBps"]:.3f}',
+              f'{p["latency_p50_us"]:.1f}', f'{p["latency_p99_us"]:.1f}', "slow" if p["slow"] else "")
+             for p in d["pairs"]]
+    health = [(c["scope"], c["collective"], c["ranks"], c["bytes"], f'{c["busbw_GBps"]:.3f}') for c in d["collectives"]]
+    with open(html, "w") as f:
+        f.write("<!doctype html><html><head><meta charset='utf-8'><title>loom-diag</title><style>"
+                "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}"
+                "td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}</style></head><body>")
+        f.write(f"<h1>loom-diag: {n} ranks</h1>")
+        f.write("<h2>Findings</h2>" + (table(findings, ["kind", "ranks", "hosts", "detail"]) if findings else "<p>none</p>"))
+        f.write(f"<img alt='heatmap' src='data:image/png;base64,{picture}'>")
+        f.write("<h2>Pairs</h2>" + table(pairs, ["from", "to", "path", "GB/s one way", "GB/s both ways", "p50 us", "p99 us", ""]))
+        f.write("<h2>Collective health</h2>" + table(health, ["scope", "collective", "ranks", "bytes", "busbw GB/s"]))
+        f.write(f"<p>memcpy on rank 0's host: {d['memcpy_GBps']:.2f} GB/s; loom {d['loom']['major']}.{d['loom']['minor']}.{d['loom']['patch']}</p>")
+        f.write("</body></html>\n")
+    print(f"# page written to {html}")
 )";
 
 }  // namespace
 
-int heatmap(const std::string& json, const std::string& png) {
-  return plot::runPython("loom-diag", kHeatmap, {json, png});
+int heatmap(const std::string& json, const std::string& png, const std::string& html) {
+  std::vector<std::string> args{json, png};
+  if (!html.empty()) args.push_back(html);
+  return plot::runPython("loom-diag", kHeatmap, args);
 }
 
 std::string jsonReport(const Diagnosis& d, const Options& o) {

@@ -33,7 +33,8 @@ std::string jsonReport(const Diagnosis& d, const Options& o);
 std::string csvReport(const Diagnosis& d);
 // The heatmap of `json` (a jsonReport on disk) as a PNG: ranks x ranks, each
 // pair's bandwidth over its path's median, node boundaries drawn, slow pairs
-// crossed. 0 when written, else 2 (said on stderr).
-int heatmap(const std::string& json, const std::string& png);
+// crossed; and, if `html` is named, one self-contained page with the heatmap,
+// the findings and the tables. 0 when written, else 2 (said on stderr).
+int heatmap(const std::string& json, const std::string& png, const std::string& html = "");
 
 }  // namespace loom::diag
