@@ -11,7 +11,10 @@ namespace loom::coll {
 
 void ringAllGather(const Plan& plan) {
   RingWalk walk(plan);
-  auto& [ring, n, p, links, prims] = walk;
+  const Ring& ring = walk.ring;
+  const int n = walk.n, p = walk.position;
+  Links& links = walk.links;
+  Primitives& prims = walk.prims;
   const size_t block = plan.c.blockBytes();
   const bool inPlace = plan.c.send == plan.c.recv + static_cast<size_t>(plan.rank) * block;
 

@@ -14,7 +14,9 @@ namespace loom::coll {
 
 void ringAllReduce(const Plan& plan) {
   RingWalk walk(plan);
-  auto& [ring, n, r, links, prims] = walk;
+  const int n = walk.n, r = walk.position;
+  Links& links = walk.links;
+  Primitives& prims = walk.prims;
   const size_t total = plan.c.blockBytes();
   const size_t loopBytes = plan.chunkBytes * static_cast<size_t>(n);
 

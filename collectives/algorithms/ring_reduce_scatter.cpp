@@ -12,7 +12,10 @@ namespace loom::coll {
 
 void ringReduceScatter(const Plan& plan) {
   RingWalk walk(plan);
-  auto& [ring, n, p, links, prims] = walk;
+  const Ring& ring = walk.ring;
+  const int n = walk.n, p = walk.position;
+  Links& links = walk.links;
+  Primitives& prims = walk.prims;
   const size_t block = plan.c.blockBytes();
 
   for (size_t base = 0; base < block; base += plan.chunkBytes) {

@@ -1,9 +1,6 @@
 // What every ring algorithm starts with: the ring, its size, this rank's
 // position on it, and the collective's links with primitives from the
-// previous position to the next. One piece, so that the ring files begin
-//
-//   RingWalk walk(plan);
-//   auto& [ring, n, p, links, prims] = walk;
+// previous position to the next: one piece, which the ring files begin with.
 #pragma once
 
 #include "collectives/algorithms/algorithms.hpp"

@@ -214,7 +214,7 @@ int run(const cli::Options& o) {
     out << "{\n  \"config\": {\"model\": \"" << o.model << "\", \"mode\": \"" << modeName(config.mode)
         << "\", \"ranks\": " << ranks << ", \"batch\": " << config.batch
         << ", \"micro_batches\": " << config.microBatches << ", \"steps\": " << config.steps
-        << ", \"layers\": " << o.layers << ", \"dim\": " << o.hidden << ", \"lr\": " << number(config.lr)
+        << ", \"layers\": " << o.layers << ", \"dim\": " << o.hidden << ", \"lr\": " << number(static_cast<double>(config.lr))
         << ", \"seed\": " << config.seed << "},\n  \"steps\": [\n    " << records << "\n  ],\n  \"final\": {"
         << "\"params_sha256\": \"" << digest << "\", \"psi\": " << model.paramCount()
         << ", \"test_accuracy\": " << number(acc) << ", \"held_out_loss\": " << number(heldLoss)
