@@ -24,6 +24,8 @@ struct Diagnosis {
   double memcpyGBps = 0;  // rank 0's host, one thread
   Attribution attribution;
   int rounds = 0;
+  int remeasured = 0;  // pairs found slow, measured again alone
+  int stillSlow = 0;   // ordered pairs slow after that
   double seconds = 0;
 };
 
