@@ -1,9 +1,10 @@
-// NCCL's primitive vocabulary, on the CPU: each primitive moves `bytes` bytes
-// (any multiple of the element size) from the previous rank, the caller's
-// buffers and to the next rank, slot by slot through the collective
+// NCCL's primitive vocabulary: what an algorithm file says to move data
+// between ring (or tree, or pair) neighbours. Each primitive moves `bytes`
+// bytes (any multiple of the element size) from the previous rank, the
+// caller's buffers and to the next rank, slot by slot through the collective
 // channel's FIFOs, reducing straight out of the received slot into the
-// outgoing one. Blocking: it returns when its last slot has been committed
-// (sends) or consumed (receives).
+// outgoing one. It returns when its last slot has been committed (sends) or
+// consumed (receives).
 //
 //   send(src)                      next <- src
 //   recv(dst)                      dst  <- prev
@@ -16,9 +17,11 @@
 //                                  neither side waits for the other to finish;
 //                                  src and dst must not overlap)
 //
-// Sockets send straight from src and dst and receive straight into dst where
-// nothing else is done with what arrives (SendConnection::commitFrom,
-// RecvConnection::receiveInto).
+// This is an interface: an executor (executor.hpp) implements it for the
+// memory it reaches. The host executor (cpu/host_primitives) runs it on the
+// calling CPU thread; a CUDA executor implements the same calls inside a
+// kernel, as NCCL's runRing reads the same for every protocol, so an
+// algorithm file is written once.
 //
 // Every slot carries the size of the primitive's message, its offset there,
 // the collective's sequence number and call signature; a receiver that
@@ -31,46 +34,33 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 
 #include "collectives/cpu/reduce.hpp"
-#include "collectives/links.hpp"
-#include "transport/connection.hpp"
 
 namespace loom::coll {
 
+// What one collective's primitives all share: the elements they move, how
+// they combine, and what every slot they send says of the call.
+struct PrimitiveCall {
+  loomDataType_t type = loomFloat32;
+  size_t typeSize = 4;
+  cpu::ReduceOp op = cpu::ReduceOp::Sum;
+  uint32_t sequence = 0;  // the collective's number (call_signature.hpp)
+  uint32_t call = 0;      // its signature
+};
+
 class Primitives {
  public:
-  // prev or next may be -1 where a rank has none (the ends of a chain).
-  // `sequence` and `call` name the collective in every slot (call_signature.hpp).
-  Primitives(Links& links, int prev, int next, loomDataType_t type, size_t typeSize, cpu::ReduceOp op,
-             uint32_t sequence, uint32_t call);
+  virtual ~Primitives() = default;
 
-  void send(const std::byte* src, size_t bytes);
-  void recv(std::byte* dst, size_t bytes);
-  void recvReduceSend(const std::byte* src, size_t bytes);
-  void recvReduceCopy(const std::byte* src, std::byte* dst, size_t bytes);
-  void recvReduceCopySend(const std::byte* src, std::byte* dst, size_t bytes);
-  void recvCopySend(std::byte* dst, size_t bytes);
-  void copySend(const std::byte* src, std::byte* dst, size_t bytes);
-  void sendRecv(const std::byte* src, std::byte* dst, size_t bytes);
-
- private:
-  enum Flow : unsigned { kRecv = 1, kReduce = 2, kCopy = 4, kSend = 8 };
-  void run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes);
-  // Throws unless the slot is the one at `offset` of a message of `bytes` of this collective.
-  void checkTag(const transport::RecvSlot& slot, size_t bytes, size_t offset) const;
-  transport::SlotTag tag(size_t bytes, size_t offset, size_t payload, uint32_t index) const;
-
-  Links& links_;
-  int prev_;
-  int next_;
-  loomDataType_t type_;
-  size_t typeSize_;
-  cpu::ReduceOp op_;
-  uint32_t sequence_;
-  uint32_t call_;
-  size_t inOffset_ = 0;  // bytes of the current inbound slot already consumed
+  virtual void send(const std::byte* src, size_t bytes) = 0;
+  virtual void recv(std::byte* dst, size_t bytes) = 0;
+  virtual void recvReduceSend(const std::byte* src, size_t bytes) = 0;
+  virtual void recvReduceCopy(const std::byte* src, std::byte* dst, size_t bytes) = 0;
+  virtual void recvReduceCopySend(const std::byte* src, std::byte* dst, size_t bytes) = 0;
+  virtual void recvCopySend(std::byte* dst, size_t bytes) = 0;
+  virtual void copySend(const std::byte* src, std::byte* dst, size_t bytes) = 0;
+  virtual void sendRecv(const std::byte* src, std::byte* dst, size_t bytes) = 0;
 };
 
 }  // namespace loom::coll

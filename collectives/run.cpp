@@ -26,10 +26,6 @@ size_t contributionBytes(const Collective& c, int nranks) {
   return c.kind == CollectiveKind::ReduceScatter ? c.blockBytes() * static_cast<size_t>(nranks) : c.blockBytes();
 }
 
-// With one rank every collective is a copy of the rank's own block.
-void runAlone(const Collective& c) {
-  if (c.send != c.recv) copyBytes(c.recv, c.send, c.blockBytes());
-}
 
 }  // namespace
 
@@ -66,6 +62,7 @@ void preferMismatch(Communicator& comm, const std::string& what) {
 void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry) {
   const int n = comm.size();
+  const Executor& executor = executorFor(c);
   const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
                        c.kind == CollectiveKind::ReduceScatter;
 
@@ -76,8 +73,8 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     const size_t bytes = contributionBytes(c, n);
     auto scaled = state.scaledInput.get(bytes);
     const void* source = c.send;
-    cpu::reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
-                c.reduction.scalar);
+    executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
+                    c.reduction.scalar);
     c.send = scaled.data();
     c.reduction.op = cpu::ReduceOp::Sum;
   }
@@ -85,11 +82,11 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
   const bool hasResult = c.kind != CollectiveKind::Reduce || comm.rank() == c.root;
   if (n == 1) {
     entry.algorithm = "alone";
-    runAlone(c);
+    executor.copy(c.recv, c.send, c.blockBytes());  // with one rank, every collective is a copy of its own block
   } else {
     const size_t bytes = c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(n)
                                                              : contributionBytes(c, n);
-    const Choice choice = state.tuner.choose(c.kind, bytes);
+    const Choice choice = state.tuner.choose(c.kind, bytes, executor);
     // Rebuilt in place each call: the string keeps its capacity, so naming
     // the call allocates nothing once warm.
     std::string& what = state.callName;
@@ -108,6 +105,7 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
       }
     }
     Plan plan{.comm = comm,
+              .executor = executor,
               .c = c,
               .rank = comm.rank(),
               .nranks = n,
@@ -134,9 +132,9 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
   if (average && hasResult && c.count != 0) {
     if (isFloat(c.type)) {
       const void* result = c.recv;
-      cpu::reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&result, 1), c.recv, c.count, 1.0 / n);
+      executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&result, 1), c.recv, c.count, 1.0 / n);
     } else {
-      cpu::divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));
+      executor.divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));
     }
   }
 }

@@ -92,14 +92,14 @@ size_t Tuner::segmentSlotBytes() const {
   return overrides_.chunkBytes != 0 ? std::min(overrides_.chunkBytes, kMaxSlot) : kDefaultSlot;
 }
 
-Choice Tuner::choose(CollectiveKind kind, size_t bytes) {
+Choice Tuner::choose(CollectiveKind kind, size_t bytes, const Executor& executor) {
   Last& last = last_[static_cast<size_t>(kind)];
-  if (last.bytes == bytes) return last.choice;
-  last = {bytes, decide(kind, bytes)};
+  if (last.bytes == bytes && last.executor == &executor) return last.choice;
+  last = {bytes, &executor, decide(kind, bytes, executor)};
   return last.choice;
 }
 
-Choice Tuner::decide(CollectiveKind kind, size_t bytes) {
+Choice Tuner::decide(CollectiveKind kind, size_t bytes, const Executor& executor) {
   const Layout& layout = model_.layout;
   Choice choice;
   const char* why = "LOOM_ALGO";
@@ -109,6 +109,12 @@ Choice Tuner::decide(CollectiveKind kind, size_t bytes) {
                                            " needs every rank on one node with shared memory allowed, but " +
                                            collectiveName(kind) + " runs on " + std::to_string(layout.nodes) +
                                            " nodes" + (layout.nodes == 1 ? " with LOOM_TRANSPORT=socket" : ""));
+    }
+    if (forced->hostOnly() && !executor.isHost()) {
+      throw Error(loomInvalidArgument, std::string("LOOM_ALGO: ") + forced->name +
+                                           " runs on host memory only (the node segment), but this " +
+                                           collectiveName(kind) + "'s buffers are run by the " + executor.name() +
+                                           " executor");
     }
     if (overrides_.deterministic && reducesData(kind) && !forced->foldsInRankOrder) {
       throw Error(loomInvalidArgument, std::string("LOOM_ALGO: ") + forced->name + " does not fold " +
@@ -121,6 +127,7 @@ Choice Tuner::decide(CollectiveKind kind, size_t bytes) {
     double best = std::numeric_limits<double>::infinity();
     for (const AlgorithmEntry* algorithm : algorithms()) {
       if (algorithm->kind != kind) continue;
+      if (algorithm->hostOnly() && !executor.isHost()) continue;
       if (overrides_.deterministic && reducesData(kind) && !algorithm->foldsInRankOrder) continue;
       const double t = estimateUs(*algorithm, bytes);
       if (t < best || choice.algorithm == nullptr) {

@@ -15,6 +15,7 @@
 #include "collectives/algorithms/registry.hpp"
 #include "collectives/collective.hpp"
 #include "collectives/cost_model.hpp"
+#include "collectives/executor.hpp"
 
 namespace loom::coll {
 
@@ -38,11 +39,13 @@ class Tuner {
  public:
   Tuner(Layout layout, Overrides overrides);
 
-  // Throws loomInvalidArgument if LOOM_ALGO forces an algorithm that the
-  // layout cannot run (shm across nodes), or, under LOOM_DETERMINISTIC, a
-  // reduction algorithm that does not fold in rank order. Not thread-safe:
-  // a communicator's collectives call it one at a time (CommState::runMutex).
-  Choice choose(CollectiveKind kind, size_t bytes);
+  // The choice for a collective that `executor` runs: only entries it can
+  // run (hostOnly ones on the host's). Throws loomInvalidArgument if
+  // LOOM_ALGO forces an algorithm that the layout or the executor cannot run
+  // (shm across nodes), or, under LOOM_DETERMINISTIC, a reduction algorithm
+  // that does not fold in rank order. Not thread-safe: a communicator's
+  // collectives call it one at a time (CommState::runMutex).
+  Choice choose(CollectiveKind kind, size_t bytes, const Executor& executor);
   // The node segment's slot: kDefaultSlot, or LOOM_CHUNKSIZE within its cap.
   size_t segmentSlotBytes() const;
   // The model's estimate in microseconds, for the tests and the log.
@@ -52,12 +55,13 @@ class Tuner {
   CostModel model_;
   Overrides overrides_;
   // The model's choice, logged once per (collective, size class).
-  Choice decide(CollectiveKind kind, size_t bytes);
+  Choice decide(CollectiveKind kind, size_t bytes, const Executor& executor);
 
   // The last choice per collective: loops call one size over and over, and
   // the model costs as much as a small collective's synchronization.
   struct Last {
     size_t bytes = SIZE_MAX;
+    const Executor* executor = nullptr;
     Choice choice;
   };
   std::array<Last, kCollectiveKinds> last_{};

@@ -152,6 +152,28 @@ TEST(ShmFifo, CommitFromCopiesIntoTheSlot) {
   for (auto byte : slot->data) EXPECT_EQ(byte, std::byte{1});
 }
 
+// Each connection says where its slots live, and a CPU thread refuses slots
+// it cannot touch, naming the peer and the kind.
+TEST(ConnectionSlots, EachTransportNamesWhereItsSlotsLive) {
+  ShmPair shm(FifoShape{.slots = 2, .slotBytes = 64});
+  EXPECT_EQ(shm.sender->slotKind(), memory::MemoryKind::HostShared);
+  EXPECT_EQ(shm.receiver->slotKind(), memory::MemoryKind::HostShared);
+  SocketEnds socket(FifoShape{.slots = 2, .slotBytes = 64}, 1);
+  EXPECT_EQ(socket.sender->slotKind(), memory::MemoryKind::Host);
+  EXPECT_EQ(socket.receiver->slotKind(), memory::MemoryKind::Host);
+  for (auto kind : {memory::MemoryKind::Host, memory::MemoryKind::HostShared, memory::MemoryKind::CudaHostPinned}) {
+    EXPECT_NO_THROW(requireHostSlots(kind, "rank 1"));
+  }
+  try {
+    requireHostSlots(memory::MemoryKind::CudaDevice, "rank 3 (10.0.0.2:4455)");
+    FAIL() << "device slots were accepted for a CPU thread";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), loomInternalError);
+    EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cuda-device"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ShmFifo, APeerThatClosesIsNoticedOnlyAfterItsDataIsRead) {
   ShmPair pair(FifoShape{.slots = 2, .slotBytes = 64});
   auto& receiver = *pair.receiver;

@@ -9,6 +9,7 @@
 
 #include "base/env.hpp"
 #include "base/error.hpp"
+#include "collectives/cpu/host_executor.hpp"
 #include "collectives/tuner.hpp"
 #include "tests/support/ranks.hpp"
 
@@ -25,7 +26,7 @@ TEST(Tuner, OneNodeUsesTheSharedSegmentAtEverySize) {
   Tuner tuner({.nranks = 4, .nodes = 1, .sharedMemory = true}, Overrides{});
   for (CollectiveKind kind : kShmKinds) {
     for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20, size_t{1} << 30}) {
-      const Choice choice = tuner.choose(kind, bytes);
+      const Choice choice = tuner.choose(kind, bytes, hostExecutor());
       EXPECT_STREQ(choice.algorithm->name, "shm") << collectiveName(kind) << " " << bytes;
       EXPECT_GT(choice.chunkBytes, 0u);
       EXPECT_EQ(choice.chunkBytes % 64, 0u);
@@ -38,7 +39,9 @@ TEST(Tuner, AcrossNodesOrOverSocketsNeverPicksTheSegment) {
                         Layout{.nranks = 4, .nodes = 1, .sharedMemory = false}}) {
     Tuner tuner(layout, Overrides{});
     for (CollectiveKind kind : kShmKinds) {
-      for (size_t bytes : {size_t{8}, size_t{1} << 20}) EXPECT_STRNE(tuner.choose(kind, bytes).algorithm->name, "shm");
+      for (size_t bytes : {size_t{8}, size_t{1} << 20}) {
+        EXPECT_STRNE(tuner.choose(kind, bytes, hostExecutor()).algorithm->name, "shm");
+      }
     }
   }
 }
@@ -47,7 +50,7 @@ TEST(Tuner, LoomAlgoShmAcrossNodesIsRefusedByName) {
   ScopedEnv algo("LOOM_ALGO", "shm");
   Tuner tuner({.nranks = 4, .nodes = 2, .sharedMemory = false}, Overrides::fromEnv());
   try {
-    tuner.choose(CollectiveKind::AllReduce, 1024);
+    tuner.choose(CollectiveKind::AllReduce, 1024, hostExecutor());
     FAIL() << "LOOM_ALGO=shm across two nodes was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), loomInvalidArgument);
@@ -55,17 +58,17 @@ TEST(Tuner, LoomAlgoShmAcrossNodesIsRefusedByName) {
   }
   // Where it applies, it is obeyed; and it does not claim the collectives it lacks.
   Tuner oneNode({.nranks = 4, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
-  EXPECT_STREQ(oneNode.choose(CollectiveKind::Reduce, 8).algorithm->name, "shm");
-  EXPECT_STREQ(oneNode.choose(CollectiveKind::AlltoAll, 8).algorithm->name, "direct");
+  EXPECT_STREQ(oneNode.choose(CollectiveKind::Reduce, 8, hostExecutor()).algorithm->name, "shm");
+  EXPECT_STREQ(oneNode.choose(CollectiveKind::AlltoAll, 8, hostExecutor()).algorithm->name, "direct");
 }
 
 TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {
   ScopedEnv chunk("LOOM_CHUNKSIZE", "65536");
   Tuner tuner({.nranks = 2, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
-  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 1 << 20).chunkBytes, 65536u);
+  EXPECT_EQ(tuner.choose(CollectiveKind::AllReduce, 1 << 20, hostExecutor()).chunkBytes, 65536u);
   ScopedEnv huge("LOOM_CHUNKSIZE", std::to_string(1 << 30));
   Tuner capped({.nranks = 2, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
-  EXPECT_LE(capped.choose(CollectiveKind::AllReduce, 1 << 20).chunkBytes, size_t{16} << 20);
+  EXPECT_LE(capped.choose(CollectiveKind::AllReduce, 1 << 20, hostExecutor()).chunkBytes, size_t{16} << 20);
 }
 
 // Nodes with the same two or more ranks each run large all-reduces, and
@@ -74,19 +77,19 @@ TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {
 // 16 KiB); nodes with unequal counts never do, nor broadcasts.
 TEST(Tuner, UniformNodesRunHierarchically) {
   Tuner uniform({.nranks = 4, .nodes = 2, .sharedMemory = false, .ranksPerNode = 2}, Overrides{});
-  EXPECT_STREQ(uniform.choose(CollectiveKind::AllReduce, 1 << 20).algorithm->name, "hier");
-  EXPECT_STRNE(uniform.choose(CollectiveKind::AllReduce, 8).algorithm->name, "hier");
+  EXPECT_STREQ(uniform.choose(CollectiveKind::AllReduce, 1 << 20, hostExecutor()).algorithm->name, "hier");
+  EXPECT_STRNE(uniform.choose(CollectiveKind::AllReduce, 8, hostExecutor()).algorithm->name, "hier");
   for (const size_t bytes : {size_t{16} << 10, size_t{1} << 20}) {
-    EXPECT_STREQ(uniform.choose(CollectiveKind::AllGather, bytes).algorithm->name, "hier") << bytes;
-    EXPECT_STREQ(uniform.choose(CollectiveKind::ReduceScatter, bytes).algorithm->name, "hier") << bytes;
+    EXPECT_STREQ(uniform.choose(CollectiveKind::AllGather, bytes, hostExecutor()).algorithm->name, "hier") << bytes;
+    EXPECT_STREQ(uniform.choose(CollectiveKind::ReduceScatter, bytes, hostExecutor()).algorithm->name, "hier") << bytes;
   }
-  EXPECT_STRNE(uniform.choose(CollectiveKind::Broadcast, 1 << 20).algorithm->name, "hier");
+  EXPECT_STRNE(uniform.choose(CollectiveKind::Broadcast, 1 << 20, hostExecutor()).algorithm->name, "hier");
   Tuner uneven({.nranks = 3, .nodes = 2, .sharedMemory = false, .ranksPerNode = 0}, Overrides{});
-  EXPECT_STRNE(uneven.choose(CollectiveKind::AllReduce, 1 << 20).algorithm->name, "hier");
-  EXPECT_STRNE(uneven.choose(CollectiveKind::AllGather, 1 << 20).algorithm->name, "hier");
+  EXPECT_STRNE(uneven.choose(CollectiveKind::AllReduce, 1 << 20, hostExecutor()).algorithm->name, "hier");
+  EXPECT_STRNE(uneven.choose(CollectiveKind::AllGather, 1 << 20, hostExecutor()).algorithm->name, "hier");
   Tuner onePerNode({.nranks = 4, .nodes = 4, .sharedMemory = false, .ranksPerNode = 1}, Overrides{});
-  EXPECT_STRNE(onePerNode.choose(CollectiveKind::AllReduce, 1 << 20).algorithm->name, "hier");
-  EXPECT_STRNE(onePerNode.choose(CollectiveKind::ReduceScatter, 1 << 20).algorithm->name, "hier");
+  EXPECT_STRNE(onePerNode.choose(CollectiveKind::AllReduce, 1 << 20, hostExecutor()).algorithm->name, "hier");
+  EXPECT_STRNE(onePerNode.choose(CollectiveKind::ReduceScatter, 1 << 20, hostExecutor()).algorithm->name, "hier");
 }
 
 // Recursive doubling folds after its exchange, the ring as chunks arrive:
@@ -94,20 +97,20 @@ TEST(Tuner, UniformNodesRunHierarchically) {
 // takes the large ones (measured: the ring 0.7x rd's time at 4-16 MiB).
 TEST(Tuner, TwoNodesGiveLargeAllReducesToThePipelinedRing) {
   Tuner tuner({.nranks = 2, .nodes = 2, .sharedMemory = false}, Overrides{});
-  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 8).algorithm->name, "rd");
-  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 16 << 10).algorithm->name, "rd");
-  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 4 << 20).algorithm->name, "ring");
-  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 64 << 20).algorithm->name, "ring");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 8, hostExecutor()).algorithm->name, "rd");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 16 << 10, hostExecutor()).algorithm->name, "rd");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 4 << 20, hostExecutor()).algorithm->name, "ring");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 64 << 20, hostExecutor()).algorithm->name, "ring");
 }
 
 // Across many nodes the trees take the middle sizes: fewer hops than the
 // ring, less data per rank than recursive doubling.
 TEST(Tuner, ManyNodesGiveMediumAllReducesToTheTrees) {
   Tuner tuner({.nranks = 16, .nodes = 16, .sharedMemory = false}, Overrides{});
-  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 8).algorithm->name, "rd");
-  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 256 << 10).algorithm->name, "tree");
-  EXPECT_STRNE(tuner.choose(CollectiveKind::AllReduce, 64 << 20).algorithm->name, "tree");
-  EXPECT_STRNE(tuner.choose(CollectiveKind::AllGather, 256 << 10).algorithm->name, "tree");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 8, hostExecutor()).algorithm->name, "rd");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 256 << 10, hostExecutor()).algorithm->name, "tree");
+  EXPECT_STRNE(tuner.choose(CollectiveKind::AllReduce, 64 << 20, hostExecutor()).algorithm->name, "tree");
+  EXPECT_STRNE(tuner.choose(CollectiveKind::AllGather, 256 << 10, hostExecutor()).algorithm->name, "tree");
 }
 
 }  // namespace

@@ -15,4 +15,11 @@ void SendConnection::commitFrom(std::span<const std::byte> data, SlotTag tag) {
   commit(tag);
 }
 
+void requireHostSlots(memory::MemoryKind kind, const std::string& peer) {
+  if (!memory::hostReachable(kind)) {
+    throw Error(loomInternalError, "the connection with " + peer + " keeps its slots in " +
+                                       memory::memoryKindName(kind) + " memory, which a CPU thread cannot touch");
+  }
+}
+
 }  // namespace loom::transport

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "memory/memory_kind.hpp"
+
 namespace loom::transport {
 
 // Travels with every slot (40 bytes, sent as they lie in memory).
@@ -38,6 +40,10 @@ struct SlotTag {
   uint32_t spare = 0;         // zero: keeps the tag free of padding on the wire
 };
 
+// A slot's bytes are in the memory its connection's slotKind() names: host
+// memory for sockets and shared memory, device memory for a FIFO that a
+// CUDA IPC connection keeps on the GPU. Whatever touches them must reach
+// that kind (requireHostSlots for a CPU thread).
 struct RecvSlot {
   std::span<const std::byte> data;  // tag.bytes bytes
   SlotTag tag;
@@ -56,6 +62,8 @@ class SendConnection {
   virtual ~SendConnection() = default;
 
   virtual size_t slotBytes() const = 0;
+  // Where the slots live (RecvSlot).
+  virtual memory::MemoryKind slotKind() const = 0;
   // The next free slot (slotBytes() long), or an empty span when every slot is in flight.
   virtual std::span<std::byte> reserve() = 0;
   // Publishes the reserved slot with tag.bytes bytes of payload.
@@ -86,6 +94,8 @@ class RecvConnection {
  public:
   virtual ~RecvConnection() = default;
 
+  // Where the slots live (RecvSlot).
+  virtual memory::MemoryKind slotKind() const = 0;
   // The oldest committed slot not yet released, or nothing yet.
   virtual std::optional<RecvSlot> peek() = 0;
   // Returns the slot peek() showed to the sender (one credit).
@@ -103,6 +113,11 @@ class RecvConnection {
   virtual void addWaitFds(std::vector<WaitFd>& out) const = 0;
   virtual const std::string& peerName() const = 0;
 };
+
+// Throws loomInternalError naming the peer unless a CPU thread can read and
+// write slots of `kind`: what the host's progress engine and executor check
+// before they touch a connection's slots.
+void requireHostSlots(memory::MemoryKind kind, const std::string& peer);
 
 // Points `connection` at `message` for as long as it lives (receiveInto).
 class ReceiveInto {

@@ -81,11 +81,15 @@ class Transport {
 
   // Sender side: connects to peer's listener, runs the handshake, returns the send end.
   virtual std::unique_ptr<SendConnection> connect(const Endpoint& peer, Channel channel, const Context& context) = 0;
-  // Receiver side: `socket` carried `hello` (secret already checked); the
-  // transport takes it (moves from it) unless it throws. Returns
-  // the receive end once complete; a transport that needs several sockets per
-  // connection returns null until the last one arrives.
-  virtual std::unique_ptr<RecvConnection> accept(net::Socket& socket, const Hello& hello, const Context& context) = 0;
+  // Receiver side: `control` carried `hello` (secret already checked). It is
+  // the connection's out-of-band channel, as NCCL's bootstrap is: the
+  // transport answers the Hello on it (its segment's name; a UCX worker
+  // address or a queue pair number tomorrow) and keeps it to learn when the
+  // peer dies; only the socket transport also moves its data on it. The
+  // transport takes it (moves from it) unless it throws. Returns the receive
+  // end once complete; a transport that needs several sockets per connection
+  // returns null until the last one arrives.
+  virtual std::unique_ptr<RecvConnection> accept(net::Socket& control, const Hello& hello, const Context& context) = 0;
 };
 
 // The out-of-band exchange a communicator provides: every rank contributes

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 
-#include "base/copy_bytes.hpp"
 #include "collectives/collective.hpp"
+#include "collectives/executor.hpp"
 #include "collectives/links.hpp"
 #include "collectives/primitives.hpp"
 #include "collectives/ring.hpp"
@@ -28,6 +30,7 @@ class NodeArea;
 
 struct Plan {
   Communicator& comm;
+  const Executor& executor;  // reaches the collective's buffers: copies, reductions and primitives go through it
   Collective c;
   int rank;
   int nranks;
@@ -49,16 +52,19 @@ struct Plan {
 
   // The collective channel's connections, as this collective uses them.
   Links links() const { return Links(comm, *channel, what, sequence, call, callBytes); }
-  // Primitives from `prev` to `next` for this collective.
-  Primitives primitives(Links& links, int prev, int next) const {
-    return Primitives(links, prev, next, c.type, c.typeSize, c.reduction.op, sequence, call);
+  // The executor's primitives from `prev` to `next` for this collective.
+  std::unique_ptr<Primitives> primitives(Links& links, int prev, int next) const {
+    return executor.primitives(links, prev, next,
+                               {.type = c.type, .typeSize = c.typeSize, .op = c.reduction.op,
+                                .sequence = sequence, .call = call});
+  }
+  // A local copy of a block: nothing when empty or in place.
+  void copy(std::byte* dst, const std::byte* src, size_t bytes) const { executor.copy(dst, src, bytes); }
+  // dst <- the collective's reduction of `sources`, `count` elements.
+  void reduce(std::span<const void* const> sources, void* dst, size_t count) const {
+    executor.reduce(c.type, c.reduction.op, sources, dst, count);
   }
 };
-
-// A local copy of a block: nothing when empty or in place.
-inline void copyBlock(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (dst != src) copyBytes(dst, src, bytes);
-}
 
 // The blocks of a collective on the node's shared segment, for the flat
 // shm algorithms and the hierarchical ones' node phases: each local rank q

@@ -17,15 +17,15 @@ void chainBroadcast(const Plan& plan) {
   const int next = position == n - 1 ? -1 : ring.at(self + 1);
   const size_t bytes = plan.c.blockBytes();
   Links links = plan.links();
-  Primitives prims = plan.primitives(links, prev, next);
+  const auto prims = plan.primitives(links, prev, next);
 
   if (position == 0) {
-    if (plan.c.send == plan.c.recv) prims.send(plan.c.send, bytes);
-    else prims.copySend(plan.c.send, plan.c.recv, bytes);
+    if (plan.c.send == plan.c.recv) prims->send(plan.c.send, bytes);
+    else prims->copySend(plan.c.send, plan.c.recv, bytes);
   } else if (next >= 0) {
-    prims.recvCopySend(plan.c.recv, bytes);
+    prims->recvCopySend(plan.c.recv, bytes);
   } else {
-    prims.recv(plan.c.recv, bytes);
+    prims->recv(plan.c.recv, bytes);
   }
   links.flush();
 }

@@ -16,11 +16,11 @@ void chainReduce(const Plan& plan) {
   const int next = position == n - 1 ? -1 : ring.at(self + 1);
   const size_t bytes = plan.c.blockBytes();
   Links links = plan.links();
-  Primitives prims = plan.primitives(links, prev, next);
+  const auto prims = plan.primitives(links, prev, next);
 
-  if (position == 0) prims.send(plan.c.send, bytes);
-  else if (next >= 0) prims.recvReduceSend(plan.c.send, bytes);
-  else prims.recvReduceCopy(plan.c.send, plan.c.recv, bytes);
+  if (position == 0) prims->send(plan.c.send, bytes);
+  else if (next >= 0) prims->recvReduceSend(plan.c.send, bytes);
+  else prims->recvReduceCopy(plan.c.send, plan.c.recv, bytes);
   links.flush();
 }
 

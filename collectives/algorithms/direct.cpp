@@ -17,7 +17,7 @@ void directAllGather(const Plan& plan) {
     exchange.send(peer, plan.c.send, block);
     exchange.recv(peer, plan.c.recv + static_cast<size_t>(peer) * block, block);
   }
-  copyBlock(plan.c.recv + static_cast<size_t>(plan.rank) * block, plan.c.send, block);
+  plan.copy(plan.c.recv + static_cast<size_t>(plan.rank) * block, plan.c.send, block);
   exchange.run();
 }
 
@@ -29,7 +29,7 @@ void directAlltoAll(const Plan& plan) {
     exchange.send(peer, plan.c.send + static_cast<size_t>(peer) * block, block);
     exchange.recv(peer, plan.c.recv + static_cast<size_t>(peer) * block, block);
   }
-  copyBlock(plan.c.recv + static_cast<size_t>(plan.rank) * block, plan.c.send + static_cast<size_t>(plan.rank) * block,
+  plan.copy(plan.c.recv + static_cast<size_t>(plan.rank) * block, plan.c.send + static_cast<size_t>(plan.rank) * block,
             block);
   exchange.run();
 }
@@ -43,7 +43,7 @@ void directGather(const Plan& plan) {
     for (int peer = 0; peer < plan.nranks; ++peer) {
       if (peer != plan.rank) exchange.recv(peer, plan.c.recv + static_cast<size_t>(peer) * block, block);
     }
-    copyBlock(plan.c.recv + static_cast<size_t>(plan.rank) * block, plan.c.send, block);
+    plan.copy(plan.c.recv + static_cast<size_t>(plan.rank) * block, plan.c.send, block);
   }
   exchange.run();
 }
@@ -57,7 +57,7 @@ void directScatter(const Plan& plan) {
     for (int peer = 0; peer < plan.nranks; ++peer) {
       if (peer != plan.rank) exchange.send(peer, plan.c.send + static_cast<size_t>(peer) * block, block);
     }
-    copyBlock(plan.c.recv, plan.c.send + static_cast<size_t>(plan.rank) * block, block);
+    plan.copy(plan.c.recv, plan.c.send + static_cast<size_t>(plan.rank) * block, block);
   }
   exchange.run();
 }

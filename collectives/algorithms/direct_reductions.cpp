@@ -51,7 +51,7 @@ class RankOrderFold {
       sources[static_cast<size_t>(q)] = into;
     }
     exchange.run();
-    if (bytes_ != 0) cpu::reduce(plan_.c.type, plan_.c.reduction.op, sources, dst, bytes_ / plan_.c.typeSize);
+    if (bytes_ != 0) plan_.reduce(sources, dst, bytes_ / plan_.c.typeSize);
   }
 
  private:

@@ -22,14 +22,14 @@ void recursiveDoublingAllReduce(const Plan& plan) {
   const size_t bytes = plan.c.blockBytes();
   const size_t count = plan.c.count;
   std::byte* acc = plan.c.recv;
-  if (plan.c.send != acc) copyBytes(acc, plan.c.send, bytes);
+  plan.copy(acc, plan.c.send, bytes);
   Links links = plan.links();
 
   // Fold: rank 2i hands its data to 2i+1.
   int newRank = r < 2 * rem ? (r % 2 == 1 ? r / 2 : -1) : r - rem;
   if (r < 2 * rem) {
-    if (r % 2 == 0) plan.primitives(links, -1, r + 1).send(acc, bytes);
-    else plan.primitives(links, r - 1, -1).recvReduceCopy(acc, acc, bytes);
+    if (r % 2 == 0) plan.primitives(links, -1, r + 1)->send(acc, bytes);
+    else plan.primitives(links, r - 1, -1)->recvReduceCopy(acc, acc, bytes);
   }
 
   if (newRank >= 0) {
@@ -37,18 +37,18 @@ void recursiveDoublingAllReduce(const Plan& plan) {
     for (int mask = 1; mask < p; mask <<= 1) {
       const int partnerNew = newRank ^ mask;
       const int partner = partnerNew < rem ? partnerNew * 2 + 1 : partnerNew + rem;
-      plan.primitives(links, partner, partner).sendRecv(acc, theirs.data(), bytes);
+      plan.primitives(links, partner, partner)->sendRecv(acc, theirs.data(), bytes);
       const void* lower = partner < r ? static_cast<const void*>(theirs.data()) : acc;
       const void* higher = partner < r ? static_cast<const void*>(acc) : theirs.data();
       const std::array<const void*, 2> sources{lower, higher};
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, acc, count);
+      plan.reduce(sources, acc, count);
     }
   }
 
   // Unfold: 2i+1 returns the result to 2i.
   if (r < 2 * rem) {
-    if (r % 2 == 1) plan.primitives(links, -1, r - 1).send(acc, bytes);
-    else plan.primitives(links, r + 1, -1).recv(acc, bytes);
+    if (r % 2 == 1) plan.primitives(links, -1, r - 1)->send(acc, bytes);
+    else plan.primitives(links, r + 1, -1)->recv(acc, bytes);
   }
   links.flush();
 }

@@ -36,6 +36,10 @@ struct AlgorithmEntry {
   // Folds every element's operands in rank order in one pass (what
   // LOOM_DETERMINISTIC keeps to for reductions).
   bool foldsInRankOrder = false;
+
+  // Runs only on the host executor: the node segment is host memory whose
+  // steps the CPU takes by hand, not through an executor's primitives.
+  bool hostOnly() const { return needs != Needs::Links; }
 };
 
 // Every entry, in the order the tuner breaks ties.

@@ -14,7 +14,7 @@ void ringAllGather(const Plan& plan) {
   const Ring& ring = walk.ring;
   const int n = walk.n, p = walk.position;
   Links& links = walk.links;
-  Primitives& prims = walk.prims;
+  Primitives& prims = *walk.prims;
   const size_t block = plan.c.blockBytes();
   const bool inPlace = plan.c.send == plan.c.recv + static_cast<size_t>(plan.rank) * block;
 

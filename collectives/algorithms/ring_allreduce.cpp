@@ -16,7 +16,7 @@ void ringAllReduce(const Plan& plan) {
   RingWalk walk(plan);
   const int n = walk.n, r = walk.position;
   Links& links = walk.links;
-  Primitives& prims = walk.prims;
+  Primitives& prims = *walk.prims;
   const size_t total = plan.c.blockBytes();
   const size_t loopBytes = plan.chunkBytes * static_cast<size_t>(n);
 

@@ -15,7 +15,7 @@ void ringReduceScatter(const Plan& plan) {
   const Ring& ring = walk.ring;
   const int n = walk.n, p = walk.position;
   Links& links = walk.links;
-  Primitives& prims = walk.prims;
+  Primitives& prims = *walk.prims;
   const size_t block = plan.c.blockBytes();
 
   for (size_t base = 0; base < block; base += plan.chunkBytes) {

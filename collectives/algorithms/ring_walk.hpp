@@ -16,7 +16,7 @@ struct RingWalk {
   int n;         // positions on the ring
   int position;  // this rank's
   Links links;
-  Primitives prims;  // uses `links`, so it comes after them
+  std::unique_ptr<Primitives> prims;  // uses `links`, so it comes after them
 };
 
 }  // namespace loom::coll

@@ -25,7 +25,7 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
     const shm::PeerReads reading(node, plan.what);
     for (int q = 0; q < node.localSize(); ++q) {
       for (int k = 0; k < blocks.perRank; ++k) {
-        copyBlock(plan.c.recv + blocks.outputAt(q, k), peers.send[static_cast<size_t>(q)] + blocks.inputAt(q, k),
+        plan.copy(plan.c.recv + blocks.outputAt(q, k), peers.send[static_cast<size_t>(q)] + blocks.inputAt(q, k),
                   block);
       }
     }
@@ -58,7 +58,7 @@ void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks) {
     const auto staged = [&](int q, int k) {
       return node.stage(q, step, perRank * piece.bytes) + static_cast<size_t>(k) * piece.bytes;
     };
-    for (int k = 0; k < blocks.perRank; ++k) copyBlock(staged(me, k), in(k), piece.bytes);
+    for (int k = 0; k < blocks.perRank; ++k) plan.copy(staged(me, k), in(k), piece.bytes);
     node.arrive(step, plan.what);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
       readInPlace(plan, node, *peers, blocks);
@@ -68,7 +68,7 @@ void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks) {
     for (int q = 0; q < n; ++q) {
       for (int k = 0; k < blocks.perRank; ++k) {
         std::byte* out = plan.c.recv + blocks.outputAt(q, k) + piece.offset;
-        copyBlock(out, q == me ? in(k) : staged(q, k), piece.bytes);
+        plan.copy(out, q == me ? in(k) : staged(q, k), piece.bytes);
       }
     }
   }

@@ -64,7 +64,7 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
     for (int q = 0; q < n; ++q) {
       if (q == me) continue;
       const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
-      copyBlock(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
+      plan.copy(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
     }
   }
   // No rank may return, and reuse its buffers, while another still reads it.
@@ -80,7 +80,7 @@ void reduceWhole(const Plan& plan, shm::NodeArea& node, const Pieces& pieces) {
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     const uint64_t step = node.nextStep();
-    copyBlock(node.stage(me, step, piece.bytes), in, piece.bytes);
+    plan.copy(node.stage(me, step, piece.bytes), in, piece.bytes);
     node.arrive(step, plan.what);
     for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = q == me ? in : node.stage(q, step, piece.bytes);
     if (piece.bytes != 0) {
@@ -100,7 +100,7 @@ void copyOthersSlices(const Plan& plan, shm::NodeArea& node, const Reduced& redu
   for (int q = 0; q < node.localSize(); ++q) {
     if (q == node.localRank()) continue;
     const Slice theirs = sliceOf(reduced.piece.bytes, plan.c.typeSize, node.localSize(), q);
-    copyBlock(plan.c.recv + reduced.piece.offset + theirs.offset, node.result(reduced.step) + theirs.offset,
+    plan.copy(plan.c.recv + reduced.piece.offset + theirs.offset, node.result(reduced.step) + theirs.offset,
               theirs.bytes);
   }
 }
@@ -129,7 +129,7 @@ void shmAllReduce(const Plan& plan) {
     for (int q = 0; q < n; ++q) {
       if (q == me) continue;
       const Slice theirs = sliceOf(piece.bytes, typeSize, n, q);
-      copyBlock(node.stage(me, step) + theirs.offset, in + theirs.offset, theirs.bytes);
+      plan.copy(node.stage(me, step) + theirs.offset, in + theirs.offset, theirs.bytes);
     }
     node.arrive(step, plan.what);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
@@ -148,7 +148,7 @@ void shmAllReduce(const Plan& plan) {
         sources[static_cast<size_t>(q)] = (q == me ? in : node.stage(q, step)) + at;
       }
       cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out + at, elementsIn(bytes, typeSize));
-      copyBlock(node.result(step) + at, out + at, bytes);
+      plan.copy(node.result(step) + at, out + at, bytes);
     }
     previous = Reduced{piece, step};
   }

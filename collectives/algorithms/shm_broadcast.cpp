@@ -21,7 +21,7 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   const std::byte* rootInput = peers.send[static_cast<size_t>(plan.c.root)];
   {
     const shm::PeerReads reading(node, plan.what);
-    copyBlock(plan.c.recv + from, rootInput + from, plan.c.blockBytes() - from);
+    plan.copy(plan.c.recv + from, rootInput + from, plan.c.blockBytes() - from);
   }
   node.sync(plan.what);  // the root keeps its input until every rank has read it
 }
@@ -39,10 +39,10 @@ void shmBroadcast(const Plan& plan) {
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const uint64_t step = node.nextStep();
-    if (isRoot) copyBlock(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
+    if (isRoot) plan.copy(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
     node.arrive(step, plan.what);
     const std::byte* from = isRoot ? plan.c.send + piece.offset : node.stage(root, step, piece.bytes);
-    copyBlock(plan.c.recv + piece.offset, from, piece.bytes);
+    plan.copy(plan.c.recv + piece.offset, from, piece.bytes);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
       readInPlace(plan, node, *peers, piece.bytes);
       return;

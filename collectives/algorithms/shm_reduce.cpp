@@ -41,7 +41,7 @@ void shmReduce(const Plan& plan) {
     const std::byte* in = plan.c.send + piece.offset;
     const bool whole = reducesWhole(n, piece.bytes);
     const uint64_t step = node.nextStep();
-    if (inPlace == nullptr && (!whole || me != root)) copyBlock(node.stage(me, step, piece.bytes), in, piece.bytes);
+    if (inPlace == nullptr && (!whole || me != root)) plan.copy(node.stage(me, step, piece.bytes), in, piece.bytes);
     node.arrive(step, plan.what);
     const auto input = [&](int q) -> const std::byte* {
       if (q == me) return in;
@@ -62,7 +62,7 @@ void shmReduce(const Plan& plan) {
     node.post(shm::Counter::Reduced, step);
     if (me == root) {
       node.waitAll(shm::Counter::Reduced, step, plan.what);
-      copyBlock(plan.c.recv + piece.offset, node.result(step), piece.bytes);
+      plan.copy(plan.c.recv + piece.offset, node.result(step), piece.bytes);
     }
   }
   if (inPlace != nullptr) node.sync(plan.what);  // no rank reuses its input while another still reads it

@@ -68,7 +68,7 @@ void shmReduceBlocks(const Plan& plan, const NodeBlocks& blocks) {
     for (int j = 0; j < n; ++j) {
       if (j == me) continue;
       for (int k = 0; k < blocks.perRank; ++k) {
-        copyBlock(staged(me, j, k), blocks.input + blocks.inputAt(j, k) + piece.offset, piece.bytes);
+        plan.copy(staged(me, j, k), blocks.input + blocks.inputAt(j, k) + piece.offset, piece.bytes);
       }
     }
     node.arrive(step, plan.what);

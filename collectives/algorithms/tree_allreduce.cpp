@@ -39,17 +39,17 @@ TreeLinks linksIn(const topo::Tree& tree, const Ring& ring, int position) {
 // Up: in (+) the children's sums, to the parent; at the root, into out.
 void up(const Plan& plan, Links& links, const TreeLinks& t, const std::byte* in, std::byte* out, size_t bytes) {
   if (t.children.empty()) {
-    plan.primitives(links, -1, t.parent).send(in, bytes);
+    plan.primitives(links, -1, t.parent)->send(in, bytes);
     return;
   }
   const std::byte* partial = in;
   for (size_t i = 0; i + 1 < t.children.size(); ++i) {  // all but the last child: accumulate in out
-    plan.primitives(links, t.children[i], -1).recvReduceCopy(partial, out, bytes);
+    plan.primitives(links, t.children[i], -1)->recvReduceCopy(partial, out, bytes);
     partial = out;
   }
-  Primitives last = plan.primitives(links, t.children.back(), t.parent);
-  if (t.parent >= 0) last.recvReduceSend(partial, bytes);
-  else last.recvReduceCopy(partial, out, bytes);
+  const auto last = plan.primitives(links, t.children.back(), t.parent);
+  if (t.parent >= 0) last->recvReduceSend(partial, bytes);
+  else last->recvReduceCopy(partial, out, bytes);
 }
 
 // Down: the total from the parent (already in out at the root), to every child.
@@ -57,12 +57,12 @@ void down(const Plan& plan, Links& links, const TreeLinks& t, std::byte* out, si
   size_t first = 0;
   if (t.parent >= 0) {
     const int next = t.children.empty() ? -1 : t.children.front();
-    Primitives fromParent = plan.primitives(links, t.parent, next);
-    if (next >= 0) fromParent.recvCopySend(out, bytes);
-    else fromParent.recv(out, bytes);
+    const auto fromParent = plan.primitives(links, t.parent, next);
+    if (next >= 0) fromParent->recvCopySend(out, bytes);
+    else fromParent->recv(out, bytes);
     first = 1;
   }
-  for (size_t i = first; i < t.children.size(); ++i) plan.primitives(links, -1, t.children[i]).send(out, bytes);
+  for (size_t i = first; i < t.children.size(); ++i) plan.primitives(links, -1, t.children[i])->send(out, bytes);
 }
 
 }  // namespace

@@ -186,6 +186,7 @@ bool Engine::progressSends(int rank, Peer& peer) {
   return drive(peer.sends, "the peer took nothing", [&](P2pOp& op) {
     if (!peer.send) {
       peer.send = connect(rank, transport::Channel::PointToPoint);
+      transport::requireHostSlots(peer.send->slotKind(), peer.send->peerName());  // this thread copies into them
     }
     transport::SendConnection& connection = *peer.send;
     Step step{.moved = connection.progress(), .finished = false};
@@ -218,6 +219,7 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
     if (!peer.recv) {
       peer.recv = claim(rank, transport::Channel::PointToPoint);
       if (!peer.recv) return step;  // the sender has not connected yet
+      transport::requireHostSlots(peer.recv->slotKind(), peer.recv->peerName());  // this thread copies out of them
     }
     transport::RecvConnection& connection = *peer.recv;
     if (peer.recvs.landingFor != &op && !op.started) {  // its first slot has not been taken yet

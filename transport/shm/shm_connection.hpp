@@ -21,6 +21,7 @@ class ShmSendConnection final : public SendConnection {
  public:
   ShmSendConnection(::loom::shm::Segment segment, FifoShape shape, net::Socket control);
 
+  memory::MemoryKind slotKind() const override { return memory::MemoryKind::HostShared; }
   size_t slotBytes() const override { return fifo_.shape().slotBytes; }
   std::span<std::byte> reserve() override;
   void commit(SlotTag tag) override;
@@ -42,6 +43,7 @@ class ShmRecvConnection final : public RecvConnection {
  public:
   ShmRecvConnection(::loom::shm::Segment segment, FifoShape shape, net::Socket control);
 
+  memory::MemoryKind slotKind() const override { return memory::MemoryKind::HostShared; }
   std::optional<RecvSlot> peek() override;
   void release() override;
   bool progress() override { return false; }

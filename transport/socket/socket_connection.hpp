@@ -21,6 +21,7 @@ class SocketSendConnection final : public SendConnection {
  public:
   SocketSendConnection(std::vector<net::Socket> sockets, FifoShape shape, std::string peerName);
 
+  memory::MemoryKind slotKind() const override { return memory::MemoryKind::Host; }
   size_t slotBytes() const override { return shape_.slotBytes; }
   std::span<std::byte> reserve() override;
   void commit(SlotTag tag) override;
@@ -57,6 +58,7 @@ class SocketRecvConnection final : public RecvConnection {
  public:
   SocketRecvConnection(std::vector<net::Socket> sockets, FifoShape shape, std::string peerName);
 
+  memory::MemoryKind slotKind() const override { return memory::MemoryKind::Host; }
   std::optional<RecvSlot> peek() override;
   void release() override;
   void receiveInto(std::span<std::byte> message, uint32_t id) override;

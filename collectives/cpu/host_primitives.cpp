@@ -1,4 +1,4 @@
-#include "collectives/primitives.hpp"
+#include "collectives/cpu/host_primitives.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,54 +12,60 @@
 
 namespace loom::coll {
 
-Primitives::Primitives(Links& links, int prev, int next, loomDataType_t type, size_t typeSize, cpu::ReduceOp op,
-                       uint32_t sequence, uint32_t call)
-    : links_(links),
-      prev_(prev),
-      next_(next),
-      type_(type),
-      typeSize_(typeSize),
-      op_(op),
-      sequence_(sequence),
-      call_(call) {}
+HostPrimitives::HostPrimitives(Links& links, int prev, int next, const PrimitiveCall& call)
+    : links_(links), prev_(prev), next_(next), call_(call) {}
 
-void Primitives::send(const std::byte* src, size_t bytes) { run(kSend, src, nullptr, bytes); }
-void Primitives::recv(std::byte* dst, size_t bytes) { run(kRecv | kCopy, nullptr, dst, bytes); }
-void Primitives::recvReduceSend(const std::byte* src, size_t bytes) { run(kRecv | kReduce | kSend, src, nullptr, bytes); }
-void Primitives::recvReduceCopy(const std::byte* src, std::byte* dst, size_t bytes) {
+void HostPrimitives::send(const std::byte* src, size_t bytes) { run(kSend, src, nullptr, bytes); }
+void HostPrimitives::recv(std::byte* dst, size_t bytes) { run(kRecv | kCopy, nullptr, dst, bytes); }
+void HostPrimitives::recvReduceSend(const std::byte* src, size_t bytes) {
+  run(kRecv | kReduce | kSend, src, nullptr, bytes);
+}
+void HostPrimitives::recvReduceCopy(const std::byte* src, std::byte* dst, size_t bytes) {
   run(kRecv | kReduce | kCopy, src, dst, bytes);
 }
-void Primitives::recvReduceCopySend(const std::byte* src, std::byte* dst, size_t bytes) {
+void HostPrimitives::recvReduceCopySend(const std::byte* src, std::byte* dst, size_t bytes) {
   run(kRecv | kReduce | kCopy | kSend, src, dst, bytes);
 }
-void Primitives::recvCopySend(std::byte* dst, size_t bytes) { run(kRecv | kCopy | kSend, nullptr, dst, bytes); }
-void Primitives::copySend(const std::byte* src, std::byte* dst, size_t bytes) {
+void HostPrimitives::recvCopySend(std::byte* dst, size_t bytes) { run(kRecv | kCopy | kSend, nullptr, dst, bytes); }
+void HostPrimitives::copySend(const std::byte* src, std::byte* dst, size_t bytes) {
   run(kCopy | kSend, src, dst, bytes);
 }
 
-void Primitives::checkTag(const transport::RecvSlot& slot, size_t bytes, size_t offset) const {
-  requireMatch(slot.tag, {bytes, sequence_, call_, describeCollectiveMessage}, offset, prev_, links_.what());
-  if (slot.data.size() % typeSize_ != 0) {
+transport::SendConnection& HostPrimitives::out() {
+  transport::SendConnection& connection = links_.to(next_);
+  transport::requireHostSlots(connection.slotKind(), connection.peerName());
+  return connection;
+}
+
+transport::RecvConnection& HostPrimitives::in() {
+  transport::RecvConnection& connection = links_.from(prev_);
+  transport::requireHostSlots(connection.slotKind(), connection.peerName());
+  return connection;
+}
+
+void HostPrimitives::checkTag(const transport::RecvSlot& slot, size_t bytes, size_t offset) const {
+  requireMatch(slot.tag, {bytes, call_.sequence, call_.call, describeCollectiveMessage}, offset, prev_, links_.what());
+  if (slot.data.size() % call_.typeSize != 0) {
     throw Error(loomRemoteError, links_.what() + ": rank " + std::to_string(prev_) + " sent a slot of " +
                                      std::to_string(slot.data.size()) + " bytes, not whole elements");
   }
 }
 
-transport::SlotTag Primitives::tag(size_t bytes, size_t offset, size_t payload, uint32_t index) const {
+transport::SlotTag HostPrimitives::tag(size_t bytes, size_t offset, size_t payload, uint32_t index) const {
   return {.messageBytes = bytes,
           .offset = offset,
           .bytes = static_cast<uint32_t>(payload),
-          .message = sequence_,
+          .message = call_.sequence,
           .index = index,
-          .call = call_};
+          .call = call_.call};
 }
 
-void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
+void HostPrimitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
   if (bytes == 0) return;
-  transport::SendConnection& out = links_.to(next_);  // first: see run()
-  transport::RecvConnection& in = links_.from(prev_);
-  const size_t outPiece = out.slotBytes() - out.slotBytes() % typeSize_;
-  const transport::ReceiveInto direct(in, {dst, bytes}, sequence_);
+  transport::SendConnection& out = this->out();  // first: see run()
+  transport::RecvConnection& in = this->in();
+  const size_t outPiece = out.slotBytes() - out.slotBytes() % call_.typeSize;
+  const transport::ReceiveInto direct(in, {dst, bytes}, call_.sequence);
   size_t sent = 0;
   size_t received = 0;
   uint32_t slots = 0;
@@ -98,18 +104,18 @@ void Primitives::sendRecv(const std::byte* src, std::byte* dst, size_t bytes) {
 // One loop for every primitive: per piece, wait for an inbound slot and/or
 // a free outbound slot, compute the piece once, send it, and copy it where
 // else it goes.
-void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes) {
+void HostPrimitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t bytes) {
   if (bytes == 0) return;
   // Connect out first: connecting needs only the peer's listener, while
   // from() waits for the peer to connect, and two ranks that each waited for
   // the other to connect first would wait forever.
-  transport::SendConnection* out = (flow & kSend) ? &links_.to(next_) : nullptr;
-  transport::RecvConnection* in = (flow & kRecv) ? &links_.from(prev_) : nullptr;
-  const size_t outPiece = out ? out->slotBytes() - out->slotBytes() % typeSize_ : bytes;
+  transport::SendConnection* out = (flow & kSend) ? &this->out() : nullptr;
+  transport::RecvConnection* in = (flow & kRecv) ? &this->in() : nullptr;
+  const size_t outPiece = out ? out->slotBytes() - out->slotBytes() % call_.typeSize : bytes;
   if (outPiece == 0) throw Error(loomInternalError, "a FIFO slot is smaller than one element");
   // What only lands in dst may land there straight from the network.
   std::optional<transport::ReceiveInto> direct;
-  if (in && (flow & kCopy) && !(flow & kReduce)) direct.emplace(*in, std::span(dst, bytes), sequence_);
+  if (in && (flow & kCopy) && !(flow & kReduce)) direct.emplace(*in, std::span(dst, bytes), call_.sequence);
 
   size_t done = 0;
   uint32_t slots = 0;
@@ -141,7 +147,7 @@ void Primitives::run(unsigned flow, const std::byte* src, std::byte* dst, size_t
       std::byte* into = out && !(flow & kCopy) ? outSlot.data() : dst + done;
       if (flow & kReduce) {
         const std::array<const void*, 2> sources{inData, src + done};
-        cpu::reduce(type_, op_, sources, into, n / typeSize_);
+        cpu::reduce(call_.type, call_.op, sources, into, n / call_.typeSize);
       } else if (into != inData) {  // else it landed there (receiveInto)
         copyBytes(into, inData, n);
       }
