@@ -5,6 +5,11 @@
 #include <algorithm>
 
 namespace loom {
+namespace {
+
+thread_local std::chrono::nanoseconds tSpin = Backoff::kSpin;
+
+}  // namespace
 
 Backoff::Phase Backoff::next() {
   auto now = std::chrono::steady_clock::now();
@@ -13,9 +18,24 @@ Backoff::Phase Backoff::next() {
     since_ = now;
   }
   auto idle = now - since_;
-  if (spin_ && idle < kSpin) return Phase::Spin;
-  if (idle < kYield) return Phase::Yield;
-  return Phase::Sleep;
+  if (spin_ && idle < tSpin) phase_ = Phase::Spin;
+  else if (idle < kYield) phase_ = Phase::Yield;
+  else phase_ = Phase::Sleep;
+  return phase_;
+}
+
+std::chrono::nanoseconds Backoff::threadSpin() { return tSpin; }
+
+std::chrono::nanoseconds Backoff::learnt(std::chrono::nanoseconds spin, Phase phase, bool gaveAway) {
+  using std::chrono::nanoseconds;
+  constexpr nanoseconds kLeast{250};  // below it, no spin at all
+  if (phase == Phase::Sleep) return spin;  // a long wait says nothing of where the peer runs
+  if (phase == Phase::Yield && gaveAway) return spin / 2 < kLeast ? nanoseconds(0) : spin / 2;
+  return std::min<nanoseconds>(kSpin, std::max(spin * 2, kLeast));
+}
+
+void Backoff::learn() {
+  if (spin_ && idle_) tSpin = learnt(tSpin, phase_, gaveAway_);
 }
 
 std::chrono::microseconds Backoff::sleepTime() {
