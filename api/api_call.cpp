@@ -43,6 +43,12 @@ loomComm& ready(loomComm_t comm) {
   return *comm;
 }
 
+loomComm& initialized(loomComm_t comm) {
+  requireNonNull(comm, "comm");
+  comm->requireInitialized();
+  return *comm;
+}
+
 HostStream* hostStream(loomStream_t stream) {
   if (stream == nullptr) return nullptr;
   if (!HostStream::isLive(stream)) {

@@ -29,6 +29,9 @@ memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name);
 
 // Throws unless `comm` is a usable communicator.
 loomComm& ready(loomComm_t comm);
+// Throws unless `comm` finished its init; a revoked one passes (queries
+// about a failure, shrink).
+loomComm& initialized(loomComm_t comm);
 
 // The host stream behind `stream`: null for NULL, loomInvalidArgument naming
 // "stream" for anything that is not a live loom host stream.

@@ -6,12 +6,13 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/api_call.hpp"
 #include "comm/communicator.hpp"
 
 using loom::api::call;
-using loom::api::ready;
+using loom::api::initialized;
 using loom::api::requireNonNull;
 
 namespace {
@@ -29,7 +30,7 @@ void copyField(char (&field)[N], std::string_view text) {
 loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t* info) {
   return call(__func__, comm, [&] {
     requireNonNull(info, "info");
-    auto& c = ready(comm);
+    auto& c = initialized(comm);  // what a tool asks after a failure, too
     if (peer < 0 || peer >= c.size())
       throw loom::Error(loomInvalidArgument, "peer=" + std::to_string(peer) + " is not a rank of the communicator (0.." +
                                                  std::to_string(c.size() - 1) + ")");
@@ -51,5 +52,16 @@ loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t
     info->gpu = place.gpu;
     copyField(info->nic, place.nicName);
     copyField(info->transport, c.engine().transportTo(peer));
+  });
+}
+
+loomResult_t loomCommGetFailedRanks(const loomComm_t comm, int* ranks, int maxRanks, int* count) {
+  return call(__func__, comm, [&] {
+    requireNonNull(count, "count");
+    if (maxRanks < 0) throw loom::Error(loomInvalidArgument, "maxRanks=" + std::to_string(maxRanks) + " is negative");
+    if (maxRanks > 0) requireNonNull(ranks, "ranks");
+    const std::vector<int> failed = initialized(comm).failedRanks();
+    std::copy_n(failed.begin(), std::min(failed.size(), static_cast<size_t>(maxRanks)), ranks);
+    *count = static_cast<int>(failed.size());
   });
 }

@@ -93,12 +93,12 @@ loomResult_t Communicator::state() const {
 std::vector<std::string> Communicator::survey(std::chrono::milliseconds within) {
   requireInitialized();
   if (bootstrap_->watchdog() == nullptr) return {progress.describe()};
-  std::vector<int> failed;
-  {
-    std::lock_guard lock(failedMutex_);
-    failed = failed_;
-  }
-  return bootstrap_->watchdog()->survey(within, failed);
+  return bootstrap_->watchdog()->survey(within, failedRanks());
+}
+
+std::vector<int> Communicator::failedRanks() const {
+  std::lock_guard lock(failedMutex_);
+  return failed_;
 }
 
 Watchdog* Communicator::watchdog() {

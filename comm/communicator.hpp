@@ -116,6 +116,8 @@ class Communicator {
   // (at most `within`) but those already known to have failed; just this
   // rank's with a single rank.
   std::vector<std::string> survey(std::chrono::milliseconds within);
+  // The ranks the watchdog declared failed, in the order it did (loomCommGetFailedRanks).
+  std::vector<int> failedRanks() const;
 
   // The collectives layer's state; `extensionMutex` guards its creation, and
   // `collectivesReady` publishes it, so that every later call finds it without the lock.

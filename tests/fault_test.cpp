@@ -75,6 +75,7 @@ void expectSurvivorsRecovered(const FaultRun& run, int victim, int signal) {
       continue;
     }
     EXPECT_EQ(res.exitCode, 0) << "rank " << r << ":\n" << res.output;
+    EXPECT_NE(res.output.find("failed ranks: " + std::to_string(victim) + "\n"), std::string::npos) << res.output;
     EXPECT_NE(res.output.find("survivors' rank"), std::string::npos) << res.output;
   }
   EXPECT_EQ(run.detectedMs.size(), run.ranks.size() - 1);
@@ -117,6 +118,25 @@ TEST(Faults, AStoppedRankIsDeclaredFailedAfterItsHeartbeatsStop) {
   // second for an answer the stopped rank would never give.
   EXPECT_NE(run.ranks[0].output.find("rank 3: failed, not asked"), std::string::npos) << run.ranks[0].output;
   EXPECT_LT(maxOf(run.detectedMs), 1000.0 + 2000.0);  // silence, then at most a notice's delivery
+}
+
+TEST(FailedRanks, BadArgumentsAreNamedAndALiveCommunicatorHasNone) {
+  loomComm_t comms[2];
+  ASSERT_EQ(loomCommInitAll(comms, 2, nullptr), loomSuccess);
+  int ranks[2] = {7, 7};
+  int count = -1;
+  EXPECT_EQ(loomCommGetFailedRanks(comms[0], ranks, 2, &count), loomSuccess);
+  EXPECT_EQ(count, 0);
+  EXPECT_EQ(ranks[0], 7);  // nothing written
+  EXPECT_EQ(loomCommGetFailedRanks(comms[0], nullptr, 0, &count), loomSuccess);
+  EXPECT_EQ(loomCommGetFailedRanks(comms[0], ranks, 2, nullptr), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("count"), std::string::npos);
+  EXPECT_EQ(loomCommGetFailedRanks(comms[0], ranks, -1, &count), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("maxRanks"), std::string::npos);
+  EXPECT_EQ(loomCommGetFailedRanks(comms[0], nullptr, 2, &count), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("ranks"), std::string::npos);
+  EXPECT_EQ(loomCommGetFailedRanks(nullptr, ranks, 2, &count), loomInvalidArgument);
+  for (loomComm_t c : comms) loomCommDestroy(c);
 }
 
 TEST(Shrink, BadArgumentsAreNamed) {

@@ -186,9 +186,19 @@ typedef struct {
   char nic[32];       /* the NIC placement chose for it, "" none */
   char transport[16]; /* what carries this rank's messages to it: "self", "shm", "socket" */
 } loomPeerInfo_t;
-/* loomInvalidArgument naming "peer" unless 0 <= peer < the communicator's
- * count, naming "info" if it is NULL. */
+/* Works on a communicator revoked by a failure. loomInvalidArgument naming
+ * "peer" unless 0 <= peer < the communicator's count, naming "info" if it is
+ * NULL. */
 loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t* info);
+
+/* Loom extension: the ranks this rank knows to have failed (its watchdog
+ * declared them, or was told), in the order it learned of them: what
+ * loomCommShrink's survivors exclude, and what a tool names after a failure.
+ * Writes the first min(count, maxRanks) to ranks and their number to *count.
+ * Works on a communicator revoked by a failure, as loomCommGetPeerInfo does.
+ * loomInvalidArgument naming "count" if it is NULL, "maxRanks" if negative,
+ * "ranks" if NULL while maxRanks > 0. */
+loomResult_t loomCommGetFailedRanks(const loomComm_t comm, int* ranks, int maxRanks, int* count);
 
 /* Loom extension: an out-of-band barrier over the bootstrap network (no data
  * path involved), for tests, tools and start-up synchronization. */
