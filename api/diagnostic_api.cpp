@@ -51,7 +51,7 @@ loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t
     info->numaNode = place.numa;
     info->gpu = place.gpu;
     copyField(info->nic, place.nicName);
-    copyField(info->transport, c.engine().transportTo(peer));
+    copyField(info->transport, c.transportTo(peer));
   });
 }
 

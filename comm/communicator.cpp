@@ -191,12 +191,12 @@ void Communicator::startEngine(const UniqueIdData& id, const PeerInfo& self) {
 }
 
 const std::vector<PeerInfo>& Communicator::peers() const {
-  requireReady();
+  requireInitialized();  // as placement(): fixed at init
   return bootstrap_->peers();
 }
 
 const topo::Placement& Communicator::placement() const {
-  requireReady();
+  requireInitialized();  // a value that never changes: queries after a failure read it too
   return placement_;
 }
 
@@ -208,6 +208,11 @@ Bootstrap& Communicator::bootstrap() {
 Engine& Communicator::engine() {
   requireReady();
   return *engine_;
+}
+
+const char* Communicator::transportTo(int peer) const {
+  requireInitialized();
+  return engine_->transportTo(peer);
 }
 
 void Communicator::requireReady() const {

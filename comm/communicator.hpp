@@ -54,6 +54,9 @@ class Communicator {
   Bootstrap& bootstrap();
   // The data path: connections to peers and the ops posted on them.
   Engine& engine();
+  // The transport that carries this rank's messages to `peer` ("self",
+  // "shm", "socket"); also on a revoked communicator (diagnostic queries).
+  const char* transportTo(int peer) const;
   const Config& config() const { return config_; }
 
   // Throws unless init finished successfully (loomInProgress while it runs,

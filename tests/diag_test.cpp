@@ -2,7 +2,10 @@
 // to links, ranks and nodes, and the tool run as processes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -11,6 +14,7 @@
 
 #include "tests/support/processes.hpp"
 #include "tools/loom-diag/attribution.hpp"
+#include "tools/loom-diag/health_check.hpp"
 #include "tools/loom-diag/schedule.hpp"
 
 namespace loom::diag {
@@ -79,6 +83,25 @@ std::vector<int> eachAlone(int n) {
   return hosts;
 }
 
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Checks `json` against docs/loom-diag.schema.json with Debian's jsonschema
+// (scripts/setup installs python3-jsonschema); "" when valid, else why not.
+std::string schemaErrors(const std::string& json) {
+  const std::string schema = std::string(LOOM_SOURCE_DIR) + "/docs/loom-diag.schema.json";
+  const auto r = loom::test::runProcess(
+      {"/usr/bin/python3", "-c",
+       "import json, sys, jsonschema\n"
+       "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\n",
+       json, schema});
+  return r.exitCode == 0 ? "" : r.output;
+}
+
 TEST(DiagAttribution, AHealthyJobHasNoFinding) {
   const auto pairs = matrix(6, 1.7);
   const auto a = attribute(pairs, eachAlone(6), {});
@@ -94,7 +117,8 @@ TEST(DiagAttribution, OneSlowDirectionIsALinkAndNothingElse) {
   ASSERT_EQ(a.findings.size(), 1u);
   EXPECT_EQ(a.findings[0].kind, "link");
   EXPECT_EQ(a.findings[0].ranks, (std::vector<int>{1, 2}));
-  EXPECT_NEAR(a.findings[0].medianGBps, 1.7, 0.05);
+  EXPECT_NEAR(a.findings[0].against, 1.7, 0.05);
+  EXPECT_EQ(a.findings[0].metric, Metric::Bandwidth);
 }
 
 TEST(DiagAttribution, ARankWhoseEverySendIsSlowIsTheRank) {
@@ -108,6 +132,18 @@ TEST(DiagAttribution, ARankWhoseEverySendIsSlowIsTheRank) {
   ASSERT_EQ(receiving.findings.size(), 1u);
   EXPECT_EQ(receiving.findings[0].ranks, (std::vector<int>{0}));
   EXPECT_NE(receiving.findings[0].detail.find("receiving"), std::string::npos);
+}
+
+// One rank of four slow both ways (a CPU quota): half of all pairs touch it,
+// too many for the pairs' median to hold them against; the ranks' scores do.
+TEST(DiagAttribution, ARankSlowBothWaysInASmallJobIsTheRank) {
+  const auto pairs = matrix(4, 1.7, [](int a, int b) { return a == 2 || b == 2 ? 0.2 : 1.0; });
+  const auto a = attribute(pairs, eachAlone(4), {});
+  ASSERT_EQ(a.findings.size(), 1u) << a.findings.back().detail;
+  EXPECT_EQ(a.findings[0].kind, "rank");
+  EXPECT_EQ(a.findings[0].ranks, (std::vector<int>{2}));
+  EXPECT_NE(a.findings[0].detail.find("both ways"), std::string::npos) << a.findings[0].detail;
+  for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(a.slow[i], pairs[i].from == 2 || pairs[i].to == 2) << i;
 }
 
 TEST(DiagAttribution, ANodeWhoseRanksAreAllSlowIsTheNode) {
@@ -135,12 +171,71 @@ TEST(DiagAttribution, PathsAreHeldOnlyAgainstTheirOwn) {
   EXPECT_EQ(a.paths.size(), 2u);
 }
 
-TEST(DiagAttribution, TheFloorOfAHealthCheckNamesEveryPairBelowIt) {
-  const auto pairs = matrix(3, 1.0);
-  const auto a = attribute(pairs, eachAlone(3), {.expectPairGBps = 2.0});
-  EXPECT_EQ(a.findings.size(), 6u);
-  for (const auto& f : a.findings) EXPECT_EQ(f.kind, "floor");
-  EXPECT_TRUE(attribute(pairs, eachAlone(3), {.expectPairGBps = 0.5}).findings.empty());
+TEST(DiagHealthCheck, EachFloorNamesWhatMissesIt) {
+  auto pairs = matrix(3, 1.0);
+  for (auto& p : pairs) p.latencyP50Us = p.from == 2 || p.to == 2 ? 40.0 : 5.0;
+  const std::vector<int> hosts{0, 0, 2};  // two nodes: ranks 0 and 1, rank 2
+  const std::vector<HealthResult> health{
+      {.scope = "job", .kind = Scope::Job, .collective = "all_reduce", .bytes = 1 << 20, .ranks = 3, .busbwGBps = 0.3},
+      {.scope = "job", .kind = Scope::Job, .collective = "all_reduce", .bytes = 1 << 16, .ranks = 3, .busbwGBps = 0.01},
+      {.scope = "node 0", .kind = Scope::Node, .node = 0, .collective = "all_reduce", .bytes = 1 << 20, .ranks = 2,
+       .busbwGBps = 4.0},
+      {.scope = "across nodes", .kind = Scope::AcrossNodes, .collective = "all_gather", .bytes = 1 << 20, .ranks = 2,
+       .busbwGBps = 0.5}};
+  // Every pair below 2 GB/s one way: six floors of bandwidth.
+  auto f = floorFindings(pairs, health, hosts, {.pairGBps = 2.0});
+  EXPECT_EQ(f.size(), 6u);
+  for (const auto& finding : f) {
+    EXPECT_EQ(finding.kind, "floor");
+    EXPECT_EQ(finding.metric, Metric::Bandwidth);
+  }
+  EXPECT_TRUE(floorFindings(pairs, health, hosts, {.pairGBps = 0.5}).empty());
+  // Latency above 20 us: the two unordered pairs with rank 2, each once.
+  f = floorFindings(pairs, health, hosts, {.latencyUs = 20.0});
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ(f[1].ranks, (std::vector<int>{1, 2}));
+  EXPECT_EQ(f[0].metric, Metric::Latency);
+  EXPECT_DOUBLE_EQ(f[0].measured, 40.0);
+  // busbw below 1 GB/s at the largest size: the job (0.3; its 64 KiB figure is
+  // not held to it) and across nodes (its leaders 0 and 2), not node 0.
+  f = floorFindings(pairs, health, hosts, {.busbwGBps = 1.0});
+  ASSERT_EQ(f.size(), 2u);
+  for (const auto& finding : f) EXPECT_EQ(finding.metric, Metric::Busbw);
+  const auto job = std::find_if(f.begin(), f.end(), [](const Finding& x) { return x.ranks.size() == 3; });
+  ASSERT_NE(job, f.end());
+  EXPECT_DOUBLE_EQ(job->measured, 0.3);
+  const auto across = std::find_if(f.begin(), f.end(), [](const Finding& x) { return x.ranks.size() == 2; });
+  ASSERT_NE(across, f.end());
+  EXPECT_EQ(across->ranks, (std::vector<int>{0, 2}));
+}
+
+// Four nodes of two ranks; node 4's own all-reduce is slow.
+std::vector<HealthResult> nodeFigures(double slowNode4) {
+  std::vector<HealthResult> health;
+  for (int node : {0, 2, 4, 6}) {
+    health.push_back({.scope = "node " + std::to_string(node), .kind = Scope::Node, .node = node,
+                      .collective = "all_reduce", .bytes = 1 << 20, .ranks = 2,
+                      .busbwGBps = node == 4 ? slowNode4 : 5.0 + node * 0.1});
+  }
+  return health;
+}
+
+TEST(DiagHealthCheck, ANodeWhoseOwnCollectivesAreSlowIsTheNode) {
+  const std::vector<int> hosts{0, 0, 2, 2, 4, 4, 6, 6};
+  auto f = collectiveFindings(nodeFigures(1.0), hosts, {}, {});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].kind, "node");
+  EXPECT_EQ(f[0].metric, Metric::Busbw);
+  EXPECT_EQ(f[0].ranks, (std::vector<int>{4, 5}));
+  EXPECT_TRUE(collectiveFindings(nodeFigures(4.5), hosts, {}, {}).empty());  // within --min-drop
+  // Already named by the pair matrix: not again.
+  const std::vector<Finding> named{{.kind = "rank", .ranks = {5}, .detail = "rank 5 is slow sending"}};
+  EXPECT_TRUE(collectiveFindings(nodeFigures(1.0), hosts, {}, named).empty());
+  // Two nodes: a median of two says nothing of which one is slow.
+  const auto four = nodeFigures(1.0);
+  const std::vector<HealthResult> two{four[0], four[2]};
+  EXPECT_TRUE(collectiveFindings(two, hosts, {}, {}).empty());
 }
 
 TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
@@ -155,11 +250,9 @@ TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   ASSERT_TRUE(out.exitCode == 0 || out.exitCode == 1) << out.output;
   EXPECT_NE(out.output.find("# findings:"), std::string::npos) << out.output;
   EXPECT_NE(out.output.find("one-way bandwidth, GB/s"), std::string::npos) << out.output;
-  std::ifstream in(json);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string doc = text.str();
+  const std::string doc = readFile(json);
   EXPECT_NE(doc.find("\"schema\": \"loom-diag\""), std::string::npos) << doc;
+  EXPECT_EQ(schemaErrors(json), "");
   size_t pairs = 0;
   for (size_t at = doc.find("\"from\""); at != std::string::npos; at = doc.find("\"from\"", at + 1)) ++pairs;
   EXPECT_EQ(pairs, 6u) << doc;
@@ -197,6 +290,76 @@ TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   for (const auto& path : {json, csv, png, html}) std::remove(path.c_str());
 }
 
+// The health check: each floor missed is a finding and the exit status is
+// 1; a thresholds file sets floors as the flags do, and a later flag wins.
+TEST(DiagTool, FloorsFromFlagsAndAThresholdsFileFailTheHealthCheck) {
+  const std::string base = ::testing::TempDir() + "loom-diag-floors-" + std::to_string(::getpid());
+  const std::string file = base + ".thresholds", json = base + ".json";
+  std::ofstream(file) << "# a machine type that no VM reaches\n"
+                         "expect-latency = 0.001   # us\n"
+                         "expect-busbw 100000\n"
+                         "expect-pair-bw 100000\n";
+  const std::vector<std::string> common{LOOM_DIAG_BIN, "-N", "2", "--size", "64K", "--iters", "2", "--lat-iters",
+                                        "20", "--health-size", "64K", "--json", json};
+  auto argv = common;
+  for (const char* a : {"--thresholds", file.c_str(), "--expect-pair-bw", "0"}) argv.push_back(a);
+  auto r = loom::test::runProcesses({argv}, {{}})[0];
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_NE(r.output.find("above --expect-latency 0.001 us"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("below --expect-busbw"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("below --expect-pair-bw"), std::string::npos) << "the flag after the file wins: " << r.output;
+  const std::string doc = readFile(json);
+  EXPECT_NE(doc.find("\"metric\": \"latency_p50\""), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"metric\": \"busbw\""), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"file\": \"" + file + "\""), std::string::npos) << doc;
+  EXPECT_EQ(schemaErrors(json), "");
+  // Floors every figure reaches: nothing to report.
+  argv = common;
+  for (const char* a : {"--expect-pair-bw", "0.0001", "--expect-busbw", "0.0001", "--expect-latency", "1000000"}) {
+    argv.push_back(a);
+  }
+  r = loom::test::runProcesses({argv}, {{}})[0];
+  EXPECT_NE(r.output.find("# findings:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("#   floor"), std::string::npos) << r.output;
+  std::remove(file.c_str());
+  std::remove(json.c_str());
+}
+
+// A rank killed while the pairs are measured: the survivors exit 3, and the
+// lowest of them reports it dead by name, in the terminal and the JSON.
+TEST(DiagTool, AKilledRankIsReportedDeadByName) {
+  const std::string dir = ::testing::TempDir() + "loom-diag-dead-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int r = 0; r < 3; ++r) {
+    argvs.push_back({LOOM_DIAG_BIN, "--size", "1M", "--iters", "2000", "--json", dir + "/rank" + std::to_string(r) + ".json"});
+    envs.push_back({{"LOOM_RANK", std::to_string(r)},
+                    {"LOOM_WORLD_SIZE", "3"},
+                    {"LOOM_STORE_ADDR", "file://" + dir + "/store"},
+                    {"LOOM_DEBUG", "INFO"},
+                    {"LOOM_DEBUG_SUBSYS", "NET"}});
+  }
+  // Rank 2 dies once it has connected to a peer: the measurements have begun.
+  const auto results = loom::test::runProcesses(argvs, envs, std::chrono::seconds(60),
+                                                loom::test::KillRule{.victim = 2, .watched = 2, .trigger = "connection to"});
+  EXPECT_EQ(results[2].exitCode, 128 + 9) << results[2].output;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[static_cast<size_t>(r)].exitCode, 3) << results[static_cast<size_t>(r)].output;
+    EXPECT_NE(results[static_cast<size_t>(r)].output.find("loom-diag: rank " + std::to_string(r) + ":"), std::string::npos)
+        << results[static_cast<size_t>(r)].output;
+  }
+  EXPECT_NE(results[0].output.find("dead  rank 2 failed or stopped answering"), std::string::npos) << results[0].output;
+  const std::string json = dir + "/rank0.json";
+  const std::string doc = readFile(json);
+  EXPECT_NE(doc.find("\"kind\": \"dead\""), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"ranks\": [2]"), std::string::npos) << doc;
+  EXPECT_EQ(schemaErrors(json), "");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/rank1.json")) << "only the lowest live rank reports";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(DiagTool, BadFlagsAreNamed) {
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
            {"--size", "lots"}, {"--iters", "0"}, {"--min-drop", "2"}, {"--threshold", "-1"}, {"-N", "0"}}) {
@@ -207,6 +370,21 @@ TEST(DiagTool, BadFlagsAreNamed) {
   const auto r = loom::test::runProcesses({{LOOM_DIAG_BIN, "--frobnicate", "1"}}, {{}});
   EXPECT_EQ(r[0].exitCode, 2);
   EXPECT_NE(r[0].output.find("unknown flag '--frobnicate'"), std::string::npos) << r[0].output;
+  // A thresholds file: missing, an unknown setting and a bad value, each named with its line.
+  const std::string file = ::testing::TempDir() + "loom-diag-bad-" + std::to_string(::getpid()) + ".thresholds";
+  auto run = [&] { return loom::test::runProcesses({{LOOM_DIAG_BIN, "--thresholds", file}}, {{}})[0]; };
+  auto missing = run();
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_NE(missing.output.find("cannot read the thresholds file " + file), std::string::npos) << missing.output;
+  std::ofstream(file) << "threshold 5\n\nexpect-bandwidth 3\n";
+  auto unknown = run();
+  EXPECT_EQ(unknown.exitCode, 2);
+  EXPECT_NE(unknown.output.find(file + ":3: unknown setting 'expect-bandwidth'"), std::string::npos) << unknown.output;
+  std::ofstream(file) << "expect-busbw lots\n";
+  auto bad = run();
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.output.find("bad value 'lots' for --expect-busbw"), std::string::npos) << bad.output;
+  std::remove(file.c_str());
 }
 
 }  // namespace

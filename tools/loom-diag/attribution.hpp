@@ -6,10 +6,14 @@
 // of the bandwidth's logarithm (a fault divides a link's rate, and a few
 // pairs a hundred times slower must not widen the spread they are held
 // against), scaled to a standard deviation (1.4826 MAD), and used only with
-// five or more pairs, where a MAD means something. A rank is slow when most of what it sends (or most of what it
-// receives), and at least two pairs of it, are slow: the fault is the rank,
-// not each of its links. A node is slow when all of its two or more ranks
-// are. The slow pairs no slow rank explains are slow links.
+// five or more pairs, where a MAD means something. A rank is slow when most
+// of what it sends (or most of what it receives), and at least two pairs of
+// it, are slow, or when its sends (receives) as a whole fall below the
+// other ranks' by the same rule (the median of its pairs over their path's
+// median, held against the ranks'; needed in small jobs, where one rank's
+// pairs are half of them): the fault is the rank, not each of its links. A
+// node is slow when all of its two or more ranks are. The slow pairs no slow
+// rank explains are slow links.
 #pragma once
 
 #include <span>
@@ -31,7 +35,6 @@ struct PairResult {
 struct Thresholds {
   double madK = 4.0;
   double minDrop = 0.3;
-  double expectPairGBps = 0;  // --expect-pair-bw: every pair at least this (0: no floor)
 };
 
 struct PathStats {
@@ -41,12 +44,20 @@ struct PathStats {
   double madLog = 0;  // of ln(GB/s), scaled to a standard deviation
 };
 
+// What a finding's figures are of.
+enum class Metric { Bandwidth, Busbw, Latency, None };
+// "bandwidth", "busbw", "latency_p50", "": as the JSON names them.
+const char* metricName(Metric metric);
+// "GB/s", "us", "".
+const char* metricUnit(Metric metric);
+
 struct Finding {
-  std::string kind;       // "link", "rank", "node" or "floor"
-  std::vector<int> ranks;  // link: from, to; rank: the rank; node: its ranks; floor: from, to
-  double measuredGBps = 0;
-  double medianGBps = 0;  // what it was held against (floor: the expected figure)
-  std::string detail;     // a sentence for the report
+  std::string kind;        // "link", "rank", "node", "dead" or "floor" (health_check.hpp)
+  Metric metric = Metric::Bandwidth;
+  std::vector<int> ranks;  // link, floor of a pair: from, to; rank: the rank; node: its ranks; dead: the failed
+  double measured = 0;     // in the metric's unit
+  double against = 0;      // the median it was held against, or the floor it should reach
+  std::string detail;      // a sentence for the report
 };
 
 struct Attribution {
@@ -55,7 +66,8 @@ struct Attribution {
   std::vector<Finding> findings;
 };
 
-// `hostOf[r]`: an id shared by exactly the ranks of r's host.
+// `hostOf[r]`: an id shared by exactly the ranks of r's host. Findings of
+// kind link, rank and node.
 Attribution attribute(std::span<const PairResult> pairs, std::span<const int> hostOf, const Thresholds& thresholds);
 
 }  // namespace loom::diag

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tools/loom-diag/measure.hpp"
+#include "tools/loom-diag/tcp_stream.hpp"
 
 namespace loom::diag {
 namespace {
@@ -55,8 +56,7 @@ double memcpyGBps() {
   return best;
 }
 
-std::vector<HealthResult> measureHealth(loomComm_t comm, int rank, int size, int hostKey,
-                                        const std::vector<size_t>& sizes, int iters) {
+Health measureHealth(loomComm_t comm, int rank, int size, int hostKey, const std::vector<size_t>& sizes, int iters) {
   // A node's ranks, and the first rank of each node, on communicators of their own.
   loomComm_t node = nullptr, across = nullptr;
   must(loomCommSplit(comm, hostKey, rank, &node, nullptr), "loomCommSplit", comm);
@@ -69,9 +69,10 @@ std::vector<HealthResult> measureHealth(loomComm_t comm, int rank, int size, int
   must(loomAllGather(me, everyone.data(), 2, loomInt32, comm, nullptr), "loomAllGather", comm);
   for (int r = 0; r < size; ++r) nodes += everyone[2 * static_cast<size_t>(r) + 1];
 
-  // Per scope and collective and size, this rank's figure (leaders' for their node).
+  // Per scope and collective and size, this rank's figure (leaders' for
+  // their node); last, the raw TCP stream's (at its receiver).
   const size_t perScope = 2 * sizes.size();
-  std::vector<double> mine(3 * perScope, 0.0);
+  std::vector<double> mine(3 * perScope + 1, 0.0);
   for (size_t s = 0; s < sizes.size(); ++s) {
     for (int c = 0; c < 2; ++c) {
       const size_t at = static_cast<size_t>(c) * sizes.size() + s;
@@ -83,28 +84,45 @@ std::vector<HealthResult> measureHealth(loomComm_t comm, int rank, int size, int
       if (leader && nodes > 1) mine[2 * perScope + at] = busbw(across, c, sizes[s], iters);
     }
   }
+  TcpStream tcp;
+  for (int r = 1; r < size && nodes > 1; ++r) {
+    if (everyone[2 * static_cast<size_t>(r) + 1] == 1) {  // the first leader of another node
+      tcp = {.from = 0, .to = r, .bytes = sizes.back()};
+      break;
+    }
+  }
+  if (rank == tcp.from || rank == tcp.to) mine.back() = rawTcpGBps(comm, rank, tcp.from, tcp.to, tcp.bytes, iters);
   std::vector<double> all(mine.size() * static_cast<size_t>(size));
   must(loomAllGather(mine.data(), all.data(), mine.size(), loomFloat64, comm, nullptr), "loomAllGather", comm);
   loomCommDestroy(node);
   if (across != nullptr) loomCommDestroy(across);
   if (rank != 0) return {};
+  if (tcp.to >= 0) tcp.GBps = all[static_cast<size_t>(tcp.to) * mine.size() + mine.size() - 1];
 
   std::vector<HealthResult> out;
-  const auto add = [&](const std::string& scope, int ranks, int from, size_t base) {
+  const auto add = [&](const std::string& scope, Scope kind, int ranks, int from, size_t base) {
     for (int c = 0; c < 2; ++c) {
       for (size_t s = 0; s < sizes.size(); ++s) {
         const size_t at = static_cast<size_t>(from) * mine.size() + base + static_cast<size_t>(c) * sizes.size() + s;
-        out.push_back({scope, kCollectives[c], sizes[s], ranks, all[at]});
+        out.push_back({.scope = scope,
+                       .kind = kind,
+                       .node = kind == Scope::Node ? from : -1,
+                       .collective = kCollectives[c],
+                       .bytes = sizes[s],
+                       .ranks = ranks,
+                       .busbwGBps = all[at]});
       }
     }
   };
-  add("job", size, 0, 0);
+  add("job", Scope::Job, size, 0, 0);
   for (int r = 0; r < size; ++r) {
     const int ranksThere = everyone[2 * static_cast<size_t>(r)];
-    if (everyone[2 * static_cast<size_t>(r) + 1] == 1 && ranksThere > 1) add("node " + std::to_string(r), ranksThere, r, perScope);
+    if (everyone[2 * static_cast<size_t>(r) + 1] == 1 && ranksThere > 1) {
+      add("node " + std::to_string(r), Scope::Node, ranksThere, r, perScope);
+    }
   }
-  if (nodes > 1) add("across nodes", nodes, 0, 2 * perScope);
-  return out;
+  if (nodes > 1) add("across nodes", Scope::AcrossNodes, nodes, 0, 2 * perScope);
+  return {std::move(out), tcp};
 }
 
 }  // namespace loom::diag

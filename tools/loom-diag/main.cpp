@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/launch/local_job.hpp"
@@ -83,13 +84,21 @@ Gathered gather(loomComm_t comm, int rank, int n, const std::vector<Round>& roun
   return g;
 }
 
-Diagnosis assemble(loomComm_t comm, int n, const Gathered& g, const Options& o) {
-  Diagnosis d;
+// Rank and host of every rank, for the report; also on a communicator
+// revoked by a failure.
+std::vector<RankInfo> rankInfos(loomComm_t comm, int n, const std::vector<int>& hostKeys) {
+  std::vector<RankInfo> ranks;
   for (int r = 0; r < n; ++r) {
     loomPeerInfo_t info;
     must(loomCommGetPeerInfo(comm, r, &info), "loomCommGetPeerInfo", comm);
-    d.ranks.push_back({.host = info.host, .pid = info.pid, .hostKey = g.hostKeys[static_cast<size_t>(r)]});
+    ranks.push_back({.host = info.host, .pid = info.pid, .hostKey = hostKeys.empty() ? -1 : hostKeys[static_cast<size_t>(r)]});
   }
+  return ranks;
+}
+
+Diagnosis assemble(loomComm_t comm, int n, const Gathered& g, const Options& o) {
+  Diagnosis d;
+  d.ranks = rankInfos(comm, n, g.hostKeys);
   // Both ways and latency: the lower rank's figures, for both directions.
   struct Shared {
     double bidirectional, p50, p99;
@@ -180,6 +189,46 @@ bool writeFiles(const Diagnosis& d, const Options& o) {
   return ok;
 }
 
+// After a failure: the ranks the watchdog declared failed (a call may meet
+// the dead connection before its notice comes: up to two seconds), a "dead"
+// finding naming them, reported by the lowest rank still alive (terminal and
+// --json; the pairs measured before the failure are lost with it).
+void reportDead(loomComm_t comm, int rank, int n, const Options& o, const std::string& what) {
+  std::vector<int> failed(static_cast<size_t>(n));
+  int count = 0;
+  for (int i = 0; i < 200 && count == 0; ++i) {
+    if (loomCommGetFailedRanks(comm, failed.data(), n, &count) != loomSuccess) {
+      std::fprintf(stderr, "loom-diag: rank %d: loomCommGetFailedRanks: %s\n", rank, loomGetLastError(comm));
+      return;
+    }
+    if (count == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  failed.resize(static_cast<size_t>(std::min(count, n)));
+  int reporter = 0;
+  while (std::find(failed.begin(), failed.end(), reporter) != failed.end()) ++reporter;
+  if (rank != reporter) return;
+  Diagnosis d;
+  try {
+    d.ranks = rankInfos(comm, n, {});
+  } catch (const Failure& f) {
+    std::fprintf(stderr, "loom-diag: rank %d: %s\n", rank, f.what.c_str());
+    return;
+  }
+  std::string names;
+  for (int r : failed) names += (names.empty() ? "rank " : ", rank ") + std::to_string(r);
+  d.attribution.findings.push_back({.kind = "dead",
+                                    .metric = Metric::None,
+                                    .ranks = failed,
+                                    .detail = (names.empty() ? std::string("a rank") : names) +
+                                              " failed or stopped answering: " + what});
+  std::fputs(terminalReport(d, o).c_str(), stdout);
+  Options jsonOnly = o;  // nothing measured to draw or tabulate
+  jsonOnly.csvFile.clear();
+  jsonOnly.heatmapFile.clear();
+  jsonOnly.htmlFile.clear();
+  writeFiles(d, jsonOnly);
+}
+
 int runRank(const Options& o) {
   loomComm_t comm = nullptr;
   if (loomCommInitFromEnv(&comm, nullptr) != loomSuccess) {
@@ -214,7 +263,7 @@ int runRank(const Options& o) {
       const Gathered g2 = gather(comm, rank, n, again, second);
       confirmed = keepTheBetter(d, assemble(comm, n, g2, o), o);
     }
-    std::vector<HealthResult> health;
+    Health health;
     if (o.healthBytes > 0) {
       const int hostKey = g.hostKeys[static_cast<size_t>(rank)];
       health = measureHealth(comm, rank, n, hostKey, {std::max<size_t>(o.healthBytes / 16, 4), o.healthBytes}, 5);
@@ -224,7 +273,13 @@ int runRank(const Options& o) {
       d.rounds = static_cast<int>(rounds.size());
       d.remeasured = static_cast<int>(again.size());
       d.stillSlow = confirmed;
-      d.health = std::move(health);
+      d.health = std::move(health.collectives);
+      d.tcp = health.tcp;
+      auto& findings = d.attribution.findings;
+      const auto nodes = collectiveFindings(d.health, g.hostKeys, o.thresholds, findings);
+      findings.insert(findings.end(), nodes.begin(), nodes.end());
+      const auto floors = floorFindings(d.pairs, d.health, g.hostKeys, o.expect);
+      findings.insert(findings.end(), floors.begin(), floors.end());
       d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (o.healthBytes > 0) d.memcpyGBps = memcpyGBps();  // the health figures' limit, not timed
       std::fputs(terminalReport(d, o).c_str(), stdout);
@@ -234,7 +289,11 @@ int runRank(const Options& o) {
   } catch (const Failure& f) {
     // A rank that died or stopped answering: Loom's words name it.
     std::fprintf(stderr, "loom-diag: rank %d: %s\n", rank, f.what.c_str());
-    loomCommAbort(comm);
+    reportDead(comm, rank, n, o, f.what);
+    // A goodbye, not an abort: the call that failed has returned, and an
+    // abort would count as this rank failing too, for a survivor still
+    // deciding who is the lowest live rank.
+    loomCommDestroy(comm);
     return 3;
   }
   loomCommDestroy(comm);

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tools/flags/flags.hpp"
@@ -13,8 +15,9 @@ namespace {
   std::fprintf(status == 0 ? stdout : stderr,
                "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N] [--max-pairs N]\n"
                "                 [--health-size BYTES]\n"
-               "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--json FILE]\n"
-               "                 [--csv FILE] [--heatmap FILE.png] [--html FILE]\n"
+               "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--expect-busbw GBPS]\n"
+               "                 [--expect-latency US] [--thresholds FILE] [--json FILE] [--csv FILE]\n"
+               "                 [--heatmap FILE.png] [--html FILE]\n"
                "Measures every ordered pair of ranks (one-way bandwidth, 8-byte latency), in rounds of\n"
                "disjoint pairs, and names the slow links, ranks and nodes. Run it under loomrun, torchrun,\n"
                "Slurm or mpirun like loom-perf, or by hand for -N local ranks.\n"
@@ -29,7 +32,11 @@ namespace {
                "                      nodes, at 1/16 of it and at it (default 16M; 0: skip)\n"
                "  --threshold K       slow: more than K scaled MADs below its path's median (default 4)\n"
                "  --min-drop F        ... and more than F of the median below it (default 0.3)\n"
-               "  --expect-pair-bw X  health check: every pair moves at least X GB/s\n"
+               "  --expect-pair-bw X  health check: every pair moves at least X GB/s one way\n"
+               "  --expect-busbw X    health check: every collective scope reaches X GB/s busbw at --health-size\n"
+               "  --expect-latency X  health check: every pair's 8-byte p50 latency is at most X us\n"
+               "  --thresholds FILE   the settings above for one machine type, one 'name value' per line\n"
+               "                      (expect-pair-bw, expect-busbw, expect-latency, threshold, min-drop)\n"
                "  --json FILE         every measurement, the medians and the findings (schema: README)\n"
                "  --csv FILE          one line per ordered pair\n"
                "  --heatmap FILE.png  ranks x ranks, bandwidth over its path's median (matplotlib)\n"
@@ -39,7 +46,47 @@ namespace {
   std::exit(status);
 }
 
+// The settings a thresholds file may hold too; false if `flag` is none of them.
+bool setThreshold(Options& o, const std::string& flag, const char* v) {
+  if (flag == "--threshold") o.thresholds.madK = flags::parseDouble("--threshold", v, 0, 1000);
+  else if (flag == "--min-drop") o.thresholds.minDrop = flags::parseDouble("--min-drop", v, 0, 1);
+  else if (flag == "--expect-pair-bw") o.expect.pairGBps = flags::parseDouble("--expect-pair-bw", v, 0, 1e6);
+  else if (flag == "--expect-busbw") o.expect.busbwGBps = flags::parseDouble("--expect-busbw", v, 0, 1e6);
+  else if (flag == "--expect-latency") o.expect.latencyUs = flags::parseDouble("--expect-latency", v, 0, 1e9);
+  else return false;
+  return true;
+}
+
 }  // namespace
+
+void readThresholdsFile(const std::string& path, Options& o) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "loom-diag: cannot read the thresholds file %s\n", path.c_str());
+    std::exit(2);
+  }
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    for (char& c : line) {
+      if (c == '=') c = ' ';
+    }
+    std::istringstream words(line);
+    std::string name, value, extra;
+    if (!(words >> name)) continue;  // blank or a comment
+    if (!(words >> value) || (words >> extra)) {
+      std::fprintf(stderr, "loom-diag: %s:%d: expected 'name value', got '%s'\n", path.c_str(), number, line.c_str());
+      std::exit(2);
+    }
+    if (!setThreshold(o, "--" + name, value.c_str())) {
+      std::fprintf(stderr,
+                   "loom-diag: %s:%d: unknown setting '%s' (expect-pair-bw, expect-busbw, expect-latency, threshold, "
+                   "min-drop)\n",
+                   path.c_str(), number, name.c_str());
+      std::exit(2);
+    }
+  }
+}
 
 Options parseOptions(int argc, char** argv) {
   flags::setTool("loom-diag");
@@ -59,9 +106,8 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--max-pairs") o.maxPairs = flags::parseInt("--max-pairs", v, 1);
     else if (a == "--health-size") o.healthBytes = flags::parseBytes("--health-size", v);
     else if (a == "--lat-iters") o.latencyIters = flags::parseInt("--lat-iters", v, 1, 10000000);
-    else if (a == "--threshold") o.thresholds.madK = flags::parseDouble("--threshold", v, 0, 1000);
-    else if (a == "--min-drop") o.thresholds.minDrop = flags::parseDouble("--min-drop", v, 0, 1);
-    else if (a == "--expect-pair-bw") o.thresholds.expectPairGBps = flags::parseDouble("--expect-pair-bw", v, 0, 1e6);
+    else if (setThreshold(o, a, v)) continue;
+    else if (a == "--thresholds") readThresholdsFile(o.thresholdsFile = v, o);
     else if (a == "--json") o.jsonFile = v;
     else if (a == "--csv") o.csvFile = v;
     else if (a == "--heatmap") o.heatmapFile = v;

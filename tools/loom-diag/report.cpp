@@ -2,8 +2,11 @@
 
 #include <loom/loom.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "base/json.hpp"
 #include "tools/plot/python.hpp"
@@ -39,6 +42,16 @@ void matrix(std::string& out, const Diagnosis& d, const char* title, double Pair
   }
 }
 
+// The distinct hosts of `ranks`, in rank order.
+std::vector<std::string> hostsOf(const Diagnosis& d, const std::vector<int>& ranks) {
+  std::vector<std::string> hosts;
+  for (int r : ranks) {
+    const std::string& host = d.ranks[static_cast<size_t>(r)].host;
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  return hosts;
+}
+
 }  // namespace
 
 std::string terminalReport(const Diagnosis& d, const Options& o) {
@@ -58,13 +71,16 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
     appendf(out, "# findings: %zu\n", findings.size());
     for (const auto& f : findings) {
       std::string hosts;
-      for (int r : f.ranks) hosts += (hosts.empty() ? "" : ", ") + d.ranks[static_cast<size_t>(r)].host;
+      for (const auto& host : hostsOf(d, f.ranks)) hosts += (hosts.empty() ? "" : ", ") + host;
       appendf(out, "#   %-5s %s (host %s)\n", f.kind.c_str(), f.detail.c_str(), hosts.c_str());
     }
   }
   for (const auto& p : d.attribution.paths) {
-    appendf(out, "# path %s: %d pairs, median %.3f GB/s, spread (MAD of ln) %.3f\n", p.path.c_str(), p.pairs,
+    appendf(out, "# path %s: %d pairs, median %.3f GB/s, spread (MAD of ln) %.3f", p.path.c_str(), p.pairs,
             p.medianGBps, p.madLog);
+    if (p.path == "socket" && d.tcp.GBps > 0) appendf(out, "; %.2f of a raw TCP stream", p.medianGBps / d.tcp.GBps);
+    if (p.path == "shm" && d.memcpyGBps > 0) appendf(out, "; %.2f of memcpy", p.medianGBps / d.memcpyGBps);
+    out += "\n";
   }
   for (size_t r = 0; r < d.ranks.size(); ++r) {
     appendf(out, "# rank %zu: host %s, pid %d\n", r, d.ranks[r].host.c_str(), d.ranks[r].pid);
@@ -76,6 +92,11 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
       appendf(out, "#   %-14s %-11s %6d %12zu %10.3f\n", h.scope.c_str(), h.collective.c_str(), h.ranks, h.bytes,
               h.busbwGBps);
     }
+  }
+  if (d.tcp.to >= 0) {
+    appendf(out, "# raw TCP stream, rank %d -> %d (%s -> %s), %zu B messages: %.3f GB/s\n", d.tcp.from, d.tcp.to,
+            d.ranks[static_cast<size_t>(d.tcp.from)].host.c_str(), d.ranks[static_cast<size_t>(d.tcp.to)].host.c_str(),
+            d.tcp.bytes, d.tcp.GBps);
   }
   matrix(out, d, "one-way bandwidth, GB/s", &PairResult::bandwidthGBps, 3);
   matrix(out, d, "both ways at once, the two directions' sum, GB/s", &PairResult::bidirectionalGBps, 3);
@@ -177,7 +198,7 @@ int heatmap(const std::string& json, const std::string& png, const std::string& 
 std::string jsonReport(const Diagnosis& d, const Options& o) {
   JsonWriter j;
   j.beginObject();
-  j.field("schema", "loom-diag").field("version", 1);
+  j.field("schema", "loom-diag").field("version", 2);
   j.key("loom").beginObject().field("major", LOOM_MAJOR).field("minor", LOOM_MINOR).field("patch", LOOM_PATCH).endObject();
   j.key("config").beginObject();
   j.field("ranks", static_cast<int>(d.ranks.size())).field("message_bytes", static_cast<long long>(o.bytes));
@@ -186,7 +207,8 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
   j.endObject();
   j.key("thresholds").beginObject();
   j.field("mad_k", o.thresholds.madK).field("min_drop", o.thresholds.minDrop);
-  j.field("expect_pair_GBps", o.thresholds.expectPairGBps).endObject();
+  j.field("expect_pair_GBps", o.expect.pairGBps).field("expect_busbw_GBps", o.expect.busbwGBps);
+  j.field("expect_latency_us", o.expect.latencyUs).field("file", o.thresholdsFile).endObject();
   j.key("ranks").beginArray();
   for (size_t r = 0; r < d.ranks.size(); ++r) {
     j.beginObject().field("rank", static_cast<int>(r)).field("host", d.ranks[r].host).field("pid", d.ranks[r].pid);
@@ -209,6 +231,13 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
   }
   j.endArray();
   j.field("memcpy_GBps", d.memcpyGBps);
+  j.key("tcp_stream");
+  if (d.tcp.to >= 0) {
+    j.beginObject().field("from", d.tcp.from).field("to", d.tcp.to).field("bytes", static_cast<long long>(d.tcp.bytes));
+    j.field("GBps", d.tcp.GBps).endObject();
+  } else {
+    j.null();
+  }
   j.key("collectives").beginArray();
   for (const auto& h : d.health) {
     j.beginObject().field("scope", h.scope).field("collective", h.collective).field("ranks", h.ranks);
@@ -217,14 +246,14 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
   j.endArray();
   j.key("findings").beginArray();
   for (const auto& f : d.attribution.findings) {
-    j.beginObject().field("kind", f.kind);
+    j.beginObject().field("kind", f.kind).field("metric", metricName(f.metric)).field("unit", metricUnit(f.metric));
     j.key("ranks").beginArray(true);
     for (int r : f.ranks) j.value(r);
     j.endArray();
     j.key("hosts").beginArray(true);
-    for (int r : f.ranks) j.value(d.ranks[static_cast<size_t>(r)].host);
+    for (const auto& host : hostsOf(d, f.ranks)) j.value(host);
     j.endArray();
-    j.field("measured_GBps", f.measuredGBps).field("median_GBps", f.medianGBps).field("detail", f.detail);
+    j.field("measured", f.measured).field("against", f.against).field("detail", f.detail);
     j.endObject();
   }
   j.endArray();

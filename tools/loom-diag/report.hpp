@@ -21,6 +21,7 @@ struct Diagnosis {
   std::vector<RankInfo> ranks;
   std::vector<PairResult> pairs;  // every ordered pair
   std::vector<HealthResult> health;
+  TcpStream tcp;          // the socket paths' limit, with two or more nodes
   double memcpyGBps = 0;  // rank 0's host, one thread
   Attribution attribution;
   int rounds = 0;
@@ -30,6 +31,7 @@ struct Diagnosis {
 };
 
 std::string terminalReport(const Diagnosis& d, const Options& o);
+// Schema "loom-diag", version 2: docs/loom-diag.schema.json.
 std::string jsonReport(const Diagnosis& d, const Options& o);
 // One line per ordered pair, with a header.
 std::string csvReport(const Diagnosis& d);
