@@ -22,23 +22,39 @@ void recv(void* p, size_t bytes, int peer, loomComm_t comm) {
   must(loomRecv(p, bytes, loomInt8, peer, comm, nullptr), "loomRecv", comm);
 }
 
-// `from` sends `iters` messages to `to`, which answers the last with one
-// byte: the sender's clock covers the whole stream. GB/s at the sender.
+double percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  const auto at = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(at, values.size() - 1)];
+}
+
+// `from` sends `iters` messages to `to`, which answers each with one byte:
+// the sender's clock covers each message to its arrival. GB/s at the
+// sender, the median of the messages': on a shared machine a burst of other
+// load slows a message or two of a healthy link, and the mean of a stream
+// follows its slowest; a slow link, or a rank short of CPU, slows most of
+// them. (The fastest message would hide a rank held to a tenth of a CPU in
+// 1 ms slices: some messages fit in one.)
 double oneWay(loomComm_t comm, int rank, int from, int to, std::vector<std::byte>& buffer, const Options& o) {
   std::byte ack{};
-  const auto stream = [&](int count) {
-    for (int i = 0; i < count; ++i) {
-      if (rank == from) send(buffer.data(), buffer.size(), to, comm);
-      else recv(buffer.data(), buffer.size(), from, comm);
+  const auto message = [&] {
+    if (rank == from) {
+      send(buffer.data(), buffer.size(), to, comm);
+      recv(&ack, 1, to, comm);
+    } else {
+      recv(buffer.data(), buffer.size(), from, comm);
+      send(&ack, 1, from, comm);
     }
-    if (rank == from) recv(&ack, 1, to, comm);
-    else send(&ack, 1, from, comm);
   };
-  if (o.warmup > 0) stream(o.warmup);
-  const auto start = Clock::now();
-  stream(o.iters);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return rank == from ? static_cast<double>(buffer.size()) * o.iters / seconds / 1e9 : 0;
+  for (int i = 0; i < o.warmup; ++i) message();
+  std::vector<double> rates;
+  for (int i = 0; i < o.iters; ++i) {
+    const auto start = Clock::now();
+    message();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    rates.push_back(static_cast<double>(buffer.size()) / seconds / 1e9);
+  }
+  return rank == from ? percentile(rates, 0.5) : 0;
 }
 
 // Both ranks send `iters` messages and receive as many at once (a group per
@@ -59,11 +75,6 @@ double bothWays(loomComm_t comm, int peer, std::vector<std::byte>& out, std::vec
   return 2.0 * static_cast<double>(out.size()) * o.iters / seconds / 1e9;
 }
 
-double percentile(std::vector<double> values, double q) {
-  std::sort(values.begin(), values.end());
-  const auto at = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(at, values.size() - 1)];
-}
 
 // Round trips of 8 bytes started by the lower rank; half of each, in µs.
 void latency(loomComm_t comm, int rank, int low, int high, const Options& o, Row& row) {
