@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,7 +20,9 @@
 #include "training/model.hpp"
 #include "training/models/gpt.hpp"
 #include "training/models/mlp.hpp"
+#include "training/math/bf16.hpp"
 #include "training/optim/optimizer.hpp"
+#include "training/parallel/update.hpp"
 #include "training/random.hpp"
 #include "training/sha256.hpp"
 
@@ -187,6 +191,98 @@ TEST(MemoryAccount, ModelStatesAreSixteenBytesPerParameterWithAdamW) {
   adam.reset();
   EXPECT_EQ(account.current(Category::OptimizerState), 0u);
   EXPECT_EQ(account.peakModelStates(), 16 * model.paramCount());
+}
+
+// bf16 rounding as hardware does it: nearest, ties to even; infinities and
+// NaNs kept; what does not fit rounds to infinity.
+TEST(Bf16, RoundsToNearestEvenAndKeepsTheSpecials) {
+  const auto bitsOf = [](float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  const auto fromBits = [](uint32_t b) {
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    return v;
+  };
+  EXPECT_EQ(narrow(1.0f).bits, 0x3f80);
+  EXPECT_EQ(narrow(-2.5f).bits, 0xc020);
+  EXPECT_EQ(widen(narrow(3.140625f)), 3.140625f);  // exact in bf16
+  // Halfway between two bf16s: to the even one.
+  EXPECT_EQ(narrow(fromBits(0x3f808000u)).bits, 0x3f80);  // 1 + 2^-8: down to 1 (even)
+  EXPECT_EQ(narrow(fromBits(0x3f818000u)).bits, 0x3f82);  // up to the even neighbour
+  EXPECT_EQ(narrow(fromBits(0x3f808001u)).bits, 0x3f81);  // past halfway: up
+  EXPECT_EQ(narrow(std::numeric_limits<float>::infinity()).bits, 0x7f80);
+  EXPECT_EQ(narrow(std::numeric_limits<float>::max()).bits, 0x7f80);  // rounds past the largest bf16
+  EXPECT_TRUE(std::isnan(widen(narrow(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(widen(narrow(fromBits(0x7f800001u)))));  // a NaN whose payload is in the low bits
+  EXPECT_EQ(bitsOf(widen(narrow(-0.0f))), 0x80000000u);
+  // Every bf16 survives a round trip through float.
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const bf16 v{static_cast<uint16_t>(b)};
+    if (std::isnan(widen(v))) continue;
+    ASSERT_EQ(narrow(widen(v)).bits, v.bits) << b;
+  }
+}
+
+// A bf16 model holds 2 + 2 bytes per parameter and the optimizer's fp32
+// master weights and moments 12: ZeRO's 16 bytes, split as its paper does.
+TEST(MemoryAccount, Bf16ModelStatesAreTwoTwoAndTwelve) {
+  MemoryAccount account;
+  Model model(account, Precision::Bf16);
+  buildMlp(model, 784, 64, 1, 10);
+  Update<bf16> update(account, model.paramCount(), TrainConfig{});
+  const size_t psi = model.paramCount();
+  EXPECT_EQ(account.current(Category::Parameters), 2 * psi);
+  EXPECT_EQ(account.current(Category::Gradients), 2 * psi);
+  EXPECT_EQ(account.current(Category::OptimizerState), 12 * psi);
+  EXPECT_EQ(account.modelStates(), 16 * psi);
+  EXPECT_TRUE(model.params<float>().empty());
+}
+
+// The bf16 step is the fp32 step on the master weights, the gradients widened
+// (one block and a partial one here), then narrowed into the parameters.
+TEST(Optimizers, TheBf16StepIsTheFp32StepOnMasterWeights) {
+  MemoryAccount account;
+  const size_t n = 40000;  // more than one block of widened gradients
+  Random random(3);
+  std::vector<float> p(n), g(n);
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = widen(narrow(random.normal(1.0f)));
+    g[i] = widen(narrow(random.normal(0.01f)));
+  }
+  std::vector<bf16> p16(n), g16(n);
+  narrow(p, p16);
+  narrow(g, g16);
+  TrainConfig config;
+  config.adamw.weightDecay = 0.01f;
+  Update<bf16> mixed(account, n, config);
+  Update<float> plain(account, n, config);
+  mixed.load(p16);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> gs = g;  // the fp32 step scales its gradients in place
+    mixed.step(p16, g16, 0.5f, 0.75f, 1e-3f);
+    plain.step(p, gs, 0.5f, 0.75f, 1e-3f);
+  }
+  const auto master = mixed.state(p16)[0];
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(master[i], p[i]) << i;  // bit for bit
+    ASSERT_EQ(p16[i].bits, narrow(p[i]).bits) << i;
+  }
+  EXPECT_EQ(mixed.sumOfSquares(g16, 0.5f), plain.sumOfSquares(g, 0.5f));
+}
+
+TEST(Precision, NamesAreParsedAndABadOneIsNamed) {
+  EXPECT_EQ(parsePrecision("fp32"), Precision::Fp32);
+  EXPECT_EQ(parsePrecision("bf16"), Precision::Bf16);
+  EXPECT_STREQ(precisionName(Precision::Bf16), "bf16");
+  try {
+    parsePrecision("fp16");
+    FAIL() << "fp16 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision fp16"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

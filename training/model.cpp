@@ -5,10 +5,23 @@
 
 namespace loom::train {
 
-Model::Model(MemoryAccount& account)
-    : sequence_(account),
+Precision parsePrecision(const std::string& name) {
+  if (name == "fp32") return Precision::Fp32;
+  if (name == "bf16") return Precision::Bf16;
+  throw std::invalid_argument("--precision " + name + ": not a precision (fp32, bf16)");
+}
+
+const char* precisionName(Precision precision) { return precision == Precision::Fp32 ? "fp32" : "bf16"; }
+
+Model::Model(MemoryAccount& account, Precision precision)
+    : precision_(precision),
+      sequence_(account),
       params_(account, Category::Parameters),
       grads_(account, Category::Gradients),
+      params16_(account, Category::Parameters),
+      grads16_(account, Category::Gradients),
+      windowParams_(account, Category::Activations),
+      windowGrads_(account, Category::Activations),
       input_(account, Category::Activations) {}
 
 void Model::build(bool allocate) {
@@ -17,14 +30,79 @@ void Model::build(bool allocate) {
 }
 
 void Model::allocate() {
-  params_.resize(sequence_.paramCount());
-  grads_.resize(sequence_.paramCount());
-  sequence_.bind(params_.span(), grads_.span());
+  if (precision_ == Precision::Fp32) {
+    params_.resize(sequence_.paramCount());
+    grads_.resize(sequence_.paramCount());
+    sequence_.bind(params_.span(), grads_.span());
+    return;
+  }
+  params16_.resize(sequence_.paramCount());
+  grads16_.resize(sequence_.paramCount());
+  size_t largest = 0;
+  for (const Slice& slice : slices()) largest = std::max(largest, slice.count);
+  windowParams_.resize(largest);
+  windowGrads_.resize(largest);
+  bindLayers(0, sequence_.layers() - 1, params16_.span(), grads16_.span());
 }
 
 void Model::release() {
   params_.release();
   grads_.release();
+  params16_.release();
+  grads16_.release();
+}
+
+void Model::releaseGradients() {
+  grads_.release();
+  grads16_.release();
+}
+
+void Model::bindLayers(size_t first, size_t last, std::span<bf16> params, std::span<bf16> grads) {
+  homes_.resize(sequence_.layers());
+  const size_t base = slices()[first].offset;
+  for (size_t i = first; i <= last; ++i) {
+    const Slice& slice = slices()[i];
+    homes_[i] = {params.subspan(slice.offset - base, slice.count),
+                 grads.empty() ? std::span<bf16>() : grads.subspan(slice.offset - base, slice.count)};
+  }
+}
+
+void Model::enterWindow(size_t i) {
+  const size_t count = slices()[i].count;
+  const auto params = windowParams_.span().first(count);
+  widen(homes_[i].params, params);
+  sequence_.layer(i).bind(params, windowGrads_.span().first(count));
+}
+
+Model::Hooks Model::windowed(const Hooks* hooks, bool backward) {
+  Hooks out;
+  const auto call = [hooks](LayerDone Hooks::*which, size_t i) {
+    if (hooks != nullptr && hooks->*which) (hooks->*which)(i);
+  };
+  if (!backward) {
+    out.beforeForward = [this, call](size_t i) {
+      call(&Hooks::beforeForward, i);  // ZeRO-3 gathers the layer's home first
+      enterWindow(i);
+    };
+    out.afterForward = [call](size_t i) { call(&Hooks::afterForward, i); };
+    return out;
+  }
+  out.beforeBackward = [this, call](size_t i) {
+    call(&Hooks::beforeBackward, i);
+    enterWindow(i);
+  };
+  out.afterBackward = [this, call](size_t i) {
+    narrow(windowGrads_.span().first(slices()[i].count), homes_[i].grads);
+    call(&Hooks::afterBackward, i);
+  };
+  return out;
+}
+
+std::vector<float> Model::paramsAsFloat() const {
+  if (precision_ == Precision::Fp32) return {params_.span().begin(), params_.span().end()};
+  std::vector<float> out(params16_.size());
+  widen(params16_.span(), out);
+  return out;
 }
 
 void Model::bindLayers(size_t first, size_t last, std::span<float> params, std::span<float> grads) {
@@ -39,7 +117,14 @@ void Model::bindLayers(size_t first, size_t last, std::span<float> params, std::
 void Model::init(uint64_t seed) {
   for (size_t i = 0; i < sequence_.layers(); ++i) {
     Random random(seed * 0x100000001B3ull + i);
+    if (precision_ == Precision::Fp32) {
+      sequence_.layer(i).init(random);
+      continue;
+    }
+    // bf16: initialized in float32 in the window, rounded into the home.
+    enterWindow(i);
     sequence_.layer(i).init(random);
+    narrow(windowParams_.span().first(slices()[i].count), homes_[i].params);
   }
 }
 
@@ -63,11 +148,15 @@ std::span<const float> Model::forward(std::span<const float> x, size_t rows, con
   }
   input_.resize(x.size());
   std::copy(x.begin(), x.end(), input_.data());
-  return sequence_.forward(input_.span(), rows, hooks);
+  if (precision_ == Precision::Fp32) return sequence_.forward(input_.span(), rows, hooks);
+  const Hooks around = windowed(hooks, false);
+  return sequence_.forward(input_.span(), rows, &around);
 }
 
 void Model::backward(std::span<const float> dlogits, size_t rows, const Hooks* hooks) {
-  sequence_.backward(dlogits, {}, rows, hooks);
+  if (precision_ == Precision::Fp32) return sequence_.backward(dlogits, {}, rows, hooks);
+  const Hooks around = windowed(hooks, true);
+  sequence_.backward(dlogits, {}, rows, &around);
 }
 
 }  // namespace loom::train

@@ -4,6 +4,13 @@
 // written, which is when data parallelism may start reducing them. A
 // layer may itself hold a sequence (a residual branch): its parameters are
 // one slice, its sublayers' one after another inside it.
+//
+// In bf16 (mixed precision) the flat buffers hold bf16; layers compute in
+// float32 on a window as large as the largest top-level layer: before each
+// layer's forward and backward its parameters are widened into the window
+// and the layer bound to it, and after its backward its gradients are
+// narrowed out of it. The window is working memory (activations), so the
+// model's parameters and gradients cost 2 + 2 bytes per parameter.
 #pragma once
 
 #include <cstddef>
@@ -14,10 +21,16 @@
 #include <vector>
 
 #include "training/layers/layer.hpp"
+#include "training/math/bf16.hpp"
 #include "training/memory.hpp"
 #include "training/sequence.hpp"
 
 namespace loom::train {
+
+enum class Precision { Fp32, Bf16 };
+// "fp32", "bf16"; std::invalid_argument naming the value otherwise.
+Precision parsePrecision(const std::string& name);
+const char* precisionName(Precision precision);
 
 class Model {
  public:
@@ -25,8 +38,9 @@ class Model {
   using LayerDone = Sequence::LayerDone;
   using Hooks = Sequence::Hooks;
 
-  explicit Model(MemoryAccount& account);
+  explicit Model(MemoryAccount& account, Precision precision = Precision::Fp32);
   MemoryAccount& account() const { return sequence_.account(); }
+  Precision precision() const { return precision_; }
 
   void add(std::unique_ptr<Layer> layer) { sequence_.add(std::move(layer)); }
   // Lays the layers out and, with `allocate`, allocates parameters and
@@ -40,17 +54,29 @@ class Model {
   void release();
   // Frees the gradients only (ZeRO-2): layers' gradients must be bound
   // elsewhere before the next backward.
-  void releaseGradients() { grads_.release(); }
+  void releaseGradients();
   // Binds layers first..last to `params` and `grads`, which hold their
   // slices one after another (the flat layout from the first's offset).
+  // fp32 binds the layers; bf16 makes them the layers' home, which the
+  // window is filled from and emptied into.
   void bindLayers(size_t first, size_t last, std::span<float> params, std::span<float> grads);
+  void bindLayers(size_t first, size_t last, std::span<bf16> params, std::span<bf16> grads);
   // Layer i draws from its own stream of the seed, Random(seed * P + i).
   void init(uint64_t seed);
 
   size_t paramCount() const { return sequence_.paramCount(); }
+  // The flat buffers of the model's precision, T float (fp32) or bf16;
+  // empty in the other precision.
+  template <class T>
+  std::span<T> params();
+  template <class T>
+  std::span<T> grads();
   std::span<float> params() { return params_.span(); }
   std::span<const float> params() const { return params_.span(); }
   std::span<float> grads() { return grads_.span(); }
+  // Every parameter as float32, in model order (bf16 widened): what the
+  // final checksum is of.
+  std::vector<float> paramsAsFloat() const;
   const std::vector<Slice>& slices() const { return sequence_.slices(); }
   size_t layers() const { return sequence_.layers(); }
   const Layer& layer(size_t i) const { return sequence_.layer(i); }
@@ -65,10 +91,34 @@ class Model {
   void backward(std::span<const float> dlogits, size_t rows, const Hooks* hooks = nullptr);
 
  private:
+  struct Home {
+    std::span<bf16> params;
+    std::span<bf16> grads;
+  };
+  // bf16: the hooks the sequence runs, around the caller's.
+  Hooks windowed(const Hooks* hooks, bool backward);
+  // bf16: widens layer i's parameters into the window and binds it there.
+  void enterWindow(size_t i);
+
+  Precision precision_;
   Sequence sequence_;
   Tracked<float> params_;
   Tracked<float> grads_;
+  Tracked<bf16> params16_;
+  Tracked<bf16> grads16_;
+  Tracked<float> windowParams_;  // bf16: one top-level layer's, widened
+  Tracked<float> windowGrads_;
+  std::vector<Home> homes_;      // bf16: each top-level layer's slices
   Tracked<float> input_;  // a copy of the last forward's x, which backward still reads
 };
+
+template <>
+inline std::span<float> Model::params<float>() { return params_.span(); }
+template <>
+inline std::span<bf16> Model::params<bf16>() { return params16_.span(); }
+template <>
+inline std::span<float> Model::grads<float>() { return grads_.span(); }
+template <>
+inline std::span<bf16> Model::grads<bf16>() { return grads16_.span(); }
 
 }  // namespace loom::train

@@ -82,7 +82,7 @@ int run(const cli::Options& o) {
   const bool gpt = o.model == "gpt";
   std::unique_ptr<Dataset> train, held;
   MemoryAccount account;
-  Model model(account);
+  Model model(account, o.precision);
   if (gpt) {
     train = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Train, o.context);
     held = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Validation, o.context);
@@ -101,6 +101,7 @@ int run(const cli::Options& o) {
   // Everything a checkpoint must agree with to continue bit for bit.
   const Manifest manifest = {{"--model", o.model},
                              {"--mode", modeName(config.mode)},
+                             {"--precision", precisionName(o.precision)},
                              {"-N", std::to_string(ranks)},
                              {"--steps", std::to_string(config.steps)},
                              {"--batch", std::to_string(config.batch)},
@@ -136,8 +137,9 @@ int run(const cli::Options& o) {
   };
   account.resetPeaks();  // report what training holds, not what setting it up took
   if (lead) {
-    std::printf("# loom-train: %s, %s on %d rank%s, batch %zu in %zu micro-batches, %llu steps\n# model: %s\n",
-                o.model.c_str(), modeName(config.mode), ranks, ranks == 1 ? "" : "s", config.batch,
+    std::printf("# loom-train: %s, %s in %s on %d rank%s, batch %zu in %zu micro-batches, %llu steps\n# model: %s\n",
+                o.model.c_str(), modeName(config.mode), precisionName(o.precision), ranks, ranks == 1 ? "" : "s",
+                config.batch,
                 config.microBatches, static_cast<unsigned long long>(config.steps), model.describe().c_str());
   }
 
@@ -176,7 +178,8 @@ int run(const cli::Options& o) {
   for (size_t c = 0; c < kCategories; ++c) peaks[c] = account.peak(static_cast<Category>(c));
   trainer->materialize();  // ZeRO-3: every rank gathers every parameter
   Sha256 sha;
-  sha.update(std::as_bytes(std::span<const float>(model.params())));
+  const std::vector<float> params = model.paramsAsFloat();  // bf16: widened
+  sha.update(std::as_bytes(std::span<const float>(params)));
   const std::string digest = sha.hex();
   if (comm) {  // every rank must hold the same parameters
     std::vector<uint8_t> mine(digest.begin(), digest.end()), all(mine.size() * static_cast<size_t>(ranks));
@@ -212,7 +215,7 @@ int run(const cli::Options& o) {
   if (lead && !o.json.empty()) {
     std::ofstream out(o.json);
     out << "{\n  \"config\": {\"model\": \"" << o.model << "\", \"mode\": \"" << modeName(config.mode)
-        << "\", \"ranks\": " << ranks << ", \"batch\": " << config.batch
+        << "\", \"precision\": \"" << precisionName(o.precision) << "\", \"ranks\": " << ranks << ", \"batch\": " << config.batch
         << ", \"micro_batches\": " << config.microBatches << ", \"steps\": " << config.steps
         << ", \"layers\": " << o.layers << ", \"dim\": " << o.hidden << ", \"lr\": " << number(static_cast<double>(config.lr))
         << ", \"seed\": " << config.seed << "},\n  \"steps\": [\n    " << records << "\n  ],\n  \"final\": {"

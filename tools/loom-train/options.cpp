@@ -27,7 +27,7 @@ const char* usage() {
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
          "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
-         "                  [--stop-after K] [--json FILE]\n"
+         "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
@@ -41,6 +41,8 @@ const char* usage() {
          "              gpt: blocks and channels (default 4 x 128), --heads (4), --seq context (64)\n"
          "  --lr, --min-lr, --warmup  AdamW's (or SGD's) rate: warm-up, then cosine to --min-lr\n"
          "  --clip      global gradient norm (0: none)\n"
+         "  --precision fp32 (default), or bf16: bf16 parameters and gradients (communicated in bf16),\n"
+         "              fp32 master weights and moments in the optimizer (2 + 2 + 12 bytes a parameter)\n"
          "  --bucket-kb, --first-bucket-kb  ddp's buckets and zero1/zero2's units (default 25600, 1024)\n"
          "  --data-limit  train on the first K samples only (0: all 60000)\n"
          "  --eval      1 (default): report the test set's accuracy (gpt: the held-out loss) at the end\n"
@@ -65,6 +67,8 @@ Options parseOptions(int argc, char** argv) {
       o.model = value;
     } else if (flag == "--mode") {
       o.train.mode = parseMode(std::string(value));
+    } else if (flag == "--precision") {
+      o.precision = parsePrecision(std::string(value));
     } else if (flag == "-N") {
       o.ranks = number<int>(flag, value, 1, 1024);
     } else if (flag == "--steps") {

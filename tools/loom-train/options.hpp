@@ -11,6 +11,7 @@ namespace loom::train::cli {
 struct Options {
   std::string model = "mlp";
   TrainConfig train;
+  Precision precision = Precision::Fp32;  // --precision
   int ranks = 0;          // -N: local ranks to start when not under a launcher (0: 1 for single, 2 for ddp)
   size_t hidden = 0;      // --dim (0: the model's default, mlp 256, gpt 128)
   size_t layers = 0;      // --layers (0: the model's default, mlp 1, gpt 4)

@@ -15,23 +15,24 @@ class AdamW final : public Optimizer {
   // torch 1.13's single-tensor AdamW, in its order of operations: the
   // bias corrections in double, folded into the step size and the
   // denominator; the rest in float.
-  void step(std::span<float> params, std::span<const float> grads, float lr) override {
+  void begin() override {
     ++t_;
-    const AdamWSettings& s = settings_;
     const auto t = static_cast<double>(t_);
-    const double correct1 = 1.0 - std::pow(static_cast<double>(s.beta1), t);
-    const double correct2Root = std::sqrt(1.0 - std::pow(static_cast<double>(s.beta2), t));
-    const auto stepSize = static_cast<float>(static_cast<double>(lr) / correct1);
-    const auto rootScale = static_cast<float>(correct2Root);
+    correct1_ = 1.0 - std::pow(static_cast<double>(settings_.beta1), t);
+    rootScale_ = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(settings_.beta2), t)));
+  }
+  void update(std::span<float> params, std::span<const float> grads, float lr, size_t at) override {
+    const AdamWSettings& s = settings_;
+    const auto stepSize = static_cast<float>(static_cast<double>(lr) / correct1_);
     const float decay = 1.0f - lr * s.weightDecay;
-    float* m = state_.data();
-    float* v = state_.data() + count_;
+    float* m = state_.data() + at;
+    float* v = state_.data() + count_ + at;
     for (size_t i = 0; i < params.size(); ++i) {
       const float g = grads[i];
       params[i] *= decay;
       m[i] = m[i] * s.beta1 + g * (1.0f - s.beta1);
       v[i] = v[i] * s.beta2 + (1.0f - s.beta2) * (g * g);
-      const float denom = std::sqrt(v[i]) / rootScale + s.eps;
+      const float denom = std::sqrt(v[i]) / rootScale_ + s.eps;
       params[i] -= stepSize * (m[i] / denom);
     }
   }
@@ -44,6 +45,8 @@ class AdamW final : public Optimizer {
   Tracked<float> state_;  // m, then v
   size_t count_;
   uint64_t t_ = 0;
+  double correct1_ = 1.0;  // this step's bias corrections (begin())
+  float rootScale_ = 1.0f;
 };
 
 class Sgd final : public Optimizer {
@@ -51,12 +54,13 @@ class Sgd final : public Optimizer {
   Sgd(MemoryAccount& account, size_t count, SgdSettings settings)
       : settings_(settings), velocity_(account, Category::OptimizerState, count) {}
 
-  void step(std::span<float> params, std::span<const float> grads, float lr) override {
-    const bool first = t_++ == 0;
+  void begin() override { first_ = t_++ == 0; }
+  void update(std::span<float> params, std::span<const float> grads, float lr, size_t at) override {
+    float* velocity = velocity_.data() + at;
     for (size_t i = 0; i < params.size(); ++i) {
       const float g = grads[i] + settings_.weightDecay * params[i];
-      velocity_[i] = first ? g : settings_.momentum * velocity_[i] + g;
-      params[i] -= lr * velocity_[i];
+      velocity[i] = first_ ? g : settings_.momentum * velocity[i] + g;
+      params[i] -= lr * velocity[i];
     }
   }
   std::span<float> state() override { return velocity_.span(); }
@@ -67,6 +71,7 @@ class Sgd final : public Optimizer {
   SgdSettings settings_;
   Tracked<float> velocity_;
   uint64_t t_ = 0;
+  bool first_ = false;  // this step is the first (begin())
 };
 
 }  // namespace
@@ -92,13 +97,17 @@ double sumOfSquares(std::span<const float> values) {
   return sum;
 }
 
-double clipToNorm(std::span<float> grads, double sumSquares, double maxNorm) {
+float clipScale(double sumSquares, double maxNorm) {
   const double norm = std::sqrt(sumSquares);
-  if (maxNorm > 0 && norm > maxNorm) {
-    const auto scale = static_cast<float>(maxNorm / (norm + 1e-6));
+  return maxNorm > 0 && norm > maxNorm ? static_cast<float>(maxNorm / (norm + 1e-6)) : 1.0f;
+}
+
+double clipToNorm(std::span<float> grads, double sumSquares, double maxNorm) {
+  const float scale = clipScale(sumSquares, maxNorm);
+  if (scale != 1.0f) {
     for (float& g : grads) g *= scale;
   }
-  return norm;
+  return std::sqrt(sumSquares);
 }
 
 }  // namespace loom::train

@@ -15,8 +15,17 @@ namespace loom::train {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
+  // One step at learning rate lr, given in consecutive blocks: begin() once,
+  // then update() for [at, at + params.size()) of the optimizer's range, in
+  // order, until the range is covered (mixed precision widens the
+  // gradients a block at a time).
+  virtual void begin() = 0;
+  virtual void update(std::span<float> params, std::span<const float> grads, float lr, size_t at) = 0;
   // params -= update(grads) at learning rate lr; both span the optimizer's range.
-  virtual void step(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  void step(std::span<float> params, std::span<const float> grads, float lr) {
+    begin();
+    update(params, grads, lr, 0);
+  }
   // Everything a checkpoint must hold to continue bit for bit.
   virtual std::span<float> state() = 0;
   virtual uint64_t steps() const = 0;
@@ -47,6 +56,10 @@ float learningRate(uint64_t step, uint64_t warmup, uint64_t total, float base, f
 
 // Sum of squares, accumulated in double in element order.
 double sumOfSquares(std::span<const float> values);
+// The factor that brings the global norm sqrt(sumSquares) down to maxNorm
+// (torch's clip_grad_norm_: maxNorm / (norm + 1e-6)), or 1 when it is within
+// it or maxNorm <= 0 (no clipping).
+float clipScale(double sumSquares, double maxNorm);
 // Scales grads so that the global norm sqrt(sumOfSquares) is at most maxNorm
 // (maxNorm <= 0: no clipping); returns the norm before clipping.
 double clipToNorm(std::span<float> grads, double sumSquares, double maxNorm);

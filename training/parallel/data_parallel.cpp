@@ -1,7 +1,11 @@
 // single and ddp (trainer.hpp). ddp's buckets are the units of units.hpp;
 // each is all-reduced (sum) on a Loom stream as soon as the last
 // micro-batch's backward has written its layers, overlapping the rest of
-// the backward, and the step waits once, before the optimizer.
+// the backward, and the step waits once, before the optimizer. In bf16 the
+// gradients are all-reduced in bf16 (Loom accumulates them in float32 and
+// rounds once), and a rank that runs several micro-batches sums them in
+// float32 and rounds once, so that single with N micro-batches and ddp on N
+// ranks round the same sums the same way.
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -10,6 +14,7 @@
 #include "training/parallel/micro_batch.hpp"
 #include "training/parallel/trainer.hpp"
 #include "training/parallel/units.hpp"
+#include "training/parallel/update.hpp"
 
 namespace loom::train {
 namespace {
@@ -18,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+template <class T>
 class DataParallel final : public Trainer {
  public:
   DataParallel(Model& model, const Dataset& data, const TrainConfig& config, const loom::Comm* comm,
@@ -31,25 +37,28 @@ class DataParallel final : public Trainer {
         split_(splitWork(config, model, data, ranks_)),
         plan_(data.size(), config.batch, config.seed),
         micro_(account),
-        sum_(account, Category::Gradients) {
-    const size_t count = model.paramCount();
-    optimizer_ = config.optimizer == OptimizerKind::AdamW ? makeAdamW(account, count, config.adamw)
-                                                          : makeSgd(account, count, config.sgd);
-    if (split_.perRank > 1) sum_.resize(count);
+        sum_(account, Category::Gradients),
+        update_(account, model.paramCount(), config) {
+    if (split_.perRank > 1) sum_.resize(model.paramCount());
     if (comm_ != nullptr) {
-      comm_->broadcast(model.params(), 0);  // every rank starts from rank 0's parameters
-      buckets_ = planUnits(model.slices(), config.firstBucketBytes, config.bucketBytes);
+      comm_->broadcast(model.params<T>(), 0);  // every rank starts from rank 0's parameters
+      buckets_ = planUnits(model.slices(), config.firstBucketBytes, config.bucketBytes, sizeof(T));
       stream_.emplace();
     }
+    update_.load(model.params<T>());
   }
 
   StepReport step(uint64_t step) override {
     const auto start = Clock::now();
     const std::vector<size_t> batch = plan_.step(step);
-    const std::span<float> grads = model_.grads();
+    const std::span<T> grads = model_.grads<T>();
     // Where the micro-batches' sum ends: the gradients themselves when this
-    // rank runs one micro-batch, else a separate sum.
-    const std::span<float> sum = split_.perRank > 1 ? sum_.span() : grads;
+    // rank runs one micro-batch, else a float32 sum (fp32: which is then
+    // what is reduced; bf16: rounded into the gradients once complete).
+    const std::span<T> reduced = [&] {
+      if constexpr (std::is_same_v<T, float>) return split_.perRank > 1 ? sum_.span() : grads;
+      else return grads;
+    }();
     double lossSum = 0;
     size_t nextBucket = 0;
     std::optional<Clock::time_point> firstLaunch;
@@ -60,20 +69,12 @@ class DataParallel final : public Trainer {
       Model::Hooks hooks;
       hooks.afterBackward = [&](size_t layer) {
         const auto& slice = model_.slices()[layer];
-        if (split_.perRank > 1) {
-          float* s = sum.data() + slice.offset;
-          const float* g = grads.data() + slice.offset;
-          if (j == 0) {
-            std::copy(g, g + slice.count, s);
-          } else {
-            for (size_t i = 0; i < slice.count; ++i) s[i] += g[i];
-          }
-        }
+        if (split_.perRank > 1) accumulate(slice.offset, slice.count, j == 0, last);
         // The last micro-batch's layers complete buckets: reduce each at once.
         while (last && comm_ != nullptr && nextBucket < buckets_.size() && buckets_[nextBucket].firstLayer >= layer) {
           const Unit& b = buckets_[nextBucket++];
           if (!firstLaunch) firstLaunch = Clock::now();
-          comm_->allReduce(sum.subspan(b.offset, b.count), loomSum, &*stream_);
+          comm_->allReduce(reduced.subspan(b.offset, b.count), loomSum, &*stream_);
         }
       };
       lossSum += micro_.run(model_, data_, samples, &hooks);
@@ -91,20 +92,38 @@ class DataParallel final : public Trainer {
       lossSum = loss[0];
     }
     // The mean over every micro-batch of the step: the same scaling everywhere.
-    const float scale = 1.0f / static_cast<float>(config_.microBatches);
-    for (float& g : sum) g *= scale;
-    report.gradNorm = clipToNorm(sum, sumOfSquares(sum), config_.clip);
+    const float mean = 1.0f / static_cast<float>(config_.microBatches);
+    const double squares = update_.sumOfSquares(reduced, mean);
+    report.gradNorm = std::sqrt(squares);
     const float lr = learningRate(step, config_.warmup, config_.steps, config_.lr, config_.minLr);
-    optimizer_->step(model_.params(), sum, lr);
+    update_.step(model_.params<T>(), reduced, mean, clipScale(squares, config_.clip), lr);
     report.loss = lossSum / static_cast<double>(config_.microBatches);
     report.seconds = seconds(Clock::now() - start);
     return report;
   }
 
-  std::vector<std::span<float>> state() override { return {model_.params(), optimizer_->state()}; }
-  Optimizer& optimizer() override { return *optimizer_; }
+  std::vector<std::span<float>> state() override { return update_.state(model_.params<T>()); }
+  Optimizer& optimizer() override { return update_.optimizer(); }
+  void restored() override { update_.restored(model_.params<T>()); }
 
  private:
+  // Micro-batch j's gradients of one layer into the float32 sum: the first
+  // copied, the rest added in order; in bf16 the last rounds the sum into
+  // the gradients, which are what is reduced.
+  void accumulate(size_t offset, size_t count, bool first, bool last) {
+    float* s = sum_.data() + offset;
+    const T* g = model_.grads<T>().data() + offset;
+    for (size_t i = 0; i < count; ++i) {
+      const float v = toFloat(g[i]);
+      s[i] = first ? v : s[i] + v;
+    }
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (last) narrow(std::span<const float>(s, count), model_.grads<T>().subspan(offset, count));
+    }
+  }
+  static float toFloat(float v) { return v; }
+  static float toFloat(bf16 v) { return widen(v); }
+
   Model& model_;
   const Dataset& data_;
   TrainConfig config_;
@@ -114,8 +133,8 @@ class DataParallel final : public Trainer {
   WorkSplit split_;
   BatchPlan plan_;
   MicroBatch micro_;
-  std::unique_ptr<Optimizer> optimizer_;
   Tracked<float> sum_;  // the micro-batches' gradient sum, when a rank runs more than one
+  Update<T> update_;
   std::vector<Unit> buckets_;
   std::optional<loom::Stream> stream_;
 };
@@ -124,7 +143,8 @@ class DataParallel final : public Trainer {
 
 std::unique_ptr<Trainer> makeDataParallel(Model& model, const Dataset& data, const TrainConfig& config,
                                           const loom::Comm* comm, MemoryAccount& account) {
-  return std::make_unique<DataParallel>(model, data, config, comm, account);
+  if (model.precision() == Precision::Bf16) return std::make_unique<DataParallel<bf16>>(model, data, config, comm, account);
+  return std::make_unique<DataParallel<float>>(model, data, config, comm, account);
 }
 
 }  // namespace loom::train

@@ -2,12 +2,12 @@
 
 namespace loom::train {
 
-std::vector<Unit> planUnits(const std::vector<Model::Slice>& slices, size_t firstCap, size_t cap) {
+std::vector<Unit> planUnits(const std::vector<Model::Slice>& slices, size_t firstCap, size_t cap, size_t elementBytes) {
   std::vector<Unit> units;
   size_t closeAt = firstCap;
   for (size_t i = slices.size(); i-- > 0;) {
     if (slices[i].count == 0) continue;
-    if (units.empty() || units.back().count * sizeof(float) >= closeAt) {
+    if (units.empty() || units.back().count * elementBytes >= closeAt) {
       if (!units.empty()) closeAt = cap;
       units.push_back({i, i, slices[i].offset, 0});
     }

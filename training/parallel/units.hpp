@@ -1,7 +1,8 @@
 // How the data-parallel modes cut a model for communication: units of whole
 // top-level layers, last layer first (the order the backward produces their
 // gradients), each a contiguous range of the flat buffers. A unit closes
-// once it holds `firstCap` bytes (the first) or `cap` (the rest), as
+// once it holds `firstCap` bytes (the first) or `cap` (the rest) of
+// elements of `elementBytes` (the gradients' precision), as
 // PyTorch's DDP buckets do; cap 0 makes every layer with parameters a unit
 // of its own (ZeRO-3's per-layer sharding, FSDP's units). Layers without
 // parameters belong to none.
@@ -21,7 +22,7 @@ struct Unit {
   size_t count;
 };
 
-std::vector<Unit> planUnits(const std::vector<Model::Slice>& slices, size_t firstCap, size_t cap);
+std::vector<Unit> planUnits(const std::vector<Model::Slice>& slices, size_t firstCap, size_t cap, size_t elementBytes);
 
 // The unit each layer belongs to, or -1.
 std::vector<long> unitOfLayer(const std::vector<Unit>& units, size_t layers);

@@ -22,14 +22,23 @@
 // Then every stage scales the gradient shard by 1/M, clips by the global
 // norm (an all-reduce of the shards' sums of squares), steps the optimizer
 // on the shard, and (stages 1, 2) all-gathers the new parameters.
+//
+// In bf16 everything above moves bf16 (parameters, gradients, the
+// collectives); the fp32 master weights live beside the optimizer's moments
+// (update.hpp), so a rank holds 2 + 2 + 12 bytes per parameter of what it
+// keeps. Stages 1 and 2 gather from a bf16 copy of the own shards, which is
+// communication memory (DeepSpeed gathers from a view of the full bf16
+// buffer instead).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 
 #include "training/parallel/micro_batch.hpp"
 #include "training/parallel/trainer.hpp"
 #include "training/parallel/units.hpp"
+#include "training/parallel/update.hpp"
 
 namespace loom::train {
 namespace {
@@ -38,6 +47,15 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// acc = acc + more, element-wise (bf16: in float32, rounded once).
+void addInto(std::span<float> acc, std::span<const float> more) {
+  for (size_t i = 0; i < acc.size(); ++i) acc[i] += more[i];
+}
+void addInto(std::span<bf16> acc, std::span<const bf16> more) {
+  for (size_t i = 0; i < acc.size(); ++i) acc[i] = narrow(widen(acc[i]) + widen(more[i]));
+}
+
+template <class T>
 class Zero final : public Trainer {
  public:
   Zero(Model& model, const Dataset& data, const TrainConfig& config, const loom::Comm& comm, MemoryAccount& account,
@@ -52,11 +70,15 @@ class Zero final : public Trainer {
         split_(splitWork(config, model, data, ranks_)),
         plan_(data.size(), config.batch, config.seed),
         micro_(account),
-        shardParams_(account, stage == 3 ? Category::Parameters : Category::OptimizerState),
+        // fp32: the shards are the master weights; bf16: what is gathered from.
+        shardParams_(account, stage == 3                       ? Category::Parameters
+                              : std::is_same_v<T, float> ? Category::OptimizerState
+                                                         : Category::Communication),
         shardGrads_(account, Category::Gradients),
         partial_(account, Category::Gradients) {
     const bool perLayer = stage == 3;
-    units_ = planUnits(model.slices(), perLayer ? 0 : config.firstBucketBytes, perLayer ? 0 : config.bucketBytes);
+    units_ = planUnits(model.slices(), perLayer ? 0 : config.firstBucketBytes, perLayer ? 0 : config.bucketBytes,
+                       sizeof(T));
     unitOf_ = unitOfLayer(units_, model.layers());
     size_t at = 0;
     for (const Unit& u : units_) {
@@ -69,13 +91,13 @@ class Zero final : public Trainer {
     shardParams_.resize(at);
     shardGrads_.resize(at);
     if (split_.perRank > 1) partial_.resize(at);
-    optimizer_ = config.optimizer == OptimizerKind::AdamW ? makeAdamW(account, at, config.adamw)
-                                                          : makeSgd(account, at, config.sgd);
-    comm_.broadcast(model.params(), 0);  // every rank starts from rank 0's parameters
+    update_.emplace(account, at, config);
+    comm_.broadcast(model.params<T>(), 0);  // every rank starts from rank 0's parameters
     for (size_t u = 0; u < units_.size(); ++u) {
       const auto own = ownPiece(u);
       std::copy(own.begin(), own.end(), shardParams_.data() + shards_[u].offset);
     }
+    update_->load(shardParams_.span());
     if (stage_ == 2) model_.releaseGradients();  // each unit's land in a staging buffer instead
     if (stage_ == 3) {
       model_.release();  // from here on, only shards and the units being used
@@ -93,7 +115,7 @@ class Zero final : public Trainer {
     for (size_t j = 0; j < split_.perRank; ++j) {
       const size_t micro = static_cast<size_t>(rank_) * split_.perRank + j;
       const auto samples = std::span(batch).subspan(micro * split_.microSize, split_.microSize);
-      Tracked<float>& into = j == 0 ? shardGrads_ : partial_;
+      Tracked<T>& into = j == 0 ? shardGrads_ : partial_;
       Model::Hooks hooks;
       if (stage_ == 3) {
         hooks.beforeForward = [&](size_t layer) { enter(layer, true); };
@@ -105,21 +127,17 @@ class Zero final : public Trainer {
       wait(stream_);
       for (auto& g : gradStage_) g.release();
       inFlight_.clear();
-      if (j > 0) {
-        for (size_t i = 0; i < partial_.size(); ++i) shardGrads_[i] += partial_[i];
-      }
+      if (j > 0) addInto(shardGrads_.span(), partial_.span());
     }
     StepReport report;
     report.samples = config_.batch;
-    std::vector<double> sums{lossSum, 0.0};
-    const float scale = 1.0f / static_cast<float>(config_.microBatches);
-    for (float& g : shardGrads_.span()) g *= scale;
-    sums[1] = sumOfSquares(shardGrads_.span());  // pads are zero
+    const float mean = 1.0f / static_cast<float>(config_.microBatches);
+    std::vector<double> sums{lossSum, update_->sumOfSquares(shardGrads_.span(), mean)};  // pads are zero
     comm_.allReduce(std::span(sums));
-    report.gradNorm = clipToNorm(shardGrads_.span(), sums[1], config_.clip);
+    report.gradNorm = std::sqrt(sums[1]);
     const float lr = learningRate(step, config_.warmup, config_.steps, config_.lr, config_.minLr);
-    optimizer_->step(shardParams_.span(), shardGrads_.span(), lr);
-    if (stage_ != 3) gatherAll(model_.params());
+    update_->step(shardParams_.span(), shardGrads_.span(), mean, clipScale(sums[1], config_.clip), lr);
+    if (stage_ != 3) gatherAll(model_.params<T>());
     report.loss = sums[0] / static_cast<double>(config_.microBatches);
     report.exposedSeconds = exposed_;
     report.commSeconds = firstLaunch_ ? seconds(Clock::now() - *firstLaunch_) : 0.0;
@@ -127,16 +145,17 @@ class Zero final : public Trainer {
     return report;
   }
 
-  std::vector<std::span<float>> state() override { return {shardParams_.span(), optimizer_->state()}; }
-  Optimizer& optimizer() override { return *optimizer_; }
+  std::vector<std::span<float>> state() override { return update_->state(shardParams_.span()); }
+  Optimizer& optimizer() override { return update_->optimizer(); }
   void restored() override {
-    if (stage_ != 3) gatherAll(model_.params());
+    update_->restored(shardParams_.span());
+    if (stage_ != 3) gatherAll(model_.params<T>());
   }
 
   void materialize() override {
     if (stage_ != 3) return;
     model_.allocate();
-    gatherAll(model_.params());
+    gatherAll(model_.params<T>());
   }
 
  private:
@@ -146,14 +165,14 @@ class Zero final : public Trainer {
   };
 
   // This rank's elements of unit u in a full flat buffer (the last rank's may be short or empty).
-  std::span<float> ownPiece(size_t u, std::span<float> full) const {
+  std::span<T> ownPiece(size_t u, std::span<T> full) const {
     const Unit& unit = units_[u];
     const size_t begin = std::min(unit.count, static_cast<size_t>(rank_) * shards_[u].count);
     const size_t end = std::min(unit.count, begin + shards_[u].count);
     return full.subspan(unit.offset + begin, end - begin);
   }
-  std::span<float> ownPiece(size_t u) { return ownPiece(u, model_.params()); }
-  std::span<float> shardOf(Tracked<float>& buffer, size_t u) {
+  std::span<T> ownPiece(size_t u) { return ownPiece(u, model_.params<T>()); }
+  std::span<T> shardOf(Tracked<T>& buffer, size_t u) {
     return buffer.span().subspan(shards_[u].offset, shards_[u].count);
   }
   size_t padded(size_t u) const { return shards_[u].count * static_cast<size_t>(ranks_); }
@@ -171,7 +190,7 @@ class Zero final : public Trainer {
   void gather(size_t u) {
     paramStage_[u].resize(padded(u));
     launched();
-    gathers_->allGather(std::span<const float>(shardOf(shardParams_, u)), paramStage_[u].span(), &*gatherStream_);
+    gathers_->allGather(std::span<const T>(shardOf(shardParams_, u)), paramStage_[u].span(), &*gatherStream_);
   }
   // The unit after u in the pass (forward: lower unit index; backward: higher), if any.
   std::optional<size_t> next(size_t u, bool forward) const {
@@ -226,20 +245,20 @@ class Zero final : public Trainer {
     const Unit& unit = units_[uu];
     if (layer != unit.lastLayer) return;
     stageGradients(uu);  // the unit's gradients land here, not in a full buffer
-    model_.bindLayers(unit.firstLayer, unit.lastLayer, model_.params().subspan(unit.offset, unit.count),
+    model_.bindLayers(unit.firstLayer, unit.lastLayer, model_.params<T>().subspan(unit.offset, unit.count),
                       gradStage_[uu].span().first(unit.count));
   }
 
   // A unit's gradients are complete: reduce-scatter them into the shard.
-  void unitDone(size_t layer, Tracked<float>& into) {
+  void unitDone(size_t layer, Tracked<T>& into) {
     const long u = unitOf_[layer];
     if (u < 0) return;
     const auto uu = static_cast<size_t>(u);
     const Unit& unit = units_[uu];
     if (layer != unit.firstLayer) return;
-    std::span<const float> source;
+    std::span<const T> source;
     if (stage_ == 1) {
-      const auto grads = model_.grads().subspan(unit.offset, unit.count);
+      const auto grads = model_.grads<T>().subspan(unit.offset, unit.count);
       if (padded(uu) == unit.count) {
         source = grads;
       } else {  // a padded copy: reduce-scatter takes N equal blocks
@@ -258,12 +277,12 @@ class Zero final : public Trainer {
 
   // Stages 1 and 2 after the step, and materialize(): every unit's new
   // parameters from every rank's shard into `full`.
-  void gatherAll(std::span<float> full) {
+  void gatherAll(std::span<T> full) {
     const loom::Comm& comm = stage_ == 3 ? *gathers_ : comm_;
     loom::Stream& stream = stage_ == 3 ? *gatherStream_ : stream_;
     for (size_t u = 0; u < units_.size(); ++u) {
       launched();
-      const std::span<const float> own = shardOf(shardParams_, u);
+      const std::span<const T> own = shardOf(shardParams_, u);
       if (padded(u) == units_[u].count) {  // straight into place
         comm.allGather(own, full.subspan(units_[u].offset, units_[u].count), &stream);
       } else {  // N equal blocks: through a padded buffer
@@ -292,13 +311,13 @@ class Zero final : public Trainer {
   std::vector<Unit> units_;
   std::vector<long> unitOf_;
   std::vector<Shard> shards_;
-  Tracked<float> shardParams_;  // this rank's shard of every unit: fp32 master parameters
-  Tracked<float> shardGrads_;   // and their gradients
-  Tracked<float> partial_;      // a later micro-batch's shard, before it is added
-  std::vector<Tracked<float>> paramStage_;  // per unit: gathered parameters (stage 3; padded)
-  std::vector<Tracked<float>> gradStage_;   // per unit: gradients to reduce-scatter, or gathered
-                                            // parameters to copy into place (padded)
-  std::unique_ptr<Optimizer> optimizer_;
+  Tracked<T> shardParams_;  // this rank's shard of every unit: fp32 master parameters, or bf16 ones
+  Tracked<T> shardGrads_;   // and their gradients
+  Tracked<T> partial_;      // a later micro-batch's shard, before it is added
+  std::vector<Tracked<T>> paramStage_;  // per unit: gathered parameters (stage 3; padded)
+  std::vector<Tracked<T>> gradStage_;   // per unit: gradients to reduce-scatter, or gathered
+                                        // parameters to copy into place (padded)
+  std::optional<Update<T>> update_;     // the optimizer (and bf16's master weights) over the shards
   loom::Stream stream_;  // reduce-scatters (and stages 1-2's gathers)
   std::optional<loom::Comm> gathers_;  // stage 3: a second communicator, so gathers keep their own order
   std::optional<loom::Stream> gatherStream_;
@@ -311,7 +330,8 @@ class Zero final : public Trainer {
 
 std::unique_ptr<Trainer> makeZero(Model& model, const Dataset& data, const TrainConfig& config,
                                   const loom::Comm& comm, MemoryAccount& account, int stage) {
-  return std::make_unique<Zero>(model, data, config, comm, account, stage);
+  if (model.precision() == Precision::Bf16) return std::make_unique<Zero<bf16>>(model, data, config, comm, account, stage);
+  return std::make_unique<Zero<float>>(model, data, config, comm, account, stage);
 }
 
 }  // namespace loom::train
