@@ -120,7 +120,8 @@ std::vector<Finding> collectiveFindings(std::span<const HealthResult> health, st
     }
   }
   std::vector<Finding> out;
-  for (auto& [node, f] : slowest) {
+  for (auto& entry : slowest) {
+    Finding& f = entry.second;  // a plain reference: Clang 14 cannot capture a structured binding
     const bool already = std::any_of(named.begin(), named.end(), [&](const Finding& g) {
       return (g.kind == "node" || g.kind == "rank") && std::includes(f.ranks.begin(), f.ranks.end(), g.ranks.begin(), g.ranks.end());
     });
