@@ -14,6 +14,7 @@
 
 #include "tests/support/processes.hpp"
 #include "tools/loom-diag/attribution.hpp"
+#include "tools/loom-diag/gpu.hpp"
 #include "tools/loom-diag/health_check.hpp"
 #include "tools/loom-diag/schedule.hpp"
 
@@ -238,6 +239,33 @@ TEST(DiagHealthCheck, ANodeWhoseOwnCollectivesAreSlowIsTheNode) {
   EXPECT_TRUE(collectiveFindings(two, hosts, {}, {}).empty());
 }
 
+// A GPU on a degraded PCIe link (half its peers' host->device rate) is
+// named, and nothing else; a dead NVLink pair likewise; two GPUs say nothing.
+TEST(DiagGpu, ASlowGpuOrPairIsNamedAgainstTheMedian) {
+  GpuReport report;
+  for (int node : {0, 4}) {
+    for (int d = 0; d < 2; ++d) {
+      const bool sick = node == 4 && d == 1;
+      report.gpus.push_back({.node = node, .device = d, .hostToDeviceGBps = sick ? 12.0 : 25.0 + d,
+                             .deviceToHostGBps = 24.0 + d});
+      report.pairs.push_back({.node = node, .from = d, .to = 1 - d, .GBps = node == 0 && d == 0 ? 40.0 : 380.0});
+    }
+  }
+  const auto findings = gpuFindings(report, {});
+  ASSERT_EQ(findings.size(), 2u) << findings.back().detail;
+  EXPECT_EQ(findings[0].kind, "gpu");
+  EXPECT_EQ(findings[0].ranks, (std::vector<int>{4}));
+  EXPECT_NE(findings[0].detail.find("GPU 1 of rank 4's host copies host->device at 12 GB/s"), std::string::npos)
+      << findings[0].detail;
+  EXPECT_NE(findings[1].detail.find("GPU 0 -> GPU 1 of rank 0's host copies device->device at 40 GB/s"),
+            std::string::npos)
+      << findings[1].detail;
+  GpuReport two;
+  two.gpus = {report.gpus[0], report.gpus[3]};
+  EXPECT_TRUE(gpuFindings(two, {}).empty());
+  EXPECT_TRUE(gpuFindings(GpuReport{}, {}).empty());
+}
+
 TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   const std::string base = ::testing::TempDir() + "loom-diag-" + std::to_string(::getpid());
   const std::string json = base + ".json", csv = base + ".csv", png = base + ".png", html = base + ".html";
@@ -265,6 +293,11 @@ TEST(DiagTool, ThreeLocalRanksMeasureEveryPairAndWriteJsonCsvAndAHeatmap) {
   EXPECT_EQ(scopes, 8u) << doc;
   EXPECT_NE(doc.find("\"scope\": \"node 0\""), std::string::npos) << doc;
   EXPECT_EQ(doc.find("\"busbw_GBps\": 0,"), std::string::npos) << "every scope measured something: " << doc;
+  // GPU copies: a table where a GPU is, else a line that says why not; the JSON's lists either way.
+  EXPECT_TRUE(out.output.find("# GPU copies, GB/s") != std::string::npos ||
+              out.output.find("# GPU copies: none (no CUDA device") != std::string::npos)
+      << out.output;
+  EXPECT_NE(doc.find("\"gpus\": ["), std::string::npos) << doc;
 
   std::ifstream table(csv);
   std::string line;

@@ -18,6 +18,7 @@
 
 #include "tools/launch/local_job.hpp"
 #include "tools/loom-diag/attribution.hpp"
+#include "tools/loom-diag/gpu.hpp"
 #include "tools/loom-diag/health.hpp"
 #include "tools/loom-diag/measure.hpp"
 #include "tools/loom-diag/options.hpp"
@@ -268,6 +269,8 @@ int runRank(const Options& o) {
       const int hostKey = g.hostKeys[static_cast<size_t>(rank)];
       health = measureHealth(comm, rank, n, hostKey, {std::max<size_t>(o.healthBytes / 16, 4), o.healthBytes}, 5);
     }
+    GpuReport gpus;
+    if (o.gpuBytes > 0) gpus = measureGpus(comm, rank, n, g.hostKeys[static_cast<size_t>(rank)], o.gpuBytes, 5);
     if (rank == 0) {
       if (::isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
       d.rounds = static_cast<int>(rounds.size());
@@ -280,6 +283,9 @@ int runRank(const Options& o) {
       findings.insert(findings.end(), nodes.begin(), nodes.end());
       const auto floors = floorFindings(d.pairs, d.health, g.hostKeys, o.expect);
       findings.insert(findings.end(), floors.begin(), floors.end());
+      d.gpus = std::move(gpus);
+      const auto sickGpus = gpuFindings(d.gpus, o.thresholds);
+      findings.insert(findings.end(), sickGpus.begin(), sickGpus.end());
       d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (o.healthBytes > 0) d.memcpyGBps = memcpyGBps();  // the health figures' limit, not timed
       std::fputs(terminalReport(d, o).c_str(), stdout);

@@ -14,7 +14,7 @@ namespace {
 [[noreturn]] void usage(int status) {
   std::fprintf(status == 0 ? stdout : stderr,
                "usage: loom-diag [-N ranks] [--size BYTES] [--iters N] [--warmup N] [--lat-iters N] [--max-pairs N]\n"
-               "                 [--health-size BYTES]\n"
+               "                 [--health-size BYTES] [--gpu-size BYTES]\n"
                "                 [--threshold K] [--min-drop F] [--expect-pair-bw GBPS] [--expect-busbw GBPS]\n"
                "                 [--expect-latency US] [--thresholds FILE] [--json FILE] [--csv FILE]\n"
                "                 [--heatmap FILE.png] [--html FILE]\n"
@@ -30,6 +30,8 @@ namespace {
                "                      schedule linear in the ranks (ring shifts 1, 2, 4, ... and two more)\n"
                "  --health-size BYTES all-reduce and all-gather busbw of the job, each node and across\n"
                "                      nodes, at 1/16 of it and at it (default 16M; 0: skip)\n"
+               "  --gpu-size BYTES    host<->device and device<->device copies of every GPU the first rank of\n"
+               "                      each host sees (default 64M; 0: skip; none without a GPU)\n"
                "  --threshold K       slow: more than K scaled MADs below its path's median (default 4)\n"
                "  --min-drop F        ... and more than F of the median below it (default 0.3)\n"
                "  --expect-pair-bw X  health check: every pair moves at least X GB/s one way\n"
@@ -105,6 +107,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--warmup") o.warmup = flags::parseInt("--warmup", v, 0, 100000);
     else if (a == "--max-pairs") o.maxPairs = flags::parseInt("--max-pairs", v, 1);
     else if (a == "--health-size") o.healthBytes = flags::parseBytes("--health-size", v);
+    else if (a == "--gpu-size") o.gpuBytes = flags::parseBytes("--gpu-size", v);
     else if (a == "--lat-iters") o.latencyIters = flags::parseInt("--lat-iters", v, 1, 10000000);
     else if (setThreshold(o, a, v)) continue;
     else if (a == "--thresholds") readThresholdsFile(o.thresholdsFile = v, o);

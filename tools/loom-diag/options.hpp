@@ -17,6 +17,7 @@ struct Options {
   int latencyIters = 200;     // --lat-iters: 8-byte round trips per pair
   long long maxPairs = 2016;  // --max-pairs: past this many pairs (64 ranks), the sampled schedule
   size_t healthBytes = 16u << 20;  // --health-size: collectives at 1/16 of it and at it; 0: none
+  size_t gpuBytes = 64u << 20;     // --gpu-size: each GPU copy (gpu.hpp); 0: none
   Thresholds thresholds;      // --threshold, --min-drop
   Expectations expect;        // --expect-pair-bw, --expect-busbw, --expect-latency
   std::string thresholdsFile; // --thresholds: those settings for one machine type, read in flag order

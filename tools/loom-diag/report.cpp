@@ -93,6 +93,18 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
               h.busbwGBps);
     }
   }
+  if (!d.gpus.gpus.empty()) {
+    appendf(out, "# GPU copies, GB/s (the first rank of each host measures the GPUs it sees)\n");
+    appendf(out, "#   %-6s %-7s %14s %14s\n", "rank", "device", "host->device", "device->host");
+    for (const auto& g : d.gpus.gpus) {
+      appendf(out, "#   %-6d %-7d %14.2f %14.2f\n", g.node, g.device, g.hostToDeviceGBps, g.deviceToHostGBps);
+    }
+    for (const auto& p : d.gpus.pairs) {
+      appendf(out, "#   rank %d: GPU %d -> GPU %d %.2f GB/s\n", p.node, p.from, p.to, p.GBps);
+    }
+  } else if (!d.gpus.none.empty()) {
+    appendf(out, "# GPU copies: none (%s)\n", d.gpus.none.c_str());
+  }
   if (d.tcp.to >= 0) {
     appendf(out, "# raw TCP stream, rank %d -> %d (%s -> %s), %zu B messages: %.3f GB/s\n", d.tcp.from, d.tcp.to,
             d.ranks[static_cast<size_t>(d.tcp.from)].host.c_str(), d.ranks[static_cast<size_t>(d.tcp.to)].host.c_str(),
@@ -238,6 +250,18 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
   } else {
     j.null();
   }
+  j.key("gpus").beginArray();
+  for (const auto& g : d.gpus.gpus) {
+    j.beginObject().field("rank", g.node).field("host", d.ranks[static_cast<size_t>(g.node)].host);
+    j.field("device", g.device).field("host_to_device_GBps", g.hostToDeviceGBps);
+    j.field("device_to_host_GBps", g.deviceToHostGBps).endObject();
+  }
+  j.endArray();
+  j.key("gpu_pairs").beginArray();
+  for (const auto& p : d.gpus.pairs) {
+    j.beginObject().field("rank", p.node).field("from", p.from).field("to", p.to).field("GBps", p.GBps).endObject();
+  }
+  j.endArray();
   j.key("collectives").beginArray();
   for (const auto& h : d.health) {
     j.beginObject().field("scope", h.scope).field("collective", h.collective).field("ranks", h.ranks);

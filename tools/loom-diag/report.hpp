@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tools/loom-diag/attribution.hpp"
+#include "tools/loom-diag/gpu.hpp"
 #include "tools/loom-diag/health.hpp"
 #include "tools/loom-diag/options.hpp"
 
@@ -22,6 +23,7 @@ struct Diagnosis {
   std::vector<PairResult> pairs;  // every ordered pair
   std::vector<HealthResult> health;
   TcpStream tcp;          // the socket paths' limit, with two or more nodes
+  GpuReport gpus;         // every host's GPU copy matrices (--gpu-size)
   double memcpyGBps = 0;  // rank 0's host, one thread
   Attribution attribution;
   int rounds = 0;
