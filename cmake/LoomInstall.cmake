@@ -1,5 +1,7 @@
 # Installs libloom (shared and static), its headers, a CMake package
-# (find_package(loom) -> loom::loom, loom::loom_static) and loom.pc.
+# (find_package(loom) -> loom::loom, loom::loom_static) and loom.pc; and
+# beside it libnccl.so.2 with its nccl.h (include/loom/nccl/) and
+# loom-nccl.pc, for programs written for NCCL.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS loom loom_static EXPORT loomTargets
@@ -19,3 +21,8 @@ install(FILES ${PROJECT_BINARY_DIR}/loomConfig.cmake ${PROJECT_BINARY_DIR}/loomC
 file(RELATIVE_PATH LOOM_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
 configure_file(cmake/loom.pc.in ${PROJECT_BINARY_DIR}/loom.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/loom.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+install(TARGETS loom_nccl LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES shim/nccl/include/nccl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom/nccl)
+configure_file(cmake/loom-nccl.pc.in ${PROJECT_BINARY_DIR}/loom-nccl.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/loom-nccl.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

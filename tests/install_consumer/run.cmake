@@ -14,7 +14,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(rc)
   message(FATAL_ERROR "building the consumer failed")
 endif()
-foreach(exe consumer_cmake consumer_pkgconfig consumer_cpp)
+foreach(exe consumer_cmake consumer_pkgconfig consumer_cpp consumer_nccl)
   execute_process(COMMAND ${WORK_DIR}/build/${exe} RESULT_VARIABLE rc OUTPUT_VARIABLE out)
   if(rc OR NOT out MATCHES "loom ok 1 rank")
     message(FATAL_ERROR "${exe} failed: ${out}")

@@ -1,0 +1,144 @@
+// Loom's libnccl.so.2: its header is NCCL's ABI (a fact table of NCCL's
+// layouts and numbers below), a program written for NCCL runs on it across
+// processes with every collective exact, and NCCL's variables reach Loom.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nccl.h>
+#include "tests/support/processes.hpp"
+
+namespace {
+
+// NCCL's layouts on LP64, from its header: ncclConfig_t's fields in order
+// (2.27's end at nvlsCTAs, 2.28 adds two, 2.30-2.31 the rest), the
+// per-collective config and the simulation info.
+TEST(NcclAbi, StructsAreLaidOutAsNcclLaysThemOut) {
+  EXPECT_EQ(sizeof(ncclUniqueId), 128u);
+  EXPECT_EQ(offsetof(ncclConfig_t, size), 0u);
+  EXPECT_EQ(offsetof(ncclConfig_t, magic), 8u);
+  EXPECT_EQ(offsetof(ncclConfig_t, version), 12u);
+  EXPECT_EQ(offsetof(ncclConfig_t, blocking), 16u);
+  EXPECT_EQ(offsetof(ncclConfig_t, netName), 32u);
+  EXPECT_EQ(offsetof(ncclConfig_t, splitShare), 40u);
+  EXPECT_EQ(offsetof(ncclConfig_t, commName), 48u);
+  EXPECT_EQ(offsetof(ncclConfig_t, nvlsCTAs), 68u);  // the last of 2.27
+  EXPECT_EQ(offsetof(ncclConfig_t, nvlinkCentricSched), 76u);
+  EXPECT_EQ(offsetof(ncclConfig_t, nvlsHostMode), 112u);
+  EXPECT_EQ(sizeof(ncclConfig_t), 120u);
+  EXPECT_EQ(offsetof(ncclCollConfig_t, ext), 16u);
+  EXPECT_EQ(offsetof(ncclCollConfig_t, algSelection), 40u);
+  EXPECT_EQ(offsetof(ncclCollConfig_t, userProfilerTag), 56u);
+  EXPECT_EQ(sizeof(ncclCollConfig_t), 64u);
+  EXPECT_EQ(offsetof(ncclSimInfo_t, estimatedTime), 16u);
+  EXPECT_EQ(sizeof(ncclWaitSignalDesc_t), 16u);
+  EXPECT_EQ(sizeof(ncclRedOp_t), 4u);
+  EXPECT_EQ(sizeof(ncclDataType_t), 4u);
+}
+
+TEST(NcclAbi, NumbersAreNcclsAndTheVersionIs2277) {
+  EXPECT_EQ(NCCL_VERSION_CODE, 22707);
+  EXPECT_EQ(NCCL_VERSION(2, 27, 7), 22707);
+  EXPECT_EQ(NCCL_VERSION(2, 8, 4), 2804);  // the old encoding below 2.9
+  const std::map<int, int> results{{ncclSuccess, 0},      {ncclUnhandledCudaError, 1}, {ncclSystemError, 2},
+                                   {ncclInternalError, 3}, {ncclInvalidArgument, 4},   {ncclInvalidUsage, 5},
+                                   {ncclRemoteError, 6},   {ncclInProgress, 7},        {ncclTimeout, 8},
+                                   {ncclNumResults, 9}};
+  for (const auto& [value, want] : results) EXPECT_EQ(value, want);
+  const std::map<int, int> types{{ncclInt8, 0},    {ncclChar, 0},     {ncclUint8, 1},      {ncclInt32, 2},
+                                 {ncclInt, 2},     {ncclUint32, 3},   {ncclInt64, 4},      {ncclUint64, 5},
+                                 {ncclFloat16, 6}, {ncclHalf, 6},     {ncclFloat32, 7},    {ncclFloat, 7},
+                                 {ncclFloat64, 8}, {ncclDouble, 8},   {ncclBfloat16, 9},   {ncclFloat8e4m3, 10},
+                                 {ncclFloat8e5m2, 11}, {ncclNumTypes, 12}};
+  for (const auto& [value, want] : types) EXPECT_EQ(value, want);
+  EXPECT_EQ(ncclSum, 0);
+  EXPECT_EQ(ncclProd, 1);
+  EXPECT_EQ(ncclMax, 2);
+  EXPECT_EQ(ncclMin, 3);
+  EXPECT_EQ(ncclAvg, 4);
+  EXPECT_EQ(ncclNumOps, 5);
+  EXPECT_EQ(static_cast<long>(ncclMaxRedOp), 0x7fffffffL);
+  EXPECT_EQ(ncclScalarDevice, 0);
+  EXPECT_EQ(ncclScalarHostImmediate, 1);
+  EXPECT_EQ(NCCL_CONFIG_UNDEF_INT, INT_MIN);
+  EXPECT_EQ(NCCL_SPLIT_NOCOLOR, -1);
+  EXPECT_EQ(NCCL_API_MAGIC, 0xcafebeefu);
+  EXPECT_EQ(NCCL_SHRINK_ABORT, 1);
+  EXPECT_EQ(NCCL_WIN_REQUIRED_ALIGNMENT, 4096);
+  const ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  EXPECT_EQ(config.size, sizeof(ncclConfig_t));
+  EXPECT_EQ(config.magic, 0xcafebeefu);
+  EXPECT_EQ(config.version, 22707u);
+  EXPECT_EQ(config.blocking, INT_MIN);
+  EXPECT_EQ(config.netName, nullptr);
+  EXPECT_EQ(config.nvlsHostMode, INT_MIN);
+  const ncclCollConfig_t coll = NCCL_COLLCONFIG_INITIALIZER;
+  EXPECT_EQ(coll.forceAlgSelection, 1);
+  EXPECT_EQ(coll.userProfilerTag, 0u);
+}
+
+struct Job {
+  std::vector<loom::test::ProcessResult> ranks;
+};
+
+// n processes of the NCCL program, with extra environment.
+Job runProgram(int n, const std::map<std::string, std::string>& env = {}) {
+  const std::string dir = ::testing::TempDir() + "loom-nccl-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int r = 0; r < n; ++r) {
+    argvs.push_back({LOOM_NCCL_PROGRAM_BIN, std::to_string(r), std::to_string(n), dir});
+    envs.push_back(env);
+  }
+  Job job{loom::test::runProcesses(argvs, envs, std::chrono::seconds(120))};
+  std::filesystem::remove_all(dir);
+  return job;
+}
+
+void expectEveryRankOk(const Job& job) {
+  for (size_t r = 0; r < job.ranks.size(); ++r) {
+    EXPECT_EQ(job.ranks[r].exitCode, 0) << "rank " << r << ":\n" << job.ranks[r].output;
+    EXPECT_NE(job.ranks[r].output.find("rank " + std::to_string(r) + " ok"), std::string::npos)
+        << job.ranks[r].output;
+  }
+}
+
+// Every collective, every type and op, send/recv, a split, PreMulSum and bad
+// input's codes, exactly, as a program written for NCCL sees them.
+TEST(NcclShim, AProgramWrittenForNcclRunsEveryCollectiveExactly) {
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    expectEveryRankOk(runProgram(n));
+  }
+}
+
+TEST(NcclShim, OverSockets) { expectEveryRankOk(runProgram(3, {{"LOOM_TRANSPORT", "socket"}})); }
+
+// NCCL's variables reach Loom: NCCL_DEBUG=INFO logs, NCCL_ALGO=Tree picks the
+// tree; a LOOM_* variable set too wins; one Loom has no equivalent for is
+// said to be ignored.
+TEST(NcclShim, NcclVariablesBecomeLoomsAndLoomsWin) {
+  auto job = runProgram(2, {{"NCCL_DEBUG", "INFO"}, {"NCCL_ALGO", "Tree"}});
+  expectEveryRankOk(job);
+  EXPECT_NE(job.ranks[0].output.find("loom INFO"), std::string::npos) << job.ranks[0].output;
+  EXPECT_NE(job.ranks[0].output.find(": tree, chunk"), std::string::npos) << job.ranks[0].output;
+  job = runProgram(2, {{"NCCL_DEBUG", "INFO"}, {"NCCL_ALGO", "Tree"}, {"LOOM_ALGO", "ring"}});
+  expectEveryRankOk(job);
+  EXPECT_EQ(job.ranks[0].output.find(": tree, chunk"), std::string::npos) << job.ranks[0].output;
+  EXPECT_NE(job.ranks[0].output.find(": ring, chunk"), std::string::npos) << job.ranks[0].output;
+  job = runProgram(2, {{"NCCL_ALGO", "NVLS"}});
+  expectEveryRankOk(job);
+  EXPECT_NE(job.ranks[0].output.find("NCCL_ALGO=NVLS names no single algorithm Loom has (Ring, Tree); ignored"),
+            std::string::npos)
+      << job.ranks[0].output;
+}
+
+}  // namespace
