@@ -52,7 +52,12 @@ typedef struct {
   char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 
+/* Loom's additions to NCCL's enums below (names ending in _loom_): the least
+ * and the largest int, which change no value or size (every enum here is an
+ * int) but make every int a value of the enum for C++, so that a bad value a
+ * C program passes is one Loom may read and refuse by name. */
 typedef enum {
+  ncclResultMin_loom_ = INT_MIN,
   ncclSuccess = 0,
   ncclUnhandledCudaError = 1,
   ncclSystemError = 2,
@@ -62,7 +67,8 @@ typedef enum {
   ncclRemoteError = 6,
   ncclInProgress = 7,
   ncclTimeout = 8,
-  ncclNumResults = 9
+  ncclNumResults = 9,
+  ncclResultMax_loom_ = INT_MAX
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -193,14 +199,17 @@ typedef struct ncclSimInfo_v22200 {
   { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
 
 typedef enum {
+  ncclCommMemStatMin_loom_ = INT_MIN,
   ncclStatGpuMemSuspend = 0,
   ncclStatGpuMemSuspended = 1,
   ncclStatGpuMemPersist = 2,
-  ncclStatGpuMemTotal = 3
+  ncclStatGpuMemTotal = 3,
+  ncclCommMemStatMax_loom_ = INT_MAX
 } ncclCommMemStat_t;
 
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
 typedef enum {
+  ncclRedOpMin_loom_ = INT_MIN,
   ncclSum = 0,
   ncclProd = 1,
   ncclMax = 2,
@@ -211,6 +220,7 @@ typedef enum {
 } ncclRedOp_t;
 
 typedef enum {
+  ncclDataTypeMin_loom_ = INT_MIN,
   ncclInt8 = 0, ncclChar = 0,
   ncclUint8 = 1,
   ncclInt32 = 2, ncclInt = 2,
@@ -223,10 +233,16 @@ typedef enum {
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10, /* Loom reduces neither fp8 type yet: ncclInvalidArgument */
   ncclFloat8e5m2 = 11,
-  ncclNumTypes = 12
+  ncclNumTypes = 12,
+  ncclDataTypeMax_loom_ = INT_MAX
 } ncclDataType_t;
 
-typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
+typedef enum {
+  ncclScalarResidenceMin_loom_ = INT_MIN,
+  ncclScalarDevice = 0,
+  ncclScalarHostImmediate = 1,
+  ncclScalarResidenceMax_loom_ = INT_MAX
+} ncclScalarResidence_t;
 
 typedef struct {
   int opCnt;
