@@ -68,19 +68,21 @@ void Communicator::revoke(const std::string& message) { cancel_.cancel(loomRemot
 
 void Communicator::poison(const std::string& what) {
   if (cancel_.cancelled()) return;
-  poisoned_.store(true, std::memory_order_release);
   // The peers first: cancelling here closes connections this rank was
   // opening, and a peer that saw one close before the notice came would
   // blame a lost peer.
   if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportMismatch(what);
   cancel_.cancel(loomInvalidUsage, "the ranks are out of step: " + what);
+  // Only after the cancel that carries the why: whoever sees poisoned_ (a
+  // call that lost a peer and waits for this notice) must find it there.
+  poisoned_.store(true, std::memory_order_release);
 }
 
 void Communicator::outOfStep(int from, const std::string& what) {
   if (cancel_.cancelled()) return;
-  poisoned_.store(true, std::memory_order_release);
-  LOOM_WARN(Init, "rank %d found the ranks out of step: %s; the communicator is unusable", from, what.c_str());
   cancel_.cancel(loomInvalidUsage, "the ranks are out of step, as rank " + std::to_string(from) + " found: " + what);
+  poisoned_.store(true, std::memory_order_release);  // after the why, as in poison()
+  LOOM_WARN(Init, "rank %d found the ranks out of step: %s; the communicator is unusable", from, what.c_str());
 }
 
 loomResult_t Communicator::state() const {

@@ -151,7 +151,7 @@ class Communicator {
   std::string initError_;
   std::thread initThread_;
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> poisoned_{false};
+  std::atomic<bool> poisoned_{false};  // set only after cancel_ holds the why
   uint32_t shrinkEpoch_ = 0;
   mutable std::mutex failedMutex_;
   std::vector<int> failed_;  // ranks the watchdog declared failed
