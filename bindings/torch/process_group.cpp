@@ -25,6 +25,8 @@ loomDataType_t loomType(const at::Tensor& t) {
     case at::kChar: return loomInt8;
     case at::kByte:
     case at::kBool: return loomUint8;  // one byte, 0 or 1
+    case at::kComplexFloat: return loomFloat32;  // as (real, imaginary) pairs
+    case at::kComplexDouble: return loomFloat64;
     default: TORCH_CHECK(false, "loom: tensors of ", t.scalar_type(), " are not a type Loom moves or reduces");
   }
 }
@@ -57,6 +59,9 @@ struct Reduction {
 Reduction reductionFor(const c10d::ReduceOp& reduceOp, const at::Tensor& t, const char* what) {
   Reduction r;
   const bool boolean = t.scalar_type() == at::kBool;
+  // Complex numbers add (and average) as pairs of reals; nothing else of them is element-wise.
+  TORCH_CHECK(!t.is_complex() || reduceOp.op_ == c10d::ReduceOp::SUM || reduceOp.op_ == c10d::ReduceOp::AVG,
+              "loom: ", what, ": complex tensors reduce by SUM or AVG only");
   switch (reduceOp.op_) {
     case c10d::ReduceOp::SUM: r.op = boolean ? loomMax : loomSum; break;
     case c10d::ReduceOp::PRODUCT: r.op = boolean ? loomMin : loomProd; break;
@@ -82,7 +87,8 @@ Reduction reductionFor(const c10d::ReduceOp& reduceOp, const at::Tensor& t, cons
   return r;
 }
 
-size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
+// Elements of loomType(t) in t: a complex number is two.
+size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * (t.is_complex() ? 2 : 1); }
 
 }  // namespace
 
@@ -241,8 +247,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                            std::vector<at::Tensor>& inputs,
-                                                           const c10d::AllgatherOptions& opts) {
-  return allgather_coalesced(outputs, inputs, opts);
+                                                           const c10d::AllgatherOptions& /*opts*/) {
+  requireOne(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1, "loom: allgather takes one output list per input, not ", outputs.size());
+  std::vector<std::vector<at::Tensor>> byRank;
+  for (const auto& o : outputs[0]) byRank.push_back({o});
+  return gatherEach(byRank, inputs, c10d::OpType::ALLGATHER, "allgather");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -258,26 +268,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_allgather_base(at::Tensor& out
   });
 }
 
-// Each input's blocks gathered into one flat buffer per input, in one Loom
-// group, then copied into the output lists.
+// outputs[r][i]: input i of rank r (c10d's order for the coalesced form).
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                      std::vector<at::Tensor>& inputs,
                                                                      const c10d::AllgatherOptions& /*opts*/) {
-  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "loom: allgather: ", inputs.size(),
-              " inputs and ", outputs.size(), " output lists");
+  return gatherEach(outputs, inputs, c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced");
+}
+
+// Each input gathered into a flat buffer of its own, all in one Loom group,
+// then copied into byRank[r][i].
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gatherEach(std::vector<std::vector<at::Tensor>>& byRank,
+                                                            std::vector<at::Tensor>& inputs, c10d::OpType type,
+                                                            const char* what) {
+  TORCH_CHECK(!inputs.empty(), "loom: ", what, " of no tensors");
+  TORCH_CHECK(static_cast<int>(byRank.size()) == getSize(), "loom: ", what, ": outputs for ", byRank.size(),
+              " ranks, not ", getSize());
   std::vector<at::Tensor> flats, all;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    requireUsable(inputs[i], "allgather");
-    TORCH_CHECK(static_cast<int>(outputs[i].size()) == getSize(), "loom: allgather: an output list of ",
-                outputs[i].size(), " tensors for ", getSize(), " ranks");
-    for (const auto& o : outputs[i]) {
-      requireSame(o, inputs[i], "allgather");
-      TORCH_CHECK(o.numel() == inputs[i].numel(), "loom: allgather: outputs must be as large as the input");
-      all.push_back(o);
+  for (size_t i = 0; i < inputs.size(); ++i) requireUsable(inputs[i], what);
+  for (const auto& ofRank : byRank) {
+    TORCH_CHECK(ofRank.size() == inputs.size(), "loom: ", what, ": ", ofRank.size(), " outputs of a rank for ",
+                inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      requireSame(ofRank[i], inputs[i], what);
+      TORCH_CHECK(ofRank[i].numel() == inputs[i].numel(), "loom: ", what, ": outputs must be as large as the input");
+      all.push_back(ofRank[i]);
     }
-    flats.push_back(at::empty({inputs[i].numel() * getSize()}, inputs[i].options()));
   }
-  return enqueue(c10d::OpType::ALLGATHER, "allgather", all, [this, inputs, outputs, flats] {
+  for (const auto& in : inputs) flats.push_back(at::empty({in.numel() * getSize()}, in.options()));
+  const std::vector<std::vector<at::Tensor>> outs = byRank;
+  return enqueue(type, what, all, [this, inputs, outs, flats] {
     check(loomGroupStart());
     loomResult_t first = loomSuccess;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -288,10 +307,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_coalesced(std::vector
     const loomResult_t end = loomGroupEnd();
     check(first);
     check(end);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      for (int r = 0; r < getSize(); ++r) {
-        at::Tensor o = outputs[i][static_cast<size_t>(r)];
-        o.copy_(flats[i].narrow(0, r * inputs[i].numel(), inputs[i].numel()).view_as(o));
+    for (size_t r = 0; r < outs.size(); ++r) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        at::Tensor o = outs[r][i];
+        const int64_t n = inputs[i].numel();
+        o.copy_(flats[i].narrow(0, static_cast<int64_t>(r) * n, n).view_as(o));
       }
     }
   });
@@ -429,16 +449,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(at::Tensor& outpu
   const auto recvs = offsets(out, outputSplits, "output");
   return enqueue(c10d::OpType::ALLTOALL_BASE, "alltoall", {output}, [this, in, out, sends, recvs, n] {
     const size_t element = static_cast<size_t>(in.element_size());
+    const size_t per = in.is_complex() ? 2 : 1;  // Loom elements in a tensor's element
     check(loomGroupStart());
     loomResult_t first = loomSuccess;
     for (int p = 0; p < n; ++p) {
       const auto [sendAt, sendCount] = sends[static_cast<size_t>(p)];
       const auto [recvAt, recvCount] = recvs[static_cast<size_t>(p)];
       loomResult_t r = loomSend(static_cast<const char*>(in.data_ptr()) + static_cast<size_t>(sendAt) * element,
-                                static_cast<size_t>(sendCount), loomType(in), p, comm_, nullptr);
+                                static_cast<size_t>(sendCount) * per, loomType(in), p, comm_, nullptr);
       if (first == loomSuccess) first = r;
       r = loomRecv(static_cast<char*>(out.data_ptr()) + static_cast<size_t>(recvAt) * element,
-                   static_cast<size_t>(recvCount), loomType(out), p, comm_, nullptr);
+                   static_cast<size_t>(recvCount) * per, loomType(out), p, comm_, nullptr);
       if (first == loomSuccess) first = r;
     }
     const loomResult_t end = loomGroupEnd();

@@ -7,8 +7,9 @@
 // list forms) and completes its Work and future; the caller returns at once.
 //
 // Tensors: CPU, dense, contiguous; every dtype Loom has (float64, float32,
-// float16, bfloat16, int64, int32, int8, uint8) and bool (as uint8, sum as
-// max, product as min, NCCL's mapping). Reductions: SUM, AVG, PRODUCT, MIN,
+// float16, bfloat16, int64, int32, int8, uint8), bool (as uint8, sum as
+// max, product as min, NCCL's mapping) and complex (as pairs of reals; sum
+// and average only). Reductions: SUM, AVG, PRODUCT, MIN,
 // MAX and PREMUL_SUM; the bitwise ones are refused by name. Send and recv pair
 // in call order (tags are not matched, as in NCCL); a receive from any source
 // is refused.
@@ -84,6 +85,9 @@ class ProcessGroupLoom final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
                                          std::function<void()> run);
   void work();
+  // byRank[r][i] <- input i of rank r, for allgather and allgather_coalesced.
+  c10::intrusive_ptr<c10d::Work> gatherEach(std::vector<std::vector<at::Tensor>>& byRank,
+                                            std::vector<at::Tensor>& inputs, c10d::OpType type, const char* what);
   // Throws std::runtime_error with Loom's message unless `result` is loomSuccess.
   void check(loomResult_t result) const;
 

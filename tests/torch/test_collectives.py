@@ -112,6 +112,24 @@ def collectives(rank, world):
     t = torch.full((N,), 2.0 * (rank + 1))
     dist.all_reduce(t, dist._make_nccl_premul_sum(0.5))
     check(failures, "all_reduce premul_sum", t, torch.full((N,), float(world * (world + 1) // 2)))
+    # Complex numbers, as pairs of reals: summed, gathered.
+    z = torch.complex(values(rank, torch.float32), -values(rank, torch.float32, offset=1))
+    dist.all_reduce(z)
+    check(failures, "all_reduce complex64",
+          z, torch.complex(folded(world, torch.float32, dist.ReduceOp.SUM),
+                           -sum(values(r, torch.float32, offset=1) for r in range(world))))
+    zs = [torch.empty(N, dtype=torch.complex64) for _ in range(world)]
+    dist.all_gather(zs, torch.complex(values(rank, torch.float32), values(rank, torch.float32)))
+    for r in range(world):
+        check(failures, f"all_gather complex64 from {r}", zs[r],
+              torch.complex(values(r, torch.float32), values(r, torch.float32)))
+    # all_gather_coalesced: outputs[r][i] is input i of rank r.
+    ins = [values(rank, torch.float32), values(rank, torch.float32, n=5)]
+    outs = [[torch.empty(N), torch.empty(5)] for _ in range(world)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(world):
+        check(failures, f"all_gather_coalesced from {r}", outs[r][0], values(r, torch.float32))
+        check(failures, f"all_gather_coalesced from {r} (second)", outs[r][1], values(r, torch.float32, n=5))
     # Several tensors at once.
     ts = [values(rank, torch.float32), values(rank, torch.float32, n=7)]
     dist.all_reduce_coalesced(ts)
