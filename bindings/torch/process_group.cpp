@@ -148,13 +148,58 @@ void ProcessGroupLoom::check(loomResult_t result) const {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::enqueue(c10d::OpType type, std::string what,
                                                          std::vector<at::Tensor> outputs, std::function<void()> run) {
-  auto work = c10::make_intrusive<LoomWork>(getRank(), type, std::move(what), std::move(outputs), timeout_);
+  auto work = c10::make_intrusive<LoomWork>(getRank(), type, what, std::move(outputs), timeout_);
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({work, std::move(run)});
+    if (coalescing_) {
+      // A Loom group defers sends and receives alone to its end; anything
+      // else would run (and copy its results) before its data had moved.
+      TORCH_CHECK(type == c10d::OpType::SEND || type == c10d::OpType::RECV, "loom: ", what,
+                  " inside batch_isend_irecv: only isend and irecv may be coalesced");
+      coalescing_->push_back({{work}, std::move(run)});
+      return work;
+    }
+    queue_.push_back({{work}, std::move(run)});
   }
   ready_.notify_one();
   return work;
+}
+
+void ProcessGroupLoom::startCoalescing() {
+  std::lock_guard lock(mutex_);
+  TORCH_CHECK(!coalescing_, "loom: startCoalescing: already coalescing (batch_isend_irecv does not nest)");
+  coalescing_.emplace();
+}
+
+void ProcessGroupLoom::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) {
+  Task batch;
+  std::vector<std::function<void()>> runs;
+  {
+    std::lock_guard lock(mutex_);
+    TORCH_CHECK(coalescing_, "loom: endCoalescing without startCoalescing");
+    for (Task& t : *coalescing_) {
+      batch.works.push_back(t.works[0]);
+      runs.push_back(std::move(t.run));
+    }
+    coalescing_.reset();
+    if (runs.empty()) return;
+    batch.run = [this, runs = std::move(runs)] {
+      check(loomGroupStart());
+      std::exception_ptr first;
+      for (const auto& run : runs) {
+        try {
+          run();
+        } catch (...) {
+          if (!first) first = std::current_exception();
+        }
+      }
+      const loomResult_t end = loomGroupEnd();
+      if (first) std::rethrow_exception(first);
+      check(end);
+    };
+    queue_.push_back(std::move(batch));
+  }
+  ready_.notify_one();
 }
 
 void ProcessGroupLoom::work() {
@@ -173,7 +218,7 @@ void ProcessGroupLoom::work() {
     } catch (...) {
       error = std::current_exception();
     }
-    task.work->complete(error);
+    for (const auto& work : task.works) work->complete(error);
   }
 }
 

@@ -24,6 +24,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +80,12 @@ class ProcessGroupLoom final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  // batch_isend_irecv: the sends and receives between these two run as one
+  // Loom group, so that ranks may post them in any order without waiting on
+  // each other (two ranks that each receive first would otherwise deadlock).
+  void startCoalescing() override;
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+
  private:
   // Queues `run` on the worker; the Work completes when it returns, or
   // fails with what it threw.
@@ -94,12 +101,13 @@ class ProcessGroupLoom final : public c10d::ProcessGroup {
   loomComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   struct Task {
-    c10::intrusive_ptr<LoomWork> work;
+    std::vector<c10::intrusive_ptr<LoomWork>> works;  // completed together when run returns
     std::function<void()> run;
   };
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Task> queue_;
+  std::optional<std::vector<Task>> coalescing_;  // between startCoalescing and endCoalescing
   bool stopping_ = false;
   std::thread worker_;
 };

@@ -154,6 +154,17 @@ def collectives(rank, world):
     for req in reqs:
         req.wait()
     check(failures, "isend/irecv", out, torch.full((N,), float(prv)))
+    # batch_isend_irecv: every rank receives first, 4 MiB each way, which
+    # no transport buffers whole; only a group lets both sides go on.
+    big = 1 << 20
+    got = [torch.empty(big) for _ in range(world)]
+    ops = [dist.P2POp(dist.irecv, got[p], p) for p in range(world) if p != rank]
+    ops += [dist.P2POp(dist.isend, torch.full((big,), float(10 * rank + p)), p) for p in range(world) if p != rank]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    for p in range(world):
+        if p != rank:
+            check(failures, f"batch_isend_irecv from {p}", got[p], torch.full((big,), float(10 * p + rank)))
     dist.barrier()
     return failures
 
@@ -164,6 +175,16 @@ def test_every_collective_and_dtype_is_exact(world):
         assert not failures, f"rank {rank}: " + "\n".join(failures)
 
 
+def coalesced(call):
+    """call() between the start and end of coalescing, as batch_isend_irecv does."""
+    group = dist.distributed_c10d._get_default_group()
+    group._start_coalescing()
+    try:
+        call()
+    finally:
+        group._end_coalescing([])
+
+
 def refusals(rank, world):
     said = {}
     t = torch.ones(4, dtype=torch.int32)
@@ -172,6 +193,7 @@ def refusals(rank, world):
         ("non-contiguous", lambda: dist.all_reduce(torch.ones(4, 4).t())),
         ("int16", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16))),
         ("any source", lambda: dist.recv(torch.empty(4))),
+        ("coalesced all_reduce", lambda: coalesced(lambda: dist.all_reduce(t))),
     ]:
         try:
             call()
@@ -188,6 +210,7 @@ def test_what_loom_cannot_do_is_refused_by_name():
     assert "contiguous" in said["non-contiguous"], said
     assert "Short" in said["int16"] and "not a type Loom" in said["int16"], said
     assert said["any source"] is not None and "source" in said["any source"], said
+    assert "only isend and irecv" in said["coalesced all_reduce"], said
 
 
 def init_methods(rank, world):
