@@ -143,6 +143,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroupLoom::create(const c10::intru
 }
 
 void ProcessGroupLoom::check(loomResult_t result) const {
+  if (result == loomTimeout) {
+    throw std::runtime_error(std::string("loom: the group's timeout passed: ") + loomGetLastError(comm_));
+  }
   if (result != loomSuccess) throw std::runtime_error(std::string("loom: ") + loomGetLastError(comm_));
 }
 

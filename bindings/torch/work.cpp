@@ -34,7 +34,8 @@ bool LoomWork::wait(std::chrono::milliseconds timeout) {
   const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
   std::unique_lock lock(mutex_);
   if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {
-    TORCH_CHECK(false, "loom: ", what_, " did not complete within ", limit.count(), " ms");
+    // " timeout ": the word PyTorch's own tests (and users' scripts) look for.
+    TORCH_CHECK(false, "loom: ", what_, " did not complete within the timeout of ", limit.count(), " ms");
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;

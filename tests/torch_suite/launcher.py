@@ -76,20 +76,45 @@ from torch.testing._internal.distributed.distributed_test import DistributedTest
 
 # Tests the suite runs on gloo alone by naming it, though what they test is
 # no gloo feature: all-reduce of several tensors at once, futures of works,
-# scattered objects, batched isend/irecv on CPU. They run on loom too. (Left
-# gloo's: its timeouts and monitored barrier, a receive from any source and
-# sparse tensors, which Loom lacks, and DDP's no_sync tests, whose bodies
-# build their model only if BACKEND is gloo, mpi or nccl; tests/torch/
-# test_ddp.py holds no_sync to single-process accumulation instead.)
+# scattered objects, batched isend/irecv on CPU, a barrier's timeout. They run
+# on loom too. (Left gloo's: its monitored barrier, which torch.distributed
+# offers gloo alone, a receive from any source and sparse tensors, which
+# Loom lacks.)
 LOOM_ALSO = [
+    "test_barrier_timeout_full_group", "test_barrier_timeout_group",
     "test_all_reduce_coalesced_full_group_max", "test_all_reduce_coalesced_full_group_min",
     "test_all_reduce_coalesced_full_group_product", "test_all_reduce_coalesced_full_group_sum",
     "test_all_reduce_coalesced_max", "test_all_reduce_coalesced_min", "test_all_reduce_coalesced_product",
     "test_all_reduce_coalesced_sum", "test_batch_isend_irecv_gloo", "test_batch_isend_irecv_gloo_tags",
     "test_get_future", "test_scatter_object_list",
 ]
+# DDP's no_sync tests build their model only where the module's BACKEND is
+# gloo, mpi or nccl, and gloo's branch is the CPU one. The group is loom's
+# (made in setUp); the body reads BACKEND as "gloo" while it runs.
+NO_SYNC = [
+    "test_accumulate_gradients_no_sync", "test_accumulate_gradients_no_sync_allreduce_hook",
+    "test_accumulate_gradients_no_sync_allreduce_with_then_hook", "test_accumulate_gradients_no_sync_grad_is_view",
+]
+
+
+def _as_gloo_cpu_body(test):
+    import functools
+    from torch.testing._internal.distributed import distributed_test
+
+    @functools.wraps(test)
+    def body(*args, **kwargs):
+        distributed_test.BACKEND = "gloo"
+        try:
+            return test(*args, **kwargs)
+        finally:
+            distributed_test.BACKEND = BACKEND
+    return body
+
+
 if BACKEND == "loom":
-    for _name in LOOM_ALSO:
+    for _name in NO_SYNC:
+        setattr(DistributedTest._DistTestBase, _name, _as_gloo_cpu_body(getattr(DistributedTest._DistTestBase, _name)))
+    for _name in LOOM_ALSO + NO_SYNC:
         getattr(DistributedTest._DistTestBase, _name).__unittest_skip__ = False
 
 
