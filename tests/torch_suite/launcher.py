@@ -82,6 +82,8 @@ from torch.testing._internal.distributed.distributed_test import DistributedTest
 # Loom lacks.)
 LOOM_ALSO = [
     "test_barrier_timeout_full_group", "test_barrier_timeout_group",
+    "test_all_reduce_coalesced_group_max", "test_all_reduce_coalesced_group_min",
+    "test_all_reduce_coalesced_group_product", "test_all_reduce_coalesced_group_sum",
     "test_all_reduce_coalesced_full_group_max", "test_all_reduce_coalesced_full_group_min",
     "test_all_reduce_coalesced_full_group_product", "test_all_reduce_coalesced_full_group_sum",
     "test_all_reduce_coalesced_max", "test_all_reduce_coalesced_min", "test_all_reduce_coalesced_product",
