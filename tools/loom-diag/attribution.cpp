@@ -4,25 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include "tools/loom-diag/statistics.hpp"
 
 namespace loom::diag {
-namespace {
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
-
-std::string gbps(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g GB/s", v);
-  return text;
-}
-
-}  // namespace
-
 const char* metricName(Metric metric) {
   constexpr const char* kNames[] = {"bandwidth", "busbw", "latency_p50", ""};
   return kNames[static_cast<int>(metric)];

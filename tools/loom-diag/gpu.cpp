@@ -6,6 +6,7 @@
 #include "base/device/copy_bandwidth.hpp"
 #include "base/device/cuda.hpp"
 #include "tools/loom-diag/measure.hpp"
+#include "tools/loom-diag/statistics.hpp"
 
 namespace loom::diag {
 namespace {
@@ -15,22 +16,6 @@ using cuda::CopyKind;
 constexpr size_t kGpus = kMaxGpusPerNode;
 // Gathered per rank: the device count, then per device its two figures, then the pairs' matrix.
 constexpr size_t kBlock = 1 + 2 * kGpus + kGpus * kGpus;
-
-void must(loomResult_t r, const char* call, loomComm_t comm) {
-  if (r != loomSuccess) throw Failure{std::string(call) + ": " + loomGetErrorString(r) + " (" + loomGetLastError(comm) + ")"};
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
-
-std::string gbps(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g GB/s", v);
-  return text;
-}
 
 }  // namespace
 

@@ -12,10 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void must(loomResult_t r, const char* call, loomComm_t comm) {
-  if (r != loomSuccess) throw Failure{std::string(call) + ": " + loomGetErrorString(r) + " (" + loomGetLastError(comm) + ")"};
-}
-
 constexpr const char* kCollectives[] = {"all_reduce", "all_gather"};
 
 // busbw of one collective of `bytes` per rank on `comm`, the slowest rank's

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <utility>
+#include "tools/loom-diag/statistics.hpp"
 
 namespace loom::diag {
 namespace {
@@ -12,12 +13,6 @@ std::string figure(double v, Metric metric) {
   char text[48];
   std::snprintf(text, sizeof text, "%.3g %s", v, metricUnit(metric));
   return text;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
 // The ranks a collective scope ran on.

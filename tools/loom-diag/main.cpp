@@ -36,10 +36,6 @@ void progress(int round, int rounds) {
   if (::isatty(STDERR_FILENO)) std::fprintf(stderr, "\rloom-diag: round %d of %d", round + 1, rounds);
 }
 
-void must(loomResult_t r, const char* call, loomComm_t comm) {
-  if (r != loomSuccess) throw Failure{std::string(call) + ": " + loomGetErrorString(r) + " (" + loomGetLastError(comm) + ")"};
-}
-
 // What every rank measured, one entry per round (its peer in it, or -1),
 // with the transport to that peer and the rank's host key, gathered at every
 // rank: O(rounds) per rank, so the sampled schedule of a large job stays small.

@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include "tools/loom-diag/statistics.hpp"
 
 
 namespace loom::diag {
-namespace {
-
-using Clock = std::chrono::steady_clock;
 
 void must(loomResult_t r, const char* call, loomComm_t comm) {
   if (r != loomSuccess) throw Failure{std::string(call) + ": " + loomGetErrorString(r) + " (" + loomGetLastError(comm) + ")"};
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 void send(const void* p, size_t bytes, int peer, loomComm_t comm) {
   must(loomSend(p, bytes, loomInt8, peer, comm, nullptr), "loomSend", comm);
@@ -20,12 +22,6 @@ void send(const void* p, size_t bytes, int peer, loomComm_t comm) {
 
 void recv(void* p, size_t bytes, int peer, loomComm_t comm) {
   must(loomRecv(p, bytes, loomInt8, peer, comm, nullptr), "loomRecv", comm);
-}
-
-double percentile(std::vector<double> values, double q) {
-  std::sort(values.begin(), values.end());
-  const auto at = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(at, values.size() - 1)];
 }
 
 // `from` sends `iters` messages to `to`, which answers each with one byte:

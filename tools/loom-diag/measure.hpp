@@ -30,6 +30,9 @@ struct Failure {
   std::string what;
 };
 
+// Throws Failure naming `call`, with Loom's words, unless `r` is loomSuccess.
+void must(loomResult_t r, const char* call, loomComm_t comm);
+
 // Measures the pairs of `rounds`, one round after another. Throws Failure
 // when Loom returns an error. `onRound` is told each round's number as it
 // starts (rank 0's progress line).

@@ -28,10 +28,6 @@ void bigBuffers(const net::Socket& s) {
   ::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
-void must(loomResult_t r, const char* call, loomComm_t comm) {
-  if (r != loomSuccess) throw Failure{std::string(call) + ": " + loomGetErrorString(r) + " (" + loomGetLastError(comm) + ")"};
-}
-
 }  // namespace
 
 double rawTcpGBps(loomComm_t comm, int rank, int from, int to, size_t bytes, int iters) {
