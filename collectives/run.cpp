@@ -40,22 +40,22 @@ namespace {
 // How long rank 0's survey after a failure waits for answers: a stopped rank never answers.
 constexpr std::chrono::milliseconds kSurveyWithin{1000};
 
-// A rank that finds the ranks out of step poisons its communicator, which
-// ends what it was doing, connections it was opening included; a peer can
-// see such a connection close just before the notice of the mismatch
-// reaches it. The notice names the cause, so a lost connection waits for it
-// and throws it instead when it comes. The wait ends as soon as the
-// communicator's state is decided either way: the notice, or the watchdog
-// declaring a peer dead (a killed rank is still reported at once). A
-// notice can take a while on a loaded machine: 100 ms was seen too short
-// under CI's parallel tests.
-void preferMismatch(Communicator& comm, const std::string& what) {
+// A lost peer is often not the cause. A rank that finds the ranks out of
+// step poisons its communicator, which ends what it was doing, connections
+// it was opening included; a rank that learns another died leaves the call
+// (on the node's segment: "failed out of a collective"). Either way a peer
+// sees it go just before its own notice of the cause arrives: the mismatch,
+// or the watchdog's revocation naming the dead rank. A lost connection waits
+// for that notice and throws it instead when it comes; the wait ends as soon
+// as the communicator's state is decided. A notice can take a while on a
+// loaded machine: 100 ms was seen too short under CI's parallel tests.
+void preferTheCause(Communicator& comm, const std::string& what) {
   constexpr auto kNoticeWithin = std::chrono::milliseconds(1000);
   const auto until = std::chrono::steady_clock::now() + kNoticeWithin;
   while (comm.state() == loomSuccess && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (comm.state() == loomInvalidUsage) comm.engine().throwIfCancelled(what);
+  if (comm.state() != loomSuccess) comm.engine().throwIfCancelled(what);
 }
 
 // One collective, under the state's runMutex; `entry` learns its algorithm.
@@ -156,7 +156,7 @@ void runCollective(Communicator& comm, Collective c) {
       // Ranks out of step, found in the data path: the connections now hold
       // another call's data. Nobody may wait out a deadline for it.
       if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
-      if (e.code() == loomRemoteError) preferMismatch(comm, state.callName);
+      if (e.code() == loomRemoteError) preferTheCause(comm, state.callName);
       throw;
     }
   } catch (const Error& e) {
