@@ -87,8 +87,36 @@ Reduction reductionFor(const c10d::ReduceOp& reduceOp, const at::Tensor& t, cons
   return r;
 }
 
-// Elements of loomType(t) in t: a complex number is two.
-size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * (t.is_complex() ? 2 : 1); }
+// Elements of loomType(t) in one element of t: a complex number is two.
+size_t perElement(const at::Tensor& t) { return t.is_complex() ? 2 : 1; }
+
+// Elements of loomType(t) in t.
+size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * perElement(t); }
+
+// The Loom operator of `r` on t's type for one call: PREMUL_SUM's is
+// created with its factor and destroyed after.
+class ScopedOp {
+ public:
+  ScopedOp(const Reduction& r, const at::Tensor& t, loomComm_t comm) : op_(r.op), comm_(comm) {
+    if (!r.factor.defined()) return;
+    if (loomRedOpCreatePreMulSum(&op_, r.factor.data_ptr(), loomType(t), loomScalarHostImmediate, comm) !=
+        loomSuccess) {
+      throw std::runtime_error(std::string("loom: ") + loomGetLastError(comm));
+    }
+    created_ = true;
+  }
+  ~ScopedOp() {
+    if (created_) loomRedOpDestroy(op_, comm_);
+  }
+  ScopedOp(const ScopedOp&) = delete;
+  ScopedOp& operator=(const ScopedOp&) = delete;
+  loomRedOp_t get() const { return op_; }
+
+ private:
+  loomRedOp_t op_;
+  loomComm_t comm_;
+  bool created_ = false;
+};
 
 }  // namespace
 
@@ -147,6 +175,15 @@ void ProcessGroupLoom::check(loomResult_t result) const {
     throw std::runtime_error(std::string("loom: the group's timeout passed: ") + loomGetLastError(comm_));
   }
   if (result != loomSuccess) throw std::runtime_error(std::string("loom: ") + loomGetLastError(comm_));
+}
+
+void ProcessGroupLoom::inGroup(const std::function<void(FirstFailure&)>& calls) const {
+  check(loomGroupStart());
+  FirstFailure failed;
+  calls(failed);
+  const loomResult_t end = loomGroupEnd();
+  check(failed.result);
+  check(end);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::enqueue(c10d::OpType type, std::string what,
@@ -241,13 +278,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce(std::vector<at::Tenso
   const at::Tensor t = tensors[0];
   const Reduction r = reductionFor(opts.reduceOp, t, "allreduce");
   return enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, t, r] {
-    loomRedOp_t op = r.op;
-    if (r.factor.defined()) {
-      check(loomRedOpCreatePreMulSum(&op, r.factor.data_ptr(), loomType(t), loomScalarHostImmediate, comm_));
-    }
-    const loomResult_t result = loomAllReduce(t.data_ptr(), t.data_ptr(), count(t), loomType(t), op, comm_, nullptr);
-    if (r.factor.defined()) loomRedOpDestroy(op, comm_);
-    check(result);
+    const ScopedOp op(r, t, comm_);
+    check(loomAllReduce(t.data_ptr(), t.data_ptr(), count(t), loomType(t), op.get(), comm_, nullptr));
   });
 }
 
@@ -261,17 +293,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(std::vector
     reductions.push_back(reductionFor(opts.reduceOp, t, "allreduce_coalesced"));
   }
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, [this, tensors, reductions] {
-    check(loomGroupStart());
-    loomResult_t first = loomSuccess;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const at::Tensor& t = tensors[i];
-      const loomResult_t r =
-          loomAllReduce(t.data_ptr(), t.data_ptr(), count(t), loomType(t), reductions[i].op, comm_, nullptr);
-      if (first == loomSuccess) first = r;
-    }
-    const loomResult_t end = loomGroupEnd();
-    check(first);
-    check(end);
+    inGroup([&](FirstFailure& failed) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const at::Tensor& t = tensors[i];
+        failed(loomAllReduce(t.data_ptr(), t.data_ptr(), count(t), loomType(t), reductions[i].op, comm_, nullptr));
+      }
+    });
   });
 }
 
@@ -282,14 +309,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>&
   const Reduction r = reductionFor(opts.reduceOp, t, "reduce");
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, t, r, root] {
-    loomRedOp_t op = r.op;
-    if (r.factor.defined()) {
-      check(loomRedOpCreatePreMulSum(&op, r.factor.data_ptr(), loomType(t), loomScalarHostImmediate, comm_));
-    }
-    const loomResult_t result =
-        loomReduce(t.data_ptr(), t.data_ptr(), count(t), loomType(t), op, root, comm_, nullptr);
-    if (r.factor.defined()) loomRedOpDestroy(op, comm_);
-    check(result);
+    const ScopedOp op(r, t, comm_);
+    check(loomReduce(t.data_ptr(), t.data_ptr(), count(t), loomType(t), op.get(), root, comm_, nullptr));
   });
 }
 
@@ -345,16 +366,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gatherEach(std::vector<std::vec
   for (const auto& in : inputs) flats.push_back(at::empty({in.numel() * getSize()}, in.options()));
   const std::vector<std::vector<at::Tensor>> outs = byRank;
   return enqueue(type, what, all, [this, inputs, outs, flats] {
-    check(loomGroupStart());
-    loomResult_t first = loomSuccess;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const loomResult_t r = loomAllGather(inputs[i].data_ptr(), flats[i].data_ptr(), count(inputs[i]),
-                                           loomType(inputs[i]), comm_, nullptr);
-      if (first == loomSuccess) first = r;
-    }
-    const loomResult_t end = loomGroupEnd();
-    check(first);
-    check(end);
+    inGroup([&](FirstFailure& failed) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        failed(loomAllGather(inputs[i].data_ptr(), flats[i].data_ptr(), count(inputs[i]), loomType(inputs[i]), comm_,
+                             nullptr));
+      }
+    });
     for (size_t r = 0; r < outs.size(); ++r) {
       for (size_t i = 0; i < inputs.size(); ++i) {
         at::Tensor o = outs[r][i];
@@ -447,14 +464,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::_reduce_scatter_base(at::Tensor
   const Reduction r = reductionFor(opts.reduceOp, output, "reduce_scatter");
   const at::Tensor in = input, out = output;
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter", {output}, [this, in, out, r] {
-    loomRedOp_t op = r.op;
-    if (r.factor.defined()) {
-      check(loomRedOpCreatePreMulSum(&op, r.factor.data_ptr(), loomType(out), loomScalarHostImmediate, comm_));
-    }
-    const loomResult_t result =
-        loomReduceScatter(in.data_ptr(), out.data_ptr(), count(out), loomType(out), op, comm_, nullptr);
-    if (r.factor.defined()) loomRedOpDestroy(op, comm_);
-    check(result);
+    const ScopedOp op(r, out, comm_);
+    check(loomReduceScatter(in.data_ptr(), out.data_ptr(), count(out), loomType(out), op.get(), comm_, nullptr));
   });
 }
 
@@ -497,22 +508,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall_base(at::Tensor& outpu
   const auto recvs = offsets(out, outputSplits, "output");
   return enqueue(c10d::OpType::ALLTOALL_BASE, "alltoall", {output}, [this, in, out, sends, recvs, n] {
     const size_t element = static_cast<size_t>(in.element_size());
-    const size_t per = in.is_complex() ? 2 : 1;  // Loom elements in a tensor's element
-    check(loomGroupStart());
-    loomResult_t first = loomSuccess;
-    for (int p = 0; p < n; ++p) {
-      const auto [sendAt, sendCount] = sends[static_cast<size_t>(p)];
-      const auto [recvAt, recvCount] = recvs[static_cast<size_t>(p)];
-      loomResult_t r = loomSend(static_cast<const char*>(in.data_ptr()) + static_cast<size_t>(sendAt) * element,
-                                static_cast<size_t>(sendCount) * per, loomType(in), p, comm_, nullptr);
-      if (first == loomSuccess) first = r;
-      r = loomRecv(static_cast<char*>(out.data_ptr()) + static_cast<size_t>(recvAt) * element,
-                   static_cast<size_t>(recvCount) * per, loomType(out), p, comm_, nullptr);
-      if (first == loomSuccess) first = r;
-    }
-    const loomResult_t end = loomGroupEnd();
-    check(first);
-    check(end);
+    const size_t per = perElement(in);
+    inGroup([&](FirstFailure& failed) {
+      for (int p = 0; p < n; ++p) {
+        const auto [sendAt, sendCount] = sends[static_cast<size_t>(p)];
+        const auto [recvAt, recvCount] = recvs[static_cast<size_t>(p)];
+        failed(loomSend(static_cast<const char*>(in.data_ptr()) + static_cast<size_t>(sendAt) * element,
+                        static_cast<size_t>(sendCount) * per, loomType(in), p, comm_, nullptr));
+        failed(loomRecv(static_cast<char*>(out.data_ptr()) + static_cast<size_t>(recvAt) * element,
+                        static_cast<size_t>(recvCount) * per, loomType(out), p, comm_, nullptr));
+      }
+    });
   });
 }
 
@@ -527,19 +533,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor
     requireSame(inputs[p], outputs[p], "alltoall");
   }
   return enqueue(c10d::OpType::ALLTOALL, "alltoall", outputs, [this, inputs, outputs] {
-    check(loomGroupStart());
-    loomResult_t first = loomSuccess;
-    for (size_t p = 0; p < inputs.size(); ++p) {
-      loomResult_t r = loomSend(inputs[p].data_ptr(), count(inputs[p]), loomType(inputs[p]), static_cast<int>(p),
-                                comm_, nullptr);
-      if (first == loomSuccess) first = r;
-      r = loomRecv(outputs[p].data_ptr(), count(outputs[p]), loomType(outputs[p]), static_cast<int>(p), comm_,
-                   nullptr);
-      if (first == loomSuccess) first = r;
-    }
-    const loomResult_t end = loomGroupEnd();
-    check(first);
-    check(end);
+    inGroup([&](FirstFailure& failed) {
+      for (size_t p = 0; p < inputs.size(); ++p) {
+        const int peer = static_cast<int>(p);
+        failed(loomSend(inputs[p].data_ptr(), count(inputs[p]), loomType(inputs[p]), peer, comm_, nullptr));
+        failed(loomRecv(outputs[p].data_ptr(), count(outputs[p]), loomType(outputs[p]), peer, comm_, nullptr));
+      }
+    });
   });
 }
 

@@ -33,6 +33,14 @@
 
 namespace loom::torch {
 
+// The first failure among the calls of one Loom group.
+struct FirstFailure {
+  loomResult_t result = loomSuccess;
+  void operator()(loomResult_t r) {
+    if (result == loomSuccess) result = r;
+  }
+};
+
 class ProcessGroupLoom final : public c10d::ProcessGroup {
  public:
   ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -97,6 +105,9 @@ class ProcessGroupLoom final : public c10d::ProcessGroup {
                                             std::vector<at::Tensor>& inputs, c10d::OpType type, const char* what);
   // Throws std::runtime_error with Loom's message unless `result` is loomSuccess.
   void check(loomResult_t result) const;
+  // Runs `calls` (Loom calls, each result given to the FirstFailure) as one
+  // Loom group, then throws the first failure of the calls or of the group.
+  void inGroup(const std::function<void(FirstFailure&)>& calls) const;
 
   loomComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;

@@ -83,6 +83,16 @@ __attribute__((constructor)) void mapNcclEnvironment() {
 
 }  // namespace
 
+std::span<const char* const> mappedVariables() {
+  static constexpr const char* kMapped[] = {
+      "NCCL_DEBUG",          "NCCL_DEBUG_SUBSYS",     "NCCL_DEBUG_FILE",
+      "NCCL_SOCKET_IFNAME",  "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_NTHREADS",
+      "NCCL_ALGO",           "NCCL_BUFFSIZE",         "NCCL_TOPO_FILE",
+      "NCCL_TOPO_DUMP_FILE", "NCCL_SHM_DISABLE",      "NCCL_COMM_BLOCKING",
+  };
+  return kMapped;
+}
+
 int defaultBlocking() {
   const char* v = get("NCCL_COMM_BLOCKING");
   return v == nullptr ? NCCL_CONFIG_UNDEF_INT : std::atoi(v);

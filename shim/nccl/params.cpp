@@ -56,11 +56,7 @@ LOOM_NCCL_DEFINE(ncclResult_t, ncclParamGetAllParameterKeys, (const char*** /*ta
 }
 
 LOOM_NCCL_DEFINE(void, ncclParamDumpAll, (void)) {
-  constexpr const char* kMapped[] = {"NCCL_DEBUG",         "NCCL_DEBUG_SUBSYS",     "NCCL_DEBUG_FILE",
-                                     "NCCL_SOCKET_IFNAME", "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_NTHREADS",
-                                     "NCCL_ALGO",          "NCCL_BUFFSIZE",         "NCCL_TOPO_FILE",
-                                     "NCCL_TOPO_DUMP_FILE", "NCCL_SHM_DISABLE",     "NCCL_COMM_BLOCKING"};
-  for (const char* name : kMapped) {
+  for (const char* name : mappedVariables()) {
     const char* value = std::getenv(name);
     std::fprintf(stderr, "loom (libnccl.so.2): %s=%s\n", name, value != nullptr ? value : "(unset)");
   }

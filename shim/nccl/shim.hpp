@@ -6,6 +6,7 @@
 
 #include <loom/loom.h>
 
+#include <span>
 #include <string>
 
 #include <nccl.h>
@@ -36,6 +37,10 @@ const char* lastError(ncclComm_t comm);
 // NCCL_COMM_BLOCKING, for configs that leave blocking undefined
 // (environment.cpp); NCCL_CONFIG_UNDEF_INT when unset.
 int defaultBlocking();
+
+// The NCCL_* variables environment.cpp maps onto Loom's, NCCL_COMM_BLOCKING
+// included (what ncclParamDumpAll lists).
+std::span<const char* const> mappedVariables();
 
 // datatype as Loom's, or a failure naming it (fp8, or no type at all).
 bool checkType(ncclDataType_t datatype, const char* call, ncclResult_t* failure);
