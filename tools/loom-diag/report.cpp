@@ -61,8 +61,8 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
                "way per pair, 8 B x %d round trips\n",
           n, d.pairs.size(), n * (n - 1), d.rounds, d.seconds, o.bytes, o.iters, o.latencyIters);
   if (d.remeasured > 0) {
-    appendf(out, "# %d pair(s) found slow were measured again, alone; %d ordered pair(s) still slow\n", d.remeasured,
-            d.stillSlow);
+    appendf(out, "# %d pair(s) found slow were measured again, alone (%d time%s); %d ordered pair(s) still slow\n",
+            d.remeasured, d.confirmPasses, d.confirmPasses == 1 ? "" : "s", d.stillSlow);
   }
   const auto& findings = d.attribution.findings;
   if (findings.empty()) {
@@ -215,7 +215,8 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
   j.key("config").beginObject();
   j.field("ranks", static_cast<int>(d.ranks.size())).field("message_bytes", static_cast<long long>(o.bytes));
   j.field("iters", o.iters).field("warmup", o.warmup).field("latency_iters", o.latencyIters);
-  j.field("rounds", d.rounds).field("remeasured_pairs", d.remeasured).field("seconds", d.seconds);
+  j.field("rounds", d.rounds).field("remeasured_pairs", d.remeasured).field("confirm_passes", d.confirmPasses);
+  j.field("seconds", d.seconds);
   j.endObject();
   j.key("thresholds").beginObject();
   j.field("mad_k", o.thresholds.madK).field("min_drop", o.thresholds.minDrop);

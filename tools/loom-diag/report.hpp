@@ -28,6 +28,7 @@ struct Diagnosis {
   Attribution attribution;
   int rounds = 0;
   int remeasured = 0;  // pairs found slow, measured again alone
+  int confirmPasses = 0;  // how many times: until none is slow, at most 3
   int stillSlow = 0;   // ordered pairs slow after that
   double seconds = 0;
 };
