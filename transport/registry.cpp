@@ -5,16 +5,22 @@
 #include "transport/handshake.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/socket/socket_transport.hpp"
+#if LOOM_HAVE_UCX
+#include "transport/ucx/ucx_transport.hpp"
+#endif
 
 namespace loom::transport {
 namespace {
 
-// One line per transport. Wire ids in use: 1 shm, 2 socket; reserved:
-// 3 cuda_ipc, 4 ucx, 5 ibverbs.
+// One line per transport, in the order that breaks a tie of preference.
+// Wire ids in use: 1 shm, 2 socket, 4 ucx; reserved: 3 cuda_ipc, 5 ibverbs.
 using Factory = std::unique_ptr<Transport> (*)();
 constexpr Factory kTransports[] = {
     []() -> std::unique_ptr<Transport> { return std::make_unique<shm::ShmTransport>(); },
     []() -> std::unique_ptr<Transport> { return std::make_unique<sock::SocketTransport>(); },
+#if LOOM_HAVE_UCX
+    []() -> std::unique_ptr<Transport> { return std::make_unique<ucx::UcxTransport>(); },
+#endif
 };
 
 }  // namespace

@@ -1,0 +1,107 @@
+// The two ends of a UCX connection. Each end keeps its FIFO of slots in its
+// own memory; a slot travels as one tagged message, its payload followed by
+// its 40-byte SlotTag (so the payload stays aligned at the slot's start),
+// tagged with its slot number: UCX picks eager or rendezvous by size, and
+// the receiver has a receive posted into each free slot.
+//
+// Credits come back on the handshake's control socket, which stays open
+// anyway to tell either end that the other is gone (on one host UCX does
+// not, ucp.hpp): the receiver writes how many slots it has released (a u64)
+// once half of the FIFO is free again, so a sender runs ahead by at most the
+// FIFO's slots and nothing waits in UCX's unexpected queue. They could go
+// over UCX too, but an endpoint back to the sender must be wired up and
+// flushed, and the two ends' teardown would then wait for each other.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/net/socket.hpp"
+#include "transport/connection.hpp"
+#include "transport/transport.hpp"
+#include "transport/ucx/ucp.hpp"
+
+namespace loom::transport::ucx {
+
+// A slot's UCP tag: its number, modulo 2^64.
+
+class UcxSendConnection final : public SendConnection {
+ public:
+  UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape);
+  ~UcxSendConnection() override;
+
+  memory::MemoryKind slotKind() const override { return memory::MemoryKind::Host; }
+  size_t slotBytes() const override { return shape_.slotBytes; }
+  std::span<std::byte> reserve() override;
+  void commit(SlotTag tag) override;
+  bool progress() override;
+  bool flushed() const override { return inFlight_ == 0; }
+  void checkAlive() override;
+  void addWaitFds(std::vector<WaitFd>& out) const override;
+  const std::string& peerName() const override { return control_.label(); }
+
+ private:
+  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * (shape_.slotBytes + sizeof(SlotTag)); }
+  // True if a send finished.
+  bool reapSends();
+  // Takes in the credits that have come; true if any did.
+  bool readCredits();
+
+  FifoShape shape_;
+  net::Socket control_;
+  std::vector<std::byte> storage_;  // slots x (slotBytes + the tag)
+  std::vector<void*> sends_;        // each slot's send, until it completes
+  uint64_t head_ = 0;               // slots committed
+  uint64_t credited_ = 0;           // slots the receiver has released
+  size_t inFlight_ = 0;             // sends not complete
+  uint64_t credit_ = 0;             // the credit being read, creditBytes_ of it so far
+  size_t creditBytes_ = 0;
+  std::string closed_;              // why the control socket ended, once it has
+  std::unique_ptr<Worker> worker_;  // last: it goes first, before the buffers its requests point into
+};
+
+class UcxRecvConnection final : public RecvConnection {
+ public:
+  UcxRecvConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape);
+  ~UcxRecvConnection() override;
+
+  memory::MemoryKind slotKind() const override { return memory::MemoryKind::Host; }
+  std::optional<RecvSlot> peek() override;
+  void release() override;
+  bool progress() override;
+  void checkAlive() override;
+  void addWaitFds(std::vector<WaitFd>& out) const override;
+  const std::string& peerName() const override { return control_.label(); }
+
+  // How long slots may still arrive after the control socket closed: the
+  // peer flushes before it closes, but the two are different TCP streams.
+  static constexpr auto kGrace = std::chrono::milliseconds(500);
+
+ private:
+  struct Slot {
+    void* request = nullptr;
+    bool arrived = false;
+    ucp_tag_recv_info_t info{};
+  };
+  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * (shape_.slotBytes + sizeof(SlotTag)); }
+  void post(uint64_t slot);
+  // True if the oldest unreleased slot has arrived.
+  bool oldestArrived();
+  // Writes the released count when due, or the rest of the one begun.
+  void sendCredit();
+
+  FifoShape shape_;
+  net::Socket control_;
+  std::vector<std::byte> storage_;
+  std::vector<Slot> slots_;
+  uint64_t tail_ = 0;        // slots released
+  uint64_t creditSent_ = 0;  // the released count last written
+  uint64_t credit_ = 0;      // the count being written, creditBytes_ of it so far
+  size_t creditBytes_ = sizeof(uint64_t);
+  std::optional<std::chrono::steady_clock::time_point> closedAt_;
+  std::unique_ptr<Worker> worker_;  // last (UcxSendConnection)
+};
+
+}  // namespace loom::transport::ucx
