@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/support/ranks.hpp"
+#include "tests/support/transports.hpp"
 
 namespace {
 
@@ -116,7 +117,8 @@ TEST_P(Hygiene, CommunicatorsLeaveNothingBehind) {
   expectBackTo(before, "a timed-out collective");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Hygiene, ::testing::Values("shm", "socket"));
+INSTANTIATE_TEST_SUITE_P(Transports, Hygiene, ::testing::ValuesIn(loom::test::transportsUnderTest()),
+                         loom::test::transportName);
 
 // Buffers from loomMemAlloc, read in place by the other ranks (which map
 // them through /proc/<pid>/fd): freed and destroyed, they leave no fd.

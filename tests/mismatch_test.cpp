@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/support/ranks.hpp"
+#include "tests/support/transports.hpp"
 #include "tools/check/collective_call.hpp"
 
 namespace {
@@ -148,7 +149,7 @@ TEST_P(Mismatches, EveryRankFailsFastNamingAPeer) {
   ScopedEnv timeout("LOOM_TIMEOUT_MS", "60000");
   ScopedEnv check("LOOM_CHECK", "0");
   for (const Algorithm& a : kAlgorithms) {
-    if (std::string(a.name) == "shm" && transport == "socket") continue;  // the segment needs shared memory
+    if (std::string(a.name) == "shm" && transport != "shm") continue;  // the segment needs shared memory
     ScopedEnv algo("LOOM_ALGO", a.name);
     for (const auto& [coll, other] : a.runs) {
       for (const Mismatch& m : mismatchesOf(coll, other)) {
@@ -158,6 +159,7 @@ TEST_P(Mismatches, EveryRankFailsFastNamingAPeer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Mismatches, ::testing::Values("shm", "socket"));
+INSTANTIATE_TEST_SUITE_P(Transports, Mismatches, ::testing::ValuesIn(loom::test::transportsUnderTest()),
+                         loom::test::transportName);
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tests/support/processes.hpp"
+#include "tests/support/transports.hpp"
 
 using loom::test::runProcess;
 using loom::test::runProcesses;
@@ -51,7 +52,8 @@ TEST_P(P2pProcesses, RingOfEightInAGroup) {
   EXPECT_NE(r.output.find("[7] rank 7 of 8: ring ok"), std::string::npos) << r.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, P2pProcesses, ::testing::Values("shm", "socket"));
+INSTANTIATE_TEST_SUITE_P(Transports, P2pProcesses, ::testing::ValuesIn(loom::test::transportsUnderTest()),
+                         loom::test::transportName);
 
 // Segments in /dev/shm whose creator is no longer running.
 std::vector<std::string> orphanedSegments() {
@@ -69,6 +71,14 @@ struct KillCase {
   const char* transport;
   int victim;  // 0: the sender dies, 1: the receiver dies
 };
+
+std::vector<KillCase> killCases() {
+  std::vector<KillCase> cases;
+  for (const char* transport : loom::test::transportsUnderTest()) {
+    for (int victim : {0, 1}) cases.push_back({transport, victim});
+  }
+  return cases;
+}
 
 class KilledPeer : public ::testing::TestWithParam<KillCase> {};
 
@@ -100,8 +110,7 @@ TEST_P(KilledPeer, TheSurvivorFailsWithinTheDeadlineAndNoSegmentIsLeft) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, KilledPeer,
-                         ::testing::Values(KillCase{"shm", 0}, KillCase{"shm", 1}, KillCase{"socket", 0},
-                                           KillCase{"socket", 1}),
+                         ::testing::ValuesIn(killCases()),
                          [](const ::testing::TestParamInfo<KillCase>& param) {
                            return std::string(param.param.transport) + (param.param.victim == 0 ? "SenderDies" : "ReceiverDies");
                          });

@@ -11,6 +11,7 @@
 #include "base/datatype.hpp"
 #include "tests/support/pattern.hpp"
 #include "tests/support/ranks.hpp"
+#include "tests/support/transports.hpp"
 
 using loom::test::firstMismatch;
 using loom::test::fillPattern;
@@ -143,7 +144,8 @@ TEST_P(P2p, MismatchedSizesAreAnErrorNamingBoth) {
   loom::test::destroyAll(comms);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::Values("shm", "socket"));
+INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::ValuesIn(loom::test::transportsUnderTest()),
+                         loom::test::transportName);
 
 TEST(P2pErrors, BadArgumentsAreNamed) {
   auto comms = loom::test::initThreadComms(1);

@@ -1,0 +1,130 @@
+// The UCX transport between real processes, beyond the matrices that run
+// over every transport (p2p_process_test, p2p_test, mismatch_test,
+// hygiene_test): every collective, type and op across "hosts" (each rank
+// its own LOOM_HOSTID, so every byte crosses UCX, which then reports a dead
+// peer itself) over UCX's tcp, and on one host over UCX's shared memory; a
+// rank killed across hosts; a UCX that cannot start is an error naming it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/processes.hpp"
+
+#if LOOM_TEST_UCX
+
+using loom::test::ProcessResult;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+// `argv` as ranks 0..n-1 of one job over UCX, each rank on a host of its
+// own, with `env` added.
+std::vector<ProcessResult> runAcrossHosts(int n, const std::vector<std::string>& argv, const Env& env,
+                                          std::chrono::seconds timeout = 120s) {
+  static int jobs = 0;
+  const auto store = std::filesystem::temp_directory_path() /
+                     ("loom-ucx-" + std::to_string(::getpid()) + "-" + std::to_string(jobs++));
+  std::filesystem::create_directories(store);
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<Env> envs;
+  for (int r = 0; r < n; ++r) {
+    argvs.push_back(argv);
+    Env e = env;
+    e.insert({{"LOOM_RANK", std::to_string(r)},
+              {"LOOM_LOCAL_RANK", "0"},
+              {"LOOM_WORLD_SIZE", std::to_string(n)},
+              {"LOOM_STORE_ADDR", "file://" + store.string()},
+              {"LOOM_HOSTID", "host" + std::to_string(r)},
+              {"LOOM_TRANSPORT", "ucx"}});
+    envs.push_back(std::move(e));
+  }
+  auto results = loom::test::runProcesses(argvs, envs, timeout);
+  std::filesystem::remove_all(store);
+  return results;
+}
+
+const std::vector<std::string> kReductions = {"all_reduce", "reduce_scatter", "reduce"};
+const std::vector<std::string> kMovements = {"broadcast", "all_gather", "alltoall", "gather", "scatter"};
+
+std::vector<std::string> perfArgs(const std::string& collective) {
+  std::vector<std::string> args = {LOOM_PERF_BIN, collective, "-b", "8", "-e", "256K", "-f", "8",
+                                   "-n",          "2",        "-w", "1", "-d", "all"};
+  if (std::find(kReductions.begin(), kReductions.end(), collective) != kReductions.end()) {
+    args.insert(args.end(), {"-o", "all"});
+  }
+  return args;
+}
+
+void expectExact(const std::vector<ProcessResult>& results, const std::string& what) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_EQ(results[r].exitCode, 0) << what << ", rank " << r << "\n" << results[r].output;
+  }
+  EXPECT_NE(results[0].output.find("# Out of bounds values : 0 OK"), std::string::npos) << what << "\n"
+                                                                                         << results[0].output;
+  EXPECT_NE(results[0].output.find("ucx to 1"), std::string::npos) << what << "\n" << results[0].output;
+}
+
+TEST(Ucx, EveryCollectiveTypeAndOpIsExactAcrossHostsOverTcp) {
+  std::vector<std::string> all = kReductions;
+  all.insert(all.end(), kMovements.begin(), kMovements.end());
+  for (const std::string& collective : all) {
+    expectExact(runAcrossHosts(3, perfArgs(collective), {{"UCX_TLS", "tcp"}}), collective + ", tuned");
+  }
+  for (const std::string collective : {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"}) {
+    expectExact(runAcrossHosts(4, perfArgs(collective), {{"UCX_TLS", "tcp"}, {"LOOM_ALGO", "ring"}}),
+                collective + ", ring");
+  }
+}
+
+TEST(Ucx, CollectivesAreExactOnOneHostOverSharedMemory) {
+  for (const std::string collective : {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce"}) {
+    std::vector<std::string> argv = {LOOMRUN_BIN, "-n", "3"};
+    const auto args = perfArgs(collective);
+    argv.insert(argv.end(), args.begin(), args.end());
+    // The ring: on one host the tuner would take the node's shared segment
+    // and no connection at all.
+    const auto r = loom::test::runProcess(argv, {{"LOOM_TRANSPORT", "ucx"}, {"UCX_TLS", "sm"}, {"LOOM_ALGO", "ring"}},
+                                          120s);
+    EXPECT_EQ(r.exitCode, 0) << collective << "\n" << r.output;
+    EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << collective << "\n" << r.output;
+  }
+}
+
+// Across hosts UCX itself reports the dead peer (UCP_ERR_HANDLING_MODE_PEER).
+TEST(Ucx, ARankKilledAcrossHostsIsNamedWithinTheDeadline) {
+  for (int victim : {0, 1}) {
+    auto results = runAcrossHosts(2, {LOOM_TEST_P2P_BIN, "victim", std::to_string(victim), "300"},
+                                  {{"UCX_TLS", "tcp"}, {"LOOM_TIMEOUT_MS", "3000"}}, 60s);
+    const auto& killed = results[static_cast<size_t>(victim)];
+    const auto& survivor = results[static_cast<size_t>(1 - victim)];
+    EXPECT_EQ(killed.exitCode, 128 + SIGKILL) << killed.output;
+    EXPECT_EQ(survivor.exitCode, 0) << survivor.output;
+    EXPECT_NE(survivor.output.find("rank " + std::to_string(victim)), std::string::npos) << survivor.output;
+    EXPECT_LT(survivor.elapsed, 20s);
+  }
+}
+
+TEST(Ucx, AUcxThatCannotStartIsAnErrorNamingIt) {
+  // UCX_TLS naming no transport UCX has leaves it none to start with.
+  auto results = runAcrossHosts(2, {LOOM_PERF_BIN, "all_reduce", "-b", "8", "-e", "8"}, {{"UCX_TLS", "bogus"}}, 60s);
+  for (const auto& r : results) {
+    EXPECT_NE(r.exitCode, 0) << r.output;
+    EXPECT_NE(r.output.find("initializing UCX"), std::string::npos) << r.output;
+    EXPECT_LT(r.elapsed, 30s);
+  }
+}
+
+}  // namespace
+
+#else
+
+TEST(Ucx, NotBuilt) { GTEST_SKIP() << "this build has no UCX (LOOM_UCX, pkg-config ucx)"; }
+
+#endif
