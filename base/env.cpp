@@ -32,7 +32,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds: bootstrap, connection set-up, barriers, and a send or receive whose peer moves nothing for that long."},
     {"LOOM_TOPO_DUMP_FILE", "", "Write the machine and the communicator's plan (system graph, paths, places, ring, trees, NIC per rank) as JSON to this file: rank 0 writes it, or every rank when the name holds %r (replaced by the rank)."},
     {"LOOM_TOPO_FILE", "", "Describe this machine with this hwloc v2.0 XML file (lstopo --of xml) instead of discovering it; ranks are then placed on its GPUs, or its NUMA nodes in blocks, by local rank."},
-    {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only) or socket. Default: the fastest that reaches each peer (shm within a host, else socket)."},
+    {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only), socket or ucx (where the build found UCX; UCX_* variables reach it untouched). Default: the fastest that reaches each peer (shm within a host; across hosts ucx where UCX has an RDMA device, else socket)."},
     {"LOOM_WORLD_SIZE", "", "Number of ranks, for loomCommInitFromEnv (set by loomrun)."},
 };
 

@@ -19,6 +19,10 @@ install(FILES ${PROJECT_BINARY_DIR}/loomConfig.cmake ${PROJECT_BINARY_DIR}/loomC
 
 # Relocatable: the prefix is found from the .pc file's own place.
 file(RELATIVE_PATH LOOM_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+set(LOOM_PC_REQUIRES_PRIVATE "hwloc")
+if(LOOM_HAVE_UCX)
+  string(APPEND LOOM_PC_REQUIRES_PRIVATE " ucx")
+endif()
 configure_file(cmake/loom.pc.in ${PROJECT_BINARY_DIR}/loom.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/loom.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -8,10 +8,11 @@
 //
 // Every slot carries a SlotTag; the engine uses it to check that a message's
 // size is what the receiver expects. Transports that move bytes with the CPU
-// (sockets) do it in progress(); shared memory needs no progress at all. A
-// one-sided transport (verbs, UCX) would commit with an RDMA write of the
-// slot and its tag into the peer's registered FIFO, and progress() would poll
-// its completion queue.
+// (sockets) do it in progress(); shared memory needs no progress at all; UCX
+// sends each slot as a tagged message and progress() drives its worker. A
+// one-sided transport (verbs) would commit with an RDMA write of the slot and
+// its tag into the peer's registered FIFO, and progress() would poll its
+// completion queue.
 //
 // Failures throw loom::Error naming the peer: loomRemoteError when the peer
 // closed, reset or died.

@@ -1,5 +1,5 @@
 // The transports this build has, and the choice among them for a path.
-// Each transport is a folder (shm/, socket/, later cuda_ipc/, ucx/,
+// Each transport is a folder (shm/, socket/, ucx/; later cuda_ipc/,
 // ibverbs/) and one line in registry.cpp; nothing above transport/ names one.
 #pragma once
 

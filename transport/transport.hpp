@@ -1,6 +1,6 @@
 // A transport connects two ranks with a Connection (connection.hpp). This is
-// the interface the communicator sees; shm/ and socket/ implement it today,
-// UCX, verbs and CUDA IPC will tomorrow, each a folder and a line in the
+// the interface the communicator sees; shm/, socket/ and ucx/ implement it
+// today, verbs and CUDA IPC will tomorrow, each a folder and a line in the
 // registry (registry.cpp), without touching comm/ or the collectives.
 //
 // Connections are one-directional and made lazily: the sender connects to the
@@ -69,7 +69,7 @@ class Transport {
  public:
   virtual ~Transport() = default;
 
-  // As LOOM_TRANSPORT and loomCommGetPeerInfo spell it: "shm", "socket".
+  // As LOOM_TRANSPORT and loomCommGetPeerInfo spell it: "shm", "socket", "ucx".
   virtual const char* name() const = 0;
   // Names the transport in a Hello (handshake.hpp); each is taken once,
   // for good (registry.cpp).
