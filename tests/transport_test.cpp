@@ -348,14 +348,31 @@ TEST(SocketFifo, APeerThatLeavesFailsTheSenderOnlyIfSlotsAreLeft) {
 // the list of what it has.
 TEST(TransportRegistry, PicksTheTransportThatPrefersThePathMost) {
   const auto transports = allTransports();
+#if LOOM_TEST_UCX
+  EXPECT_EQ(transportNames(), "shm, socket, ucx");
+  // Across hosts UCX wins where it has an RDMA device, sockets otherwise.
+  std::error_code ignored;
+  const bool rdma = std::filesystem::exists("/sys/class/infiniband", ignored) &&
+                    !std::filesystem::is_empty("/sys/class/infiniband", ignored);
+  const char* acrossHosts = rdma ? "ucx" : "socket";
+#else
   EXPECT_EQ(transportNames(), "shm, socket");
+  const char* acrossHosts = "socket";
+#endif
   Endpoint self, neighbour, remote;
   self.hostId = neighbour.hostId = 7;
   remote.hostId = 8;
   neighbour.rank = 1;
   remote.rank = 2;
   EXPECT_STREQ(selectTransport(transports, self, neighbour).name(), "shm");
-  EXPECT_STREQ(selectTransport(transports, self, remote).name(), "socket");
+  EXPECT_STREQ(selectTransport(transports, self, remote).name(), acrossHosts);
+#if LOOM_TEST_UCX
+  {
+    loom::test::ScopedEnv forced("LOOM_TRANSPORT", "ucx");
+    EXPECT_STREQ(selectTransport(transports, self, neighbour).name(), "ucx");
+    EXPECT_STREQ(selectTransport(transports, self, remote).name(), "ucx");
+  }
+#endif
   {
     loom::test::ScopedEnv forced("LOOM_TRANSPORT", "socket");
     EXPECT_STREQ(selectTransport(transports, self, neighbour).name(), "socket");
