@@ -48,7 +48,10 @@ constexpr std::chrono::milliseconds kSurveyWithin{1000};
 // or the watchdog's revocation naming the dead rank. A lost connection waits
 // for that notice and throws it instead when it comes; the wait ends as soon
 // as the communicator's state is decided. A notice can take a while on a
-// loaded machine: 100 ms was seen too short under CI's parallel tests.
+// loaded machine: 100 ms was seen too short under CI's parallel tests. A
+// deadline waits the same way: the rank waiting on a link that went dark
+// may be another (its LossNotice names the link), this one only waiting on
+// a rank that waits on it.
 void preferTheCause(Communicator& comm, const std::string& what) {
   constexpr auto kNoticeWithin = std::chrono::milliseconds(1000);
   const auto until = std::chrono::steady_clock::now() + kNoticeWithin;
@@ -156,7 +159,8 @@ void runCollective(Communicator& comm, Collective c) {
       // Ranks out of step, found in the data path: the connections now hold
       // another call's data. Nobody may wait out a deadline for it.
       if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
-      if (e.code() == loomRemoteError) preferTheCause(comm, state.callName);
+      // A lost peer, or a deadline that a lost link elsewhere may explain.
+      if (e.code() == loomRemoteError || e.code() == loomTimeout) preferTheCause(comm, state.callName);
       throw;
     }
   } catch (const Error& e) {

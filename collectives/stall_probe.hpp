@@ -38,6 +38,15 @@ class StallProbe {
   // peer and both calls when the peer is certainly out of step.
   void check(int peer, std::chrono::steady_clock::duration stalled, const std::string& what);
 
+  // The deadline passed with nothing from or to `peer` (`stalled` says so):
+  // throws loomRemoteError, having revoked the communicator and told every
+  // rank (Communicator::revoke), when that is the link's fault rather than
+  // the peer's program: the peer answers nothing out of band either (a
+  // link, or a host, gone dark; a dead process would have been declared by
+  // then), or it answers from inside this same call. Returns when the peer
+  // is elsewhere (late, or it never called this): a plain timeout.
+  void throwIfDark(int peer, const std::string& stalled);
+
  private:
   Communicator& comm_;
   Progress::Call ours_;

@@ -64,7 +64,19 @@ void Communicator::revoke(int rank, const std::string& why) {
   cancel_.cancel(loomRemoteError, "rank " + std::to_string(rank) + " failed: " + why);
 }
 
-void Communicator::revoke(const std::string& message) { cancel_.cancel(loomRemoteError, message); }
+void Communicator::revoke(const std::string& message) {
+  if (cancel_.cancelled()) return;  // told already, or aborted: nothing this rank alone knows
+  // The peers first, as in poison(): a peer that lost its connection to
+  // this rank when the cancel closes it must find the notice there.
+  if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportLoss(message);
+  cancel_.cancel(loomRemoteError, message);
+}
+
+void Communicator::lostBy(int from, const std::string& what) {
+  if (cancel_.cancelled()) return;
+  LOOM_WARN(Init, "a call of rank %d failed: %s; the communicator is revoked", from, what.c_str());
+  cancel_.cancel(loomRemoteError, "rank " + std::to_string(from) + " lost a peer or link: " + what);
+}
 
 void Communicator::poison(const std::string& what) {
   if (cancel_.cancelled()) return;
@@ -159,6 +171,7 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   bootstrap_->watch(Watchdog::Settings::fromEnv(config_.timeout),
                     {.onFailure = [this](int failed, const std::string& why) { revoke(failed, why); },
                      .onMismatch = [this](int from, const std::string& what) { outOfStep(from, what); },
+                     .onLoss = [this](int from, const std::string& what) { lostBy(from, what); },
                      .progress = &progress});
 
   localSize_ = 0;

@@ -76,9 +76,11 @@ class Communicator {
   // A peer failed: every pending and later operation fails with
   // loomRemoteError naming it. Called by the watchdog.
   void revoke(int rank, const std::string& why);
-  // A call of this rank met a lost peer itself (a connection closed or reset
-  // under it): the communicator is as broken as if it had been told, and is
-  // revoked with that message (the watchdog's notice may come later or never).
+  // A call of this rank met a lost peer or link itself (a connection closed,
+  // reset or dark under it): the communicator is as broken as if it had been
+  // told, and is revoked with that message, and unless a notice revoked it
+  // first, every other rank is told (Watchdog::reportLoss), so that none
+  // waits out its deadline on a failure only this rank saw.
   void revoke(const std::string& message);
   // A collective of this rank found the ranks out of step in the data path
   // (another call, count, type, op or root on a peer): the connections now
@@ -132,6 +134,8 @@ class Communicator {
   void runInit(const UniqueIdData& id, int rank, int nranks);
   // Rank `from` found the ranks out of step (its poison()).
   void outOfStep(int from, const std::string& what);
+  // A call of rank `from` lost a peer or link (its revoke(message)).
+  void lostBy(int from, const std::string& what);
   // Opens the data listener (on the interface of this rank's NIC when it has
   // one here), exchanges endpoints, creates the engine.
   void startEngine(const UniqueIdData& id, const PeerInfo& self);

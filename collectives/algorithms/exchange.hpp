@@ -28,8 +28,20 @@ class Exchange {
     std::vector<P2pOp*> pointers;
     for (auto& op : ops_) pointers.push_back(&op);
     StallProbe probe(plan_.comm, plan_.sequence, plan_.call, plan_.callBytes);
-    runOps(pointers,
-           [&](int peer, std::chrono::steady_clock::duration stalled) { probe.check(peer, stalled, plan_.what); });
+    try {
+      runOps(pointers,
+             [&](int peer, std::chrono::steady_clock::duration stalled) { probe.check(peer, stalled, plan_.what); });
+    } catch (const Error& e) {
+      if (e.code() != loomTimeout) throw;
+      // A deadline on a peer that is in this call too, or answers nothing:
+      // the link between the two is down, which is every rank's error.
+      for (const P2pOp& op : ops_) {
+        if (op.state.load(std::memory_order_acquire) != OpState::Failed || op.error != loomTimeout) continue;
+        probe.throwIfDark(op.peer, plan_.what + ": " + e.what());
+        break;
+      }
+      throw;
+    }
     ops_.clear();
   }
 

@@ -30,8 +30,9 @@ enum class FrameType : uint16_t {
   ProgressQuery = 10,   // a rank surveying its peers -> each: rank
   ProgressReport = 11,  // the answer, on the same connection: rank, where its collectives are
   MismatchNotice = 12,  // rank -> every rank: reporter, what it found out of step
+  LossNotice = 13,      // rank -> every rank: reporter, the peer or link a call of it lost
 };
-inline constexpr FrameType kLastFrameType = FrameType::MismatchNotice;
+inline constexpr FrameType kLastFrameType = FrameType::LossNotice;
 
 struct FrameHeader {
   FrameType type;

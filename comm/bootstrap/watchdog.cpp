@@ -233,6 +233,9 @@ bool Watchdog::serve(Incoming& in) {
         case FrameType::MismatchNotice:
           handlers_.onMismatch(m.from, m.text);
           return false;
+        case FrameType::LossNotice:
+          handlers_.onLoss(m.from, m.text);
+          return false;
         case FrameType::ProgressQuery: {
           const WatchdogMessage report{.type = FrameType::ProgressReport,
                                        .from = rank_,
@@ -278,15 +281,32 @@ void Watchdog::notify(int to, int failed, const std::string& why) {
 }
 
 void Watchdog::reportMismatch(const std::string& what) {
-  const WatchdogMessage notice{.type = FrameType::MismatchNotice, .from = rank_, .text = what};
+  tellEveryone({.type = FrameType::MismatchNotice, .from = rank_, .text = what}, "that the ranks are out of step");
+}
+
+void Watchdog::reportLoss(const std::string& what) {
+  tellEveryone({.type = FrameType::LossNotice, .from = rank_, .text = what}, "what a call lost");
+}
+
+void Watchdog::tellEveryone(const WatchdogMessage& notice, const char* what) {
+  constexpr int kAtOnce = 16;
   const auto payload = notice.encode();
+  std::vector<int> others;
   for (int r = 0; r < nranks_; ++r) {
-    if (r == rank_) continue;
-    try {
-      sendTo(r, FrameType::MismatchNotice, payload, Deadline::after(kNotifyTimeout), &stop_);
-    } catch (const Error& e) {
-      LOOM_INFO(Bootstrap, "could not tell rank %d that the ranks are out of step: %s", r, e.what());
+    if (r != rank_) others.push_back(r);
+  }
+  for (size_t first = 0; first < others.size(); first += kAtOnce) {
+    std::vector<std::thread> senders;
+    for (size_t i = first; i < std::min(others.size(), first + kAtOnce); ++i) {
+      senders.emplace_back([&, r = others[i]] {
+        try {
+          sendTo(r, notice.type, payload, Deadline::after(kNotifyTimeout), &stop_);
+        } catch (const Error& e) {
+          LOOM_INFO(Bootstrap, "could not tell rank %d %s: %s", r, what, e.what());
+        }
+      });
     }
+    for (auto& s : senders) s.join();
   }
 }
 

@@ -20,6 +20,13 @@
 //   (different calls, counts, types, ops or roots) sends a MismatchNotice
 //   to every other rank, so that those waiting on it fail at once instead
 //   of at their deadline.
+// - A rank whose call lost a peer or a link in the data path before any
+//   notice told it why (a data connection reset under it, or one that went
+//   dark: nothing crossed it for LOOM_TIMEOUT_MS while the peer was still
+//   in the call, or answered nothing out of band either) sends a
+//   LossNotice to every other rank: each revokes its communicator with
+//   that rank's words, which name both ends. A failure that only one data
+//   connection sees is then everyone's error, not one rank's.
 // - Any rank may survey the others: each watchdog answers a ProgressQuery
 //   with where its rank's collectives are, so a failed collective's report
 //   can say where every rank stopped, and which did not answer.
@@ -43,6 +50,7 @@
 #include "base/net/socket.hpp"
 #include "base/secret.hpp"
 #include "comm/bootstrap/frame.hpp"
+#include "comm/bootstrap/watchdog_message.hpp"
 #include "comm/progress.hpp"
 
 namespace loom {
@@ -63,6 +71,8 @@ class Watchdog {
     std::function<void(int rank, const std::string& why)> onFailure;
     // A peer found the ranks out of step (reportMismatch).
     std::function<void(int from, const std::string& what)> onMismatch;
+    // A call of a peer lost a peer or a link (reportLoss).
+    std::function<void(int from, const std::string& what)> onLoss;
     // Where this rank's collectives are, for surveys and probes.
     const Progress* progress = nullptr;
   };
@@ -89,6 +99,8 @@ class Watchdog {
   // Tells every other rank what this one found out of step (a MismatchNotice
   // each, from the calling thread; an unreachable rank is skipped).
   void reportMismatch(const std::string& what);
+  // Tells every other rank what a call of this one lost (a LossNotice each).
+  void reportLoss(const std::string& what);
 
   // Asks `rank` where its collectives are; nothing when it does not answer
   // `within` (a stopped rank is the heartbeats' business).
@@ -115,6 +127,10 @@ class Watchdog {
   bool serve(Incoming& in);
   void declare(int rank, const std::string& why);
   void notify(int to, int failed, const std::string& why);
+  // Sends `notice` to every other rank, several at once (an unreachable
+  // one costs kNotifyTimeout, not that times the ranks after it); one that
+  // cannot be reached is logged and skipped.
+  void tellEveryone(const WatchdogMessage& notice, const char* what);
   void sayGoodbye();
 
   Secret secret_;

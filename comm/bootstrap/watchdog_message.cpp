@@ -39,6 +39,7 @@ std::vector<std::byte> WatchdogMessage::encode() const {
       w.putString(text.substr(0, kMaxTextBytes));
       break;
     case FrameType::MismatchNotice:
+    case FrameType::LossNotice:
       w.putString(text.substr(0, kMaxTextBytes));
       break;
     default:
@@ -84,6 +85,7 @@ WatchdogMessage WatchdogMessage::decode(const Frame& frame, int nranks, int self
       break;
     }
     case FrameType::MismatchNotice:
+    case FrameType::LossNotice:
       m.text = r.getString(kMaxTextBytes);
       break;
     default:

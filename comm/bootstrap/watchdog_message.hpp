@@ -20,11 +20,12 @@ struct WatchdogMessage {
   static constexpr size_t kMaxUniqueIdBytes = LOOM_UNIQUE_ID_BYTES;
 
   FrameType type = FrameType::Heartbeat;  // Heartbeat, Goodbye, FailureNotice, ShrinkOffer, ProgressQuery,
-                                          // ProgressReport or MismatchNotice
+                                          // ProgressReport, MismatchNotice or LossNotice
   int from = -1;                          // the sender's rank: every message names it
   int failed = -1;                        // FailureNotice: the rank that failed
   std::string text{};                     // FailureNotice: why; ProgressReport: where the sender's collectives
-                                          // are; MismatchNotice: what the sender found out of step
+                                          // are; MismatchNotice: what the sender found out of step;
+                                          // LossNotice: what a call of the sender lost
   Progress::Snapshot progress{};          // ProgressReport: the sender's collective, as values
   uint32_t epoch = 0;                     // ShrinkOffer: which shrink of the parent
   std::vector<std::byte> uniqueId{};      // ShrinkOffer: the new communicator's id

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A link that goes dark while both ends live: four network namespaces, one
+# rank each, all-to-alls (tests/programs/link_rank.cpp), then iptables drops
+# everything between nodes 0 and 2 (not neighbours on the heartbeat ring,
+# so no watchdog sees it: only the data connections do). Every rank must
+# fail with loomRemoteError naming rank 0 and rank 2 within the deadline
+# and a little more, and none may hang. Exit 77 (skipped) without root,
+# network namespaces or iptables.
+#
+#   link.sh LOOM_TEST_LINK_BIN
+set -uo pipefail
+bin=${1:?usage: link.sh LOOM_TEST_LINK_BIN}
+command -v iptables >/dev/null || { echo "skipped: no iptables"; exit 77; }
+source "$(dirname "$0")/../../scripts/lib/netns.sh"
+netns_up 4
+export LOOM_TIMEOUT_MS=4000
+
+port=$(netns_store_port)
+pids=()
+for r in 0 1 2 3; do
+  netns_rank $r $r 4 0 "$port" timeout 60 "$bin" 0 2 "$NETNS_DIR" >"$NETNS_DIR/link.$r.log" 2>&1 &
+  pids+=($!)
+done
+for ((tries = 0; tries < 600; tries++)); do
+  [[ -e $NETNS_DIR/ready.0 && -e $NETNS_DIR/ready.1 && -e $NETNS_DIR/ready.2 && -e $NETNS_DIR/ready.3 ]] && break
+  sleep 0.05
+done
+ip netns exec "${NETNS_TAG}n0" iptables -A OUTPUT -d 10.77.0.3 -j DROP
+ip netns exec "${NETNS_TAG}n0" iptables -A INPUT -s 10.77.0.3 -j DROP
+ip netns exec "${NETNS_TAG}n2" iptables -A OUTPUT -d 10.77.0.1 -j DROP
+ip netns exec "${NETNS_TAG}n2" iptables -A INPUT -s 10.77.0.1 -j DROP
+cut=$SECONDS
+for r in 0 1 2 3; do
+  wait "${pids[r]}"
+  status=$?
+  if ((status == 0)); then
+    echo "ok   $(grep "^rank $r:" "$NETNS_DIR/link.$r.log" | cut -c1-300)"
+  else
+    echo "FAIL rank $r exited $status:"; tail -20 "$NETNS_DIR/link.$r.log" | cut -c1-400
+    NETNS_FAILURES=$((NETNS_FAILURES + 1))
+  fi
+done
+# The deadline (4 s), the grace for a cause (1 s), the notices (2 s at most).
+if ((SECONDS - cut > 12)); then
+  echo "FAIL the ranks took $((SECONDS - cut)) s after the cut"; NETNS_FAILURES=$((NETNS_FAILURES + 1))
+fi
+((NETNS_FAILURES == 0)) && echo "a dark link was every rank's error, naming both ends"
+exit $((NETNS_FAILURES > 0))
