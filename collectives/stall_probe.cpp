@@ -53,7 +53,9 @@ void StallProbe::throwIfDark(int peer, const std::string& stalled) {
                            std::to_string(peer) + " is down";
   const auto at = comm_.probe(peer, kAnswerWithin);
   std::string why;
+  int unreachable = -1;
   if (!at) {
+    unreachable = peer;
     why = "rank " + std::to_string(peer) + " does not answer out of band either: " + link + " (or its host is)";
   } else if (at->state == Progress::State::Running && at->current.sequence == ours_.sequence &&
              at->current.call == ours_.call) {
@@ -64,7 +66,7 @@ void StallProbe::throwIfDark(int peer, const std::string& stalled) {
   // This rank is the one that knows: the others, waiting on ranks that wait
   // on this one, hear it now rather than at their own deadlines.
   const std::string message = stalled + ": " + why;
-  comm_.revoke(message);
+  comm_.revoke(message, unreachable);
   throw Error(loomRemoteError, message);
 }
 

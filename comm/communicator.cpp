@@ -64,11 +64,11 @@ void Communicator::revoke(int rank, const std::string& why) {
   cancel_.cancel(loomRemoteError, "rank " + std::to_string(rank) + " failed: " + why);
 }
 
-void Communicator::revoke(const std::string& message) {
+void Communicator::revoke(const std::string& message, int unreachable) {
   if (cancel_.cancelled()) return;  // told already, or aborted: nothing this rank alone knows
   // The peers first, as in poison(): a peer that lost its connection to
   // this rank when the cancel closes it must find the notice there.
-  if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportLoss(message);
+  if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportLoss(message, unreachable);
   cancel_.cancel(loomRemoteError, message);
 }
 

@@ -80,8 +80,10 @@ class Communicator {
   // reset or dark under it): the communicator is as broken as if it had been
   // told, and is revoked with that message, and unless a notice revoked it
   // first, every other rank is told (Watchdog::reportLoss), so that none
-  // waits out its deadline on a failure only this rank saw.
-  void revoke(const std::string& message);
+  // waits out its deadline on a failure only this rank saw. `unreachable`:
+  // a rank the notice would not reach (the far end of a dark link), left out
+  // rather than waited for.
+  void revoke(const std::string& message, int unreachable = -1);
   // A collective of this rank found the ranks out of step in the data path
   // (another call, count, type, op or root on a peer): the connections now
   // hold another call's data, so the communicator is unusable. Every

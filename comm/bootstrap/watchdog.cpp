@@ -284,16 +284,16 @@ void Watchdog::reportMismatch(const std::string& what) {
   tellEveryone({.type = FrameType::MismatchNotice, .from = rank_, .text = what}, "that the ranks are out of step");
 }
 
-void Watchdog::reportLoss(const std::string& what) {
-  tellEveryone({.type = FrameType::LossNotice, .from = rank_, .text = what}, "what a call lost");
+void Watchdog::reportLoss(const std::string& what, int skip) {
+  tellEveryone({.type = FrameType::LossNotice, .from = rank_, .text = what}, "what a call lost", skip);
 }
 
-void Watchdog::tellEveryone(const WatchdogMessage& notice, const char* what) {
+void Watchdog::tellEveryone(const WatchdogMessage& notice, const char* what, int skip) {
   constexpr int kAtOnce = 16;
   const auto payload = notice.encode();
   std::vector<int> others;
   for (int r = 0; r < nranks_; ++r) {
-    if (r != rank_) others.push_back(r);
+    if (r != rank_ && r != skip) others.push_back(r);
   }
   for (size_t first = 0; first < others.size(); first += kAtOnce) {
     std::vector<std::thread> senders;

@@ -99,8 +99,9 @@ class Watchdog {
   // Tells every other rank what this one found out of step (a MismatchNotice
   // each, from the calling thread; an unreachable rank is skipped).
   void reportMismatch(const std::string& what);
-  // Tells every other rank what a call of this one lost (a LossNotice each).
-  void reportLoss(const std::string& what);
+  // Tells every other rank but `skip` what a call of this one lost (a
+  // LossNotice each).
+  void reportLoss(const std::string& what, int skip = -1);
 
   // Asks `rank` where its collectives are; nothing when it does not answer
   // `within` (a stopped rank is the heartbeats' business).
@@ -130,7 +131,7 @@ class Watchdog {
   // Sends `notice` to every other rank, several at once (an unreachable
   // one costs kNotifyTimeout, not that times the ranks after it); one that
   // cannot be reached is logged and skipped.
-  void tellEveryone(const WatchdogMessage& notice, const char* what);
+  void tellEveryone(const WatchdogMessage& notice, const char* what, int skip = -1);
   void sayGoodbye();
 
   Secret secret_;
