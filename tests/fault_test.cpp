@@ -36,15 +36,18 @@ struct FaultRun {
   std::vector<double> detectedMs;  // per survivor
 };
 
-// n ranks of loom_test_fault on this host, rank `victim` failing as `mode`.
-FaultRun runFault(const std::string& mode, int n, int victim, size_t count, std::map<std::string, std::string> extra) {
+// n ranks of loom_test_fault on this host, the ranks `victims` failing as `mode`.
+FaultRun runFault(const std::string& mode, int n, std::vector<int> victims, size_t count,
+                  std::map<std::string, std::string> extra) {
+  std::string list;
+  for (int v : victims) list += (list.empty() ? "" : ",") + std::to_string(v);
   const std::string dir = ::testing::TempDir() + "loom-fault-" + std::to_string(::getpid()) + "-" + mode;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::map<std::string, std::string>> envs;
   for (int r = 0; r < n; ++r) {
-    argvs.push_back({LOOM_TEST_FAULT_BIN, mode, std::to_string(victim), dir, std::to_string(count)});
+    argvs.push_back({LOOM_TEST_FAULT_BIN, mode, list, dir, std::to_string(count)});
     auto env = extra;
     env["LOOM_RANK"] = std::to_string(r);
     env["LOOM_WORLD_SIZE"] = std::to_string(n);
@@ -56,29 +59,33 @@ FaultRun runFault(const std::string& mode, int n, int victim, size_t count, std:
   const std::regex detected("detected after ([0-9.]+) ms");
   for (int r = 0; r < n; ++r) {
     std::smatch m;
-    if (r != victim && std::regex_search(run.ranks[static_cast<size_t>(r)].output, m, detected)) {
+    const bool victim = std::find(victims.begin(), victims.end(), r) != victims.end();
+    if (!victim && std::regex_search(run.ranks[static_cast<size_t>(r)].output, m, detected)) {
       run.detectedMs.push_back(std::stod(m[1]));
     }
   }
   std::filesystem::remove_all(dir);
   std::string seen;
   for (double ms : run.detectedMs) seen += " " + std::to_string(ms);
-  std::printf("detection (%s, victim rank %d): survivors' errors after [ms]%s\n", mode.c_str(), victim, seen.c_str());
+  std::printf("detection (%s, victim ranks %s): survivors' errors after [ms]%s\n", mode.c_str(), list.c_str(),
+              seen.c_str());
   return run;
 }
 
-void expectSurvivorsRecovered(const FaultRun& run, int victim, int signal) {
+void expectSurvivorsRecovered(const FaultRun& run, std::vector<int> victims, int signal) {
+  std::string failed = "failed ranks:";
+  for (int v : victims) failed += " " + std::to_string(v);
   for (size_t r = 0; r < run.ranks.size(); ++r) {
     const auto& res = run.ranks[r];
-    if (static_cast<int>(r) == victim) {
+    if (std::find(victims.begin(), victims.end(), static_cast<int>(r)) != victims.end()) {
       EXPECT_EQ(res.exitCode, 128 + signal) << res.output;
       continue;
     }
     EXPECT_EQ(res.exitCode, 0) << "rank " << r << ":\n" << res.output;
-    EXPECT_NE(res.output.find("failed ranks: " + std::to_string(victim) + "\n"), std::string::npos) << res.output;
+    EXPECT_NE(res.output.find(failed + "\n"), std::string::npos) << res.output;
     EXPECT_NE(res.output.find("survivors' rank"), std::string::npos) << res.output;
   }
-  EXPECT_EQ(run.detectedMs.size(), run.ranks.size() - 1);
+  EXPECT_EQ(run.detectedMs.size(), run.ranks.size() - victims.size());
 }
 
 double maxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
@@ -88,8 +95,8 @@ double maxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_el
 // Over shared memory: the victim's neighbours see its segment's control
 // socket close, the others hear it from the watchdog of its next rank.
 TEST(Faults, AKilledRankFailsEveryOtherRankAndTheSurvivorsShrink) {
-  auto run = runFault("kill", 4, 2, 4u << 20, {});
-  expectSurvivorsRecovered(run, 2, SIGKILL);
+  auto run = runFault("kill", 4, {2}, 4u << 20, {});
+  expectSurvivorsRecovered(run, {2}, SIGKILL);
   EXPECT_LT(maxOf(run.detectedMs), 2000.0);  // the bound the README states for a dead process
   // Rank 0's report: the others answered where they were, the victim is gone.
   const std::string& report = run.ranks[0].output;
@@ -100,16 +107,16 @@ TEST(Faults, AKilledRankFailsEveryOtherRankAndTheSurvivorsShrink) {
 }
 
 TEST(Faults, AKilledRankOverSocketsFailsEveryOtherRank) {
-  auto run = runFault("kill", 4, 1, 1u << 20, {{"LOOM_TRANSPORT", "socket"}});
-  expectSurvivorsRecovered(run, 1, SIGKILL);
+  auto run = runFault("kill", 4, {1}, 1u << 20, {{"LOOM_TRANSPORT", "socket"}});
+  expectSurvivorsRecovered(run, {1}, SIGKILL);
   EXPECT_LT(maxOf(run.detectedMs), 2000.0);
 }
 
 // Alive but stuck: only the missing heartbeats tell (5 x 200 ms here), long
 // before the operations' own LOOM_TIMEOUT_MS.
 TEST(Faults, AStoppedRankIsDeclaredFailedAfterItsHeartbeatsStop) {
-  auto run = runFault("stop", 4, 3, 1u << 20, {{"LOOM_HEARTBEAT_MS", "200"}, {"LOOM_TIMEOUT_MS", "60000"}});
-  expectSurvivorsRecovered(run, 3, SIGKILL);
+  auto run = runFault("stop", 4, {3}, 1u << 20, {{"LOOM_HEARTBEAT_MS", "200"}, {"LOOM_TIMEOUT_MS", "60000"}});
+  expectSurvivorsRecovered(run, {3}, SIGKILL);
   for (size_t r = 0; r < 3; ++r) {
     EXPECT_NE(run.ranks[r].output.find("rank 3 failed: sent no heartbeat for 1000 ms"), std::string::npos)
         << run.ranks[r].output;
@@ -118,6 +125,23 @@ TEST(Faults, AStoppedRankIsDeclaredFailedAfterItsHeartbeatsStop) {
   // second for an answer the stopped rank would never give.
   EXPECT_NE(run.ranks[0].output.find("rank 3: failed, not asked"), std::string::npos) << run.ranks[0].output;
   EXPECT_LT(maxOf(run.detectedMs), 1000.0 + 2000.0);  // silence, then at most a notice's delivery
+}
+
+// Neighbours on the heartbeat ring, killed together: rank 2 watched rank 1,
+// so rank 3, which declares rank 2, watches rank 1 next, and finds it gone
+// (its listener refuses) at once. Both are named, and the survivors shrink
+// around both.
+TEST(Faults, TwoNeighboursKilledTogetherAreBothNamed) {
+  auto run = runFault("kill", 5, {1, 2}, 1u << 20, {{"LOOM_TRANSPORT", "socket"}});
+  expectSurvivorsRecovered(run, {1, 2}, SIGKILL);
+  EXPECT_LT(maxOf(run.detectedMs), 2000.0);
+}
+
+// Stopped together, they do not refuse: the silence of each is what tells,
+// one watcher after the other (5 x 200 ms, twice).
+TEST(Faults, TwoNeighboursStoppedTogetherAreBothNamed) {
+  auto run = runFault("stop", 4, {2, 3}, 1u << 20, {{"LOOM_HEARTBEAT_MS", "200"}, {"LOOM_TIMEOUT_MS", "60000"}});
+  expectSurvivorsRecovered(run, {2, 3}, SIGKILL);
 }
 
 TEST(FailedRanks, BadArgumentsAreNamedAndALiveCommunicatorHasNone) {

@@ -29,6 +29,9 @@ constexpr uint32_t kMaxFrameBytes = 8192;
 constexpr size_t kMaxOutbox = 4096;
 // Telling a rank of a failure: a rank that takes longer is unreachable.
 constexpr milliseconds kNotifyTimeout{2000};
+// Whether a rank's listener still takes connections, when this rank starts
+// watching it: a refusal comes at once, so this only bounds a dark host.
+constexpr milliseconds kProbeWithin{200};
 
 class Registry;
 Registry& registry();
@@ -70,7 +73,7 @@ struct Watchdog::Incoming {
   net::Socket socket;
   FrameReader reader;
   Deadline identifyBy;
-  bool fromPrev = false;  // the previous rank's heartbeat stream
+  int from = -1;  // the rank whose heartbeat stream this is, once it has said so
 };
 
 Watchdog::Settings Watchdog::Settings::fromEnv(milliseconds timeout) {
@@ -109,7 +112,7 @@ void Watchdog::stop() {
 
 void Watchdog::run() {
   LogRankScope scope(rank_);
-  connectNext();
+  connectNext(Deadline::after(settings_.timeout));
   prevHeard_ = Clock::now();
   std::vector<std::unique_ptr<Incoming>> incoming;
   const auto silence = settings_.heartbeat * kSilentBeats;
@@ -117,7 +120,7 @@ void Watchdog::run() {
     const auto now = Clock::now();
     if (settings_.heartbeat.count() > 0) {
       if (now >= nextBeat_) beat(now);
-      const bool watched = !prevLeft_ && std::find(declared_.begin(), declared_.end(), prev_) == declared_.end();
+      const bool watched = prev_ >= 0 && !prevLeft_ && !isDeclared(prev_);
       if (watched && now - prevHeard_ > silence) {
         declare(prev_, "sent no heartbeat for " + std::to_string(silence.count()) +
                            " ms (LOOM_HEARTBEAT_MS x " + std::to_string(kSilentBeats) +
@@ -125,7 +128,7 @@ void Watchdog::run() {
       }
     }
     std::erase_if(incoming, [](const auto& in) {
-      if (in->fromPrev || !in->identifyBy.expired()) return false;
+      if (in->from >= 0 || !in->identifyBy.expired()) return false;
       LOOM_WARN(Bootstrap, "dropped a connection to the bootstrap listener: no whole frame within %lld s",
                 static_cast<long long>(kIdentifyWithin.count()));
       return true;
@@ -173,9 +176,9 @@ void Watchdog::sendTo(int rank, FrameType type, std::span<const std::byte> paylo
   sendFrame(socket, type, secret_, payload, deadline, cancel);
 }
 
-void Watchdog::connectNext() {
+void Watchdog::connectNext(Deadline deadline) {
   try {
-    toNext_ = connectTo(next_, Deadline::after(settings_.timeout), &stop_);
+    toNext_ = connectTo(next_, deadline, &stop_);
     // The first heartbeat names the stream, also when no more follow.
     outbox_ = encodeFrame(FrameType::Heartbeat, secret_, rankPayload(rank_));
     beat(Clock::now());
@@ -207,20 +210,25 @@ bool Watchdog::serve(Incoming& in) {
       const auto m = WatchdogMessage::decode(*frame, nranks_, rank_);
       switch (m.type) {
         case FrameType::Heartbeat:
-          if (m.from != prev_) {
-            throw Error(loomRemoteError, "heartbeat from rank " + std::to_string(m.from) + ", not rank " + std::to_string(prev_));
+          // From the previous live rank, or from one that is becoming it (it
+          // learnt of a failure between us before this rank did).
+          if (in.from < 0) {
+            in.from = m.from;
+            in.socket.setLabel("rank " + std::to_string(m.from));
+          } else if (m.from != in.from) {
+            throw Error(loomRemoteError, "heartbeat from rank " + std::to_string(m.from) + " on rank " +
+                                             std::to_string(in.from) + "'s stream");
           }
-          if (!in.fromPrev) in.socket.setLabel("rank " + std::to_string(prev_));
-          in.fromPrev = true;
-          prevHeard_ = Clock::now();
+          if (m.from == prev_) prevHeard_ = Clock::now();
           break;
         case FrameType::Goodbye:
           if (m.from == prev_) prevLeft_ = true;
           return false;
         case FrameType::FailureNotice:
-          if (std::find(declared_.begin(), declared_.end(), m.failed) == declared_.end()) {
+          if (!isDeclared(m.failed)) {
             declared_.push_back(m.failed);
             handlers_.onFailure(m.failed, m.text + " (seen by rank " + std::to_string(m.from) + ")");
+            closeRing(m.failed);
           }
           return false;
         case FrameType::ShrinkOffer:
@@ -250,7 +258,7 @@ bool Watchdog::serve(Incoming& in) {
     }
     return true;
   } catch (const Error& e) {
-    if (in.fromPrev && !prevLeft_) {
+    if (in.from >= 0 && in.from == prev_ && !prevLeft_) {
       declare(prev_, std::string("its heartbeat connection ended without a goodbye (") + e.what() +
                          "): the process died or aborted its communicator");
     } else if (in.reader.midFrame() || e.code() != loomRemoteError) {
@@ -263,11 +271,50 @@ bool Watchdog::serve(Incoming& in) {
 }
 
 void Watchdog::declare(int rank, const std::string& why) {
-  if (std::find(declared_.begin(), declared_.end(), rank) != declared_.end()) return;
+  if (isDeclared(rank)) return;
   declared_.push_back(rank);
   handlers_.onFailure(rank, why + " (seen by rank " + std::to_string(rank_) + ")");
   for (int r = 0; r < nranks_; ++r) {
-    if (r != rank_ && r != rank) notify(r, rank, why);
+    if (r != rank_ && !isDeclared(r)) notify(r, rank, why);
+  }
+  closeRing(rank);
+}
+
+bool Watchdog::isDeclared(int rank) const {
+  return std::find(declared_.begin(), declared_.end(), rank) != declared_.end();
+}
+
+int Watchdog::nearestLive(int from, int step) const {
+  for (int r = (from + step + nranks_) % nranks_; r != rank_; r = (r + step + nranks_) % nranks_) {
+    if (!isDeclared(r)) return r;
+  }
+  return -1;
+}
+
+void Watchdog::closeRing(int failed) {
+  if (failed == next_) {
+    // Heartbeats go to the next live rank now, which watches this one.
+    toNext_.close();
+    outbox_.clear();
+    next_ = nearestLive(next_, +1);
+    if (next_ >= 0) connectNext(Deadline::after(kNotifyTimeout));
+  }
+  if (failed == prev_ && !prevLeft_) {
+    // The failed rank watched its own previous rank: this one does now, or
+    // two neighbours dying together would leave the first unnamed. Its
+    // heartbeats come once it learns of the failure; a listener that
+    // refuses a connection says at once that it is gone too.
+    prev_ = nearestLive(prev_, -1);
+    prevHeard_ = Clock::now();
+    if (prev_ < 0) return;
+    try {
+      connectTo(prev_, Deadline::after(kProbeWithin), &stop_);
+    } catch (const Error& e) {
+      if (e.code() == loomRemoteError) {
+        declare(prev_, std::string("its listener refused a connection once the rank after it had failed (") +
+                           e.what() + "): it is gone too");
+      }
+    }
   }
 }
 

@@ -11,6 +11,10 @@
 //   other rank's bootstrap listener, which stays open for this (and for
 //   shrink offers); each revokes its communicator on receipt. Pending and
 //   later operations then fail with loomRemoteError naming the rank.
+// - The ring closes over a failed rank: its previous rank sends heartbeats
+//   to the next live one, which watches it in turn (and declares it at once
+//   if its listener refuses a connection). So neighbours that die together
+//   are all named: the watcher of the first was the second.
 // - A communicator destroyed in order sends a Goodbye first: a rank that
 //   finished before its peers is not a failure.
 // - Everything arriving on the listener is read as it comes from
@@ -121,12 +125,19 @@ class Watchdog {
   net::Socket connectTo(int rank, Deadline deadline, const Cancellation* cancel) const;
   void sendTo(int rank, FrameType type, std::span<const std::byte> payload, Deadline deadline,
               const Cancellation* cancel) const;
-  void connectNext();
+  void connectNext(Deadline deadline);
   void beat(std::chrono::steady_clock::time_point now);
   void accept();
   // Handles what `in` has sent; false once the connection is done with.
   bool serve(Incoming& in);
   void declare(int rank, const std::string& why);
+  bool isDeclared(int rank) const;
+  // The first rank from `from` in direction `step` (+1, -1) not declared
+  // failed; -1 when only this rank is left.
+  int nearestLive(int from, int step) const;
+  // `failed` is declared: the ring of heartbeats closes over it (this rank
+  // sends to the next live rank, and watches the previous live one).
+  void closeRing(int failed);
   void notify(int to, int failed, const std::string& why);
   // Sends `notice` to every other rank, several at once (an unreachable
   // one costs kNotifyTimeout, not that times the ranks after it); one that

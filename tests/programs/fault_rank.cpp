@@ -1,12 +1,14 @@
 // A rank for the fault tests: real processes, real faults.
-//   loom_test_fault kill|stop VICTIM DIR COUNT
-// Every rank runs all-reduces of COUNT floats. The victim starts one and,
-// 20 ms in, SIGKILLs itself (kill) or SIGSTOPs itself (stop), having written
-// its pid and the steady-clock time of the fault to DIR/victim. The others
-// must see their all-reduce fail with loomRemoteError naming the victim;
-// each prints how long after the fault that was ("detected after X ms"),
-// shrinks the communicator to the survivors, checks an all-reduce among them
-// exactly, then SIGKILLs a stopped victim. Exit 0 only if all of that held.
+//   loom_test_fault kill|stop VICTIMS DIR COUNT
+// Every rank runs all-reduces of COUNT floats. Each victim (VICTIMS: a rank,
+// or several with commas) starts one and, 20 ms in, SIGKILLs itself (kill)
+// or SIGSTOPs itself (stop), having written its pid and the steady-clock
+// time of the fault to DIR/victim.RANK. The others must see their all-reduce
+// fail with loomRemoteError naming a victim; each prints how long after the
+// fault that was ("detected after X ms"), waits until the watchdogs have
+// named every victim failed (and no other rank), shrinks the communicator
+// to the survivors, checks an all-reduce among them exactly, then
+// SIGKILLs a stopped victim. Exit 0 only if all of that held.
 #include <loom/loom.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,8 +40,13 @@ int fail(const char* what, loomComm_t comm) {
 int main(int argc, char** argv) {
   if (argc != 5) return 2;
   const std::string mode = argv[1];
-  const int victim = std::atoi(argv[2]);
-  const std::string victimFile = std::string(argv[3]) + "/victim";
+  std::vector<int> victims;
+  {
+    std::istringstream list(argv[2]);
+    for (std::string v; std::getline(list, v, ',');) victims.push_back(std::atoi(v.c_str()));
+    std::sort(victims.begin(), victims.end());
+  }
+  const std::string victimFiles = std::string(argv[3]) + "/victim.";
   const size_t count = std::strtoull(argv[4], nullptr, 10);
 
   loomComm_t comm = nullptr;
@@ -51,14 +59,15 @@ int main(int argc, char** argv) {
     return fail("warm-up all-reduce", comm);
   }
 
-  if (rank == victim) {
+  if (std::find(victims.begin(), victims.end(), rank) != victims.end()) {
     std::thread reduce([&] { loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr); });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::string file = victimFiles + std::to_string(rank);
     {
-      std::ofstream out(victimFile + ".tmp");
+      std::ofstream out(file + ".tmp");
       out << ::getpid() << " " << nowUs() << "\n";
     }
-    std::rename((victimFile + ".tmp").c_str(), victimFile.c_str());
+    std::rename((file + ".tmp").c_str(), file.c_str());
     ::raise(mode == "stop" ? SIGSTOP : SIGKILL);
     reduce.join();  // only after SIGCONT, which the test never sends
     return 3;
@@ -71,40 +80,57 @@ int main(int argc, char** argv) {
   }
   const long long failedAt = nowUs();
   const std::string message = loomGetLastError(comm);
-  long long pid = 0, faultAt = 0;
-  for (int i = 0; i < 1000 && !(std::ifstream(victimFile) >> pid >> faultAt); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Each victim's pid, and the first fault's time.
+  std::vector<long long> pids;
+  long long faultAt = 0;
+  for (int v : victims) {
+    long long pid = 0, at = 0;
+    for (int i = 0; i < 1000 && !(std::ifstream(victimFiles + std::to_string(v)) >> pid >> at); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (pid == 0) return fail("a victim wrote no pid", comm);
+    pids.push_back(pid);
+    faultAt = faultAt == 0 ? at : std::min(faultAt, at);
   }
-  if (pid == 0) return fail("the victim wrote no pid", comm);
   std::printf("rank %d: detected after %.1f ms: %s\n", rank, static_cast<double>(failedAt - faultAt) / 1000.0,
               message.c_str());
   if (result != loomRemoteError) return fail("the all-reduce did not fail with loomRemoteError", comm);
-  if (message.find("rank " + std::to_string(victim)) == std::string::npos) return fail("the error does not name the victim", comm);
+  if (std::none_of(victims.begin(), victims.end(),
+                   [&](int v) { return message.find("rank " + std::to_string(v)) != std::string::npos; })) {
+    return fail("the error does not name a victim", comm);
+  }
   loomResult_t async = loomSuccess;
   loomCommGetAsyncError(comm, &async);
   if (async != loomRemoteError) return fail("loomCommGetAsyncError is not loomRemoteError", comm);
 
-  // Go on without the ranks the watchdog declared failed: the victim, and
-  // only it. A call that met the dead connection first may come before the
+  // Go on without the ranks the watchdogs declared failed: the victims, and
+  // only they. A call that met a dead connection first may come before the
   // watchdog's notice, which follows within the bound the README states.
-  int failed[4] = {-1, -1, -1, -1};
+  std::vector<int> failed(static_cast<size_t>(size), -1);
   int failedCount = 0;
-  for (int i = 0; i < 300 && failedCount == 0; ++i) {
-    if (loomCommGetFailedRanks(comm, failed, 4, &failedCount) != loomSuccess) return fail("loomCommGetFailedRanks", comm);
-    if (failedCount == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto enough = static_cast<int>(victims.size());
+  for (int i = 0; i < 1000 && failedCount < enough; ++i) {
+    if (loomCommGetFailedRanks(comm, failed.data(), size, &failedCount) != loomSuccess) {
+      return fail("loomCommGetFailedRanks", comm);
+    }
+    if (failedCount < enough) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  failed.resize(static_cast<size_t>(std::min(failedCount, size)));
+  std::sort(failed.begin(), failed.end());
   std::printf("rank %d: failed ranks:", rank);
-  for (int i = 0; i < std::min(failedCount, 4); ++i) std::printf(" %d", failed[i]);
+  for (int f : failed) std::printf(" %d", f);
   std::printf("\n");
-  if (failedCount != 1 || failed[0] != victim) return fail("loomCommGetFailedRanks does not name the victim alone", comm);
+  if (failed != victims) return fail("loomCommGetFailedRanks does not name the victims alone", comm);
   loomComm_t survivors = nullptr;
-  if (loomCommShrink(comm, failed, failedCount, &survivors, nullptr, LOOM_SHRINK_DEFAULT) != loomSuccess) {
+  if (loomCommShrink(comm, failed.data(), static_cast<int>(failed.size()), &survivors, nullptr, LOOM_SHRINK_DEFAULT) !=
+      loomSuccess) {
     return fail("loomCommShrink", comm);
   }
   int newRank = -1, newSize = 0;
   loomCommUserRank(survivors, &newRank);
   loomCommCount(survivors, &newSize);
-  if (newSize != size - 1 || newRank != rank - (rank > victim ? 1 : 0)) {
+  const auto below = std::count_if(victims.begin(), victims.end(), [&](int v) { return v < rank; });
+  if (newSize != size - enough || newRank != rank - below) {
     std::printf("FAIL shrink made rank %d of %d of rank %d of %d\n", newRank, newSize, rank, size);
     return 1;
   }
@@ -112,7 +138,8 @@ int main(int argc, char** argv) {
   if (loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, survivors, nullptr) != loomSuccess) {
     return fail("all-reduce among the survivors", survivors);
   }
-  const int rankSum = size * (size + 1) / 2 - (victim + 1);  // the survivors' rank + 1, summed
+  int rankSum = size * (size + 1) / 2;  // the survivors' rank + 1, summed
+  for (int v : victims) rankSum -= v + 1;
   for (size_t i = 0; i < count; ++i) {
     if (data[i] != static_cast<float>(rankSum) * static_cast<float>(i % 7)) {
       std::printf("FAIL survivors' all-reduce: element %zu is %g\n", i, static_cast<double>(data[i]));
@@ -121,7 +148,9 @@ int main(int argc, char** argv) {
   }
   std::printf("rank %d: survivors' rank %d of %d ok\n", rank, newRank, newSize);
   // Only now: until the survivors' shrink, rank 0 may still be surveying the stopped rank.
-  if (mode == "stop") ::kill(static_cast<pid_t>(pid), SIGKILL);
+  if (mode == "stop") {
+    for (long long pid : pids) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
   if (loomCommDestroy(survivors) != loomSuccess) return fail("destroying the survivors' communicator", nullptr);
   if (loomCommDestroy(comm) != loomSuccess) return fail("destroying the revoked communicator", nullptr);
   return 0;
