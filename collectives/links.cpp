@@ -73,10 +73,10 @@ void Links::pause(Backoff& backoff, std::chrono::steady_clock::time_point since,
         engine_.throwIfCancelled(what_);
         const auto timeout = engine_.context().timeout;
         if (std::chrono::steady_clock::now() - since > timeout) {
-          const std::string stalled = what_ + ": nothing moved to or from rank " + std::to_string(peer) + " for " +
+          const std::string stalled = "nothing moved to or from rank " + std::to_string(peer) + " for " +
                                       std::to_string(timeout.count()) + " ms (LOOM_TIMEOUT_MS)";
-          probe_.throwIfDark(peer, stalled);
-          throw Error(loomTimeout, stalled);
+          probe_.throwIfDark(peer, stalled);  // the communicator's revocation names the call
+          throw Error(loomTimeout, what_ + ": " + stalled);
         }
       },
       [&](std::chrono::microseconds timeout) { sleepOnLinks(timeout, since, peer); });

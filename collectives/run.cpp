@@ -40,27 +40,6 @@ namespace {
 // How long rank 0's survey after a failure waits for answers: a stopped rank never answers.
 constexpr std::chrono::milliseconds kSurveyWithin{1000};
 
-// A lost peer is often not the cause. A rank that finds the ranks out of
-// step poisons its communicator, which ends what it was doing, connections
-// it was opening included; a rank that learns another died leaves the call
-// (on the node's segment: "failed out of a collective"). Either way a peer
-// sees it go just before its own notice of the cause arrives: the mismatch,
-// or the watchdog's revocation naming the dead rank. A lost connection waits
-// for that notice and throws it instead when it comes; the wait ends as soon
-// as the communicator's state is decided. A notice can take a while on a
-// loaded machine: 100 ms was seen too short under CI's parallel tests. A
-// deadline waits the same way: the rank waiting on a link that went dark
-// may be another (its LossNotice names the link), this one only waiting on
-// a rank that waits on it.
-void preferTheCause(Communicator& comm, const std::string& what) {
-  constexpr auto kNoticeWithin = std::chrono::milliseconds(1000);
-  const auto until = std::chrono::steady_clock::now() + kNoticeWithin;
-  while (comm.state() == loomSuccess && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (comm.state() != loomSuccess) comm.engine().throwIfCancelled(what);
-}
-
 // One collective, under the state's runMutex; `entry` learns its algorithm.
 void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry) {
@@ -159,8 +138,9 @@ void runCollective(Communicator& comm, Collective c) {
       // Ranks out of step, found in the data path: the connections now hold
       // another call's data. Nobody may wait out a deadline for it.
       if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
-      // A lost peer, or a deadline that a lost link elsewhere may explain.
-      if (e.code() == loomRemoteError || e.code() == loomTimeout) preferTheCause(comm, state.callName);
+      // A lost peer, or a deadline that a lost link elsewhere may explain:
+      // the rank that knows why is about to say.
+      if (e.code() == loomRemoteError || e.code() == loomTimeout) comm.preferTheCause(state.callName);
       throw;
     }
   } catch (const Error& e) {

@@ -49,25 +49,9 @@ void StallProbe::check(int peer, std::chrono::steady_clock::duration stalled, co
 }
 
 void StallProbe::throwIfDark(int peer, const std::string& stalled) {
-  const std::string link = "the link between rank " + std::to_string(comm_.rank()) + " and rank " +
-                           std::to_string(peer) + " is down";
-  const auto at = comm_.probe(peer, kAnswerWithin);
-  std::string why;
-  int unreachable = -1;
-  if (!at) {
-    unreachable = peer;
-    why = "rank " + std::to_string(peer) + " does not answer out of band either: " + link + " (or its host is)";
-  } else if (at->state == Progress::State::Running && at->current.sequence == ours_.sequence &&
-             at->current.call == ours_.call) {
-    why = "rank " + std::to_string(peer) + " is in this call too: " + link;
-  } else {
-    return;
-  }
-  // This rank is the one that knows: the others, waiting on ranks that wait
-  // on this one, hear it now rather than at their own deadlines.
-  const std::string message = stalled + ": " + why;
-  comm_.revoke(message, unreachable);
-  throw Error(loomRemoteError, message);
+  comm_.throwIfLinkDown(peer, stalled, [&](const Progress::Snapshot& at) {
+    return at.state == Progress::State::Running && at.current.sequence == ours_.sequence && at.current.call == ours_.call;
+  });
 }
 
 }  // namespace loom::coll

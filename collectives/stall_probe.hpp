@@ -39,12 +39,8 @@ class StallProbe {
   void check(int peer, std::chrono::steady_clock::duration stalled, const std::string& what);
 
   // The deadline passed with nothing from or to `peer` (`stalled` says so):
-  // throws loomRemoteError, having revoked the communicator and told every
-  // rank (Communicator::revoke), when that is the link's fault rather than
-  // the peer's program: the peer answers nothing out of band either (a
-  // link, or a host, gone dark; a dead process would have been declared by
-  // then), or it answers from inside this same call. Returns when the peer
-  // is elsewhere (late, or it never called this): a plain timeout.
+  // Communicator::throwIfLinkDown, the peer's answer read against this
+  // collective (in it, running: the link is down).
   void throwIfDark(int peer, const std::string& stalled);
 
  private:

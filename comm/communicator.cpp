@@ -126,6 +126,38 @@ std::optional<Progress::Snapshot> Communicator::probe(int peer, std::chrono::mil
   return w->probe(peer, within);
 }
 
+void Communicator::preferTheCause(const std::string& what) {
+  constexpr auto kNoticeWithin = std::chrono::milliseconds(1000);
+  const auto until = std::chrono::steady_clock::now() + kNoticeWithin;
+  while (state() == loomSuccess && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (state() != loomSuccess) cancel_.throwIfCancelled(what);
+}
+
+void Communicator::throwIfLinkDown(int peer, const std::string& stalled,
+                                   const std::function<bool(const Progress::Snapshot&)>& inThisCall) {
+  // How long the peer may take to answer: a live watchdog answers in well under a millisecond.
+  constexpr std::chrono::milliseconds kAnswerWithin{200};
+  const std::string link =
+      "the link between rank " + std::to_string(rank_) + " and rank " + std::to_string(peer) + " is down";
+  const auto at = probe(peer, kAnswerWithin);
+  std::string why;
+  if (!at) {
+    why = "rank " + std::to_string(peer) + " does not answer out of band either: " + link + " (or its host is)";
+  } else if (inThisCall && inThisCall(*at)) {
+    why = "rank " + std::to_string(peer) + " is in this call too: " + link;
+  } else {
+    return;
+  }
+  // This rank is the one that knows: the others, waiting on ranks that wait
+  // on this one, hear it now rather than at their own deadlines. The rank
+  // across a dark link is not waited for.
+  const std::string message = stalled + ": " + why;
+  revoke(message, at ? -1 : peer);
+  throw Error(loomRemoteError, message);
+}
+
 void Communicator::init(const UniqueIdData& id, int rank, int nranks) {
   try {
     runInit(id, rank, nranks);

@@ -7,6 +7,7 @@
 #include <loom/loom.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -100,6 +101,26 @@ class Communicator {
   // Where `peer`'s collectives are, asked out of band (Watchdog::probe);
   // nothing when it does not answer `within`.
   std::optional<Progress::Snapshot> probe(int peer, std::chrono::milliseconds within);
+  // A call of this rank lost a peer, or its deadline passed: the cause is
+  // often another rank's to tell. A rank that finds the ranks out of step
+  // poisons its communicator, which ends what it was doing, connections it
+  // was opening included; a rank that learns another died leaves the call;
+  // the rank across a link that went dark names it. Either way a peer sees
+  // the effect just before the notice of the cause arrives. Waits up to
+  // 1 s for this communicator's state to be decided and throws the cause
+  // (prefixed with `what`) when it comes; returns otherwise. A notice can
+  // take a while on a loaded machine: 100 ms was seen too short under CI's
+  // parallel tests.
+  void preferTheCause(const std::string& what);
+  // A wait's deadline passed with nothing from or to `peer` (`stalled` says
+  // so). When the peer answers nothing out of band either (a link, or a
+  // host, gone dark: a dead process would have been declared by then), or
+  // `inThisCall` finds its answer inside the very call that waits, the link
+  // between the two is down: revokes this communicator with those words,
+  // telling every rank (revoke), and throws loomRemoteError. Returns when
+  // the peer is elsewhere (late, or it never made the call): a timeout.
+  void throwIfLinkDown(int peer, const std::string& stalled,
+                       const std::function<bool(const Progress::Snapshot&)>& inThisCall = {});
   // Numbers this rank's loomCommShrink calls on this communicator, so that
   // the survivors match their offers.
   uint32_t nextShrinkEpoch() { return shrinkEpoch_++; }

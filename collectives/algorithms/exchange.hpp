@@ -37,7 +37,7 @@ class Exchange {
       // the link between the two is down, which is every rank's error.
       for (const P2pOp& op : ops_) {
         if (op.state.load(std::memory_order_acquire) != OpState::Failed || op.error != loomTimeout) continue;
-        probe.throwIfDark(op.peer, plan_.what + ": " + e.what());
+        probe.throwIfDark(op.peer, e.what());  // the communicator's revocation names the call
         break;
       }
       throw;

@@ -48,7 +48,22 @@ void runOneRank(const std::vector<Call>& calls) {
     ops[i].bytes = p2p->bytes;
     pointers.push_back(&ops[i]);
   }
-  if (!pointers.empty()) runOps(pointers);
+  if (pointers.empty()) return;
+  Communicator& comm = *calls.front().comm;
+  try {
+    runOps(pointers);
+  } catch (const Error& e) {
+    if (e.code() != loomTimeout && e.code() != loomRemoteError) throw;
+    // A deadline on a peer that answers nothing out of band either: the
+    // link between the two is down, which is every rank's error.
+    for (size_t i = 0; i < calls.size() && e.code() == loomTimeout; ++i) {
+      if (ops[i].state.load(std::memory_order_acquire) != OpState::Failed || ops[i].error != loomTimeout) continue;
+      comm.throwIfLinkDown(ops[i].peer, e.what());
+      break;
+    }
+    comm.preferTheCause("");
+    throw;
+  }
 }
 
 // Runs calls that this thread waits for. Where they span several
@@ -59,7 +74,14 @@ void runOneRank(const std::vector<Call>& calls) {
 // wait on a peer that this same thread had not started yet.
 void runNow(const std::vector<Call>& calls) {
   const auto oneRank = [&](const Call& c) { return c.comm == calls.front().comm; };
-  if (std::all_of(calls.begin(), calls.end(), oneRank)) return runOneRank(calls);  // no copies in the common case
+  if (std::all_of(calls.begin(), calls.end(), oneRank)) {  // no copies in the common case
+    try {
+      return runOneRank(calls);
+    } catch (const Error& e) {
+      calls.front().comm->setLastError(e.what());  // loomGetLastError(comm) after loomGroupEnd
+      throw;
+    }
+  }
   auto ranks = splitBy(calls, &Call::comm);
   for (size_t i = 1; i < ranks.size(); ++i) {
     const std::vector<Call>& share = ranks[i].second;

@@ -1,9 +1,11 @@
 // A rank for the dark-link test (tests/netns/link.sh): real processes, a
 // real link cut.
-//   loom_test_link A B DIR
-// Every rank runs all-to-alls of 64 Ki floats (so every pair of ranks,
-// A and B too, carries data) until one fails, and after its 20th writes
-// DIR/ready.RANK, the script's sign to cut the link between ranks A and B.
+//   loom_test_link A B DIR collective|p2p
+// Every rank runs all-to-alls of 64 Ki floats (collective), or a group of
+// 64 Ki-float sends to and receives from every other rank (p2p), so that
+// every pair of ranks, A and B too, carries data, until one fails; after
+// its 20th it writes DIR/ready.RANK, the script's sign to cut the link
+// between ranks A and B.
 // Every rank must then fail with loomRemoteError whose message names both
 // ends of the link; each prints what it got and how long after its last
 // good all-to-all. Exit 0 only if that held.
@@ -18,7 +20,8 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  if (argc != 4) return 2;
+  if (argc != 5) return 2;
+  const bool p2p = std::string(argv[4]) == "p2p";
   const std::string a = "rank " + std::string(argv[1]), b = "rank " + std::string(argv[2]);
   loomComm_t comm = nullptr;
   if (loomCommInitFromEnv(&comm, nullptr) != loomSuccess) {
@@ -33,7 +36,18 @@ int main(int argc, char** argv) {
   loomResult_t result = loomSuccess;
   auto lastGood = std::chrono::steady_clock::now();
   for (int i = 0; result == loomSuccess; ++i) {
-    result = loomAlltoAll(send.data(), recv.data(), kPerPeer, loomFloat32, comm, nullptr);
+    if (p2p) {
+      loomGroupStart();
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer == rank) continue;
+        const size_t at = kPerPeer * static_cast<size_t>(peer);
+        loomSend(send.data() + at, kPerPeer, loomFloat32, peer, comm, nullptr);
+        loomRecv(recv.data() + at, kPerPeer, loomFloat32, peer, comm, nullptr);
+      }
+      result = loomGroupEnd();
+    } else {
+      result = loomAlltoAll(send.data(), recv.data(), kPerPeer, loomFloat32, comm, nullptr);
+    }
     if (result != loomSuccess) break;
     lastGood = std::chrono::steady_clock::now();
     if (i == 20) std::ofstream(std::string(argv[3]) + "/ready." + std::to_string(rank)) << "ready\n";
