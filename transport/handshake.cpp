@@ -78,6 +78,15 @@ Reply recvReply(net::Socket& socket, Deadline deadline, const Cancellation* canc
   return reply;
 }
 
+Hello helloFor(const Context& context, const Endpoint& peer, Channel channel, uint32_t wireId) {
+  return {.secret = context.secret,
+          .from = context.self.rank,
+          .to = peer.rank,
+          .channel = channel,
+          .transport = wireId,
+          .fifo = context.fifo};
+}
+
 net::Socket connectWithHello(const Endpoint& peer, const Hello& hello, const Context& context, Deadline deadline) {
   // The peer's listener has been up since init: a refusal means the peer is gone.
   auto socket = net::Socket::connect(peer.listener, deadline, context.cancel, peerName(peer), net::Socket::Refused::Fail);

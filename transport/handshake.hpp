@@ -48,6 +48,10 @@ void sendReply(net::Socket& socket, const Reply& reply, Deadline deadline, const
 // Waits for the Reply; a closed connection means the peer refused the Hello.
 Reply recvReply(net::Socket& socket, Deadline deadline, const Cancellation* cancel);
 
+// The Hello of a connection from context.self to `peer` over the transport
+// `wireId`; its own bytes are the transport's to fill.
+Hello helloFor(const Context& context, const Endpoint& peer, Channel channel, uint32_t wireId);
+
 // Connects to peer's listener and presents `hello`.
 net::Socket connectWithHello(const Endpoint& peer, const Hello& hello, const Context& context, Deadline deadline);
 

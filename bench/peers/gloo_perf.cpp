@@ -66,8 +66,9 @@ void runRank(const loom::bench::Sweep& s, int rank, const std::string& storeDir)
 
 int main(int argc, char** argv) {
   const loom::bench::Sweep s = loom::bench::parseSweep(argc, argv);
-  if (s.collective == "reduce_scatter") {
-    std::fprintf(stderr, "gloo_perf: reduce_scatter is not measured (no options-style API in this Gloo)\n");
+  if (s.collective == "reduce_scatter" || s.collective == "sendrecv") {
+    std::fprintf(stderr, "gloo_perf: %s is not measured (no options-style reduce-scatter in this Gloo; "
+                 "point-to-point is not a collective of its)\n", s.collective.c_str());
     return 3;
   }
   if (s.rank >= 0) {  // one rank of a job spread over machines (or network namespaces)

@@ -1,5 +1,6 @@
 // Open MPI's collectives measured with loom-perf's method (sweep.hpp), as
-// the peer in bench/compare. Run under mpirun; float32 sums, out of place.
+// the peer in bench/compare and bench/transport/compare-ucx. Run under
+// mpirun; float32 sums, out of place; sendrecv as loom-perf's (a ring shift).
 #include <mpi.h>
 
 #include <vector>
@@ -24,6 +25,9 @@ int main(int argc, char** argv) {
       MPI_Allgather(send.data(), count / n, MPI_FLOAT, recv.data(), count / n, MPI_FLOAT, MPI_COMM_WORLD);
     } else if (s.collective == "reduce_scatter") {
       MPI_Reduce_scatter_block(send.data(), recv.data(), count / n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    } else if (s.collective == "sendrecv") {  // loom-perf's: to the next rank, from the previous
+      MPI_Sendrecv(send.data(), count, MPI_FLOAT, (rank + 1) % n, 0, recv.data(), count, MPI_FLOAT, (rank + n - 1) % n, 0,
+                   MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
       MPI_Bcast(send.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
     }

@@ -19,7 +19,7 @@
 namespace loom::bench {
 
 struct Sweep {
-  std::string collective = "all_reduce";  // all_reduce, all_gather, reduce_scatter, broadcast
+  std::string collective = "all_reduce";  // all_reduce, all_gather, reduce_scatter, broadcast, sendrecv (mpi_perf)
   size_t minBytes = 8;
   size_t maxBytes = 64u << 20;
   size_t factor = 2;
@@ -69,8 +69,8 @@ inline Sweep parseSweep(int argc, char** argv) {
     }
   }
   if (s.collective != "all_reduce" && s.collective != "all_gather" && s.collective != "reduce_scatter" &&
-      s.collective != "broadcast") {
-    std::fprintf(stderr, "collective must be all_reduce, all_gather, reduce_scatter or broadcast\n");
+      s.collective != "broadcast" && s.collective != "sendrecv") {
+    std::fprintf(stderr, "collective must be all_reduce, all_gather, reduce_scatter, broadcast or sendrecv\n");
     std::exit(2);
   }
   if (s.factor < 2) s.factor = 2;
@@ -80,7 +80,7 @@ inline Sweep parseSweep(int argc, char** argv) {
 // nccl-tests' bus bandwidth factor for `collective` on n ranks.
 inline double busFactor(const std::string& collective, int n) {
   if (collective == "all_reduce") return 2.0 * (n - 1) / n;
-  if (collective == "broadcast") return 1.0;
+  if (collective == "broadcast" || collective == "sendrecv") return 1.0;
   return static_cast<double>(n - 1) / n;
 }
 

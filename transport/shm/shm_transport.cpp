@@ -20,14 +20,8 @@ int ShmTransport::preference(const Endpoint& self, const Endpoint& peer) const {
 }
 
 std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, Channel channel, const Context& context) {
-  Hello hello{.secret = context.secret,
-              .from = context.self.rank,
-              .to = peer.rank,
-              .channel = channel,
-              .transport = kWireId,
-              .fifo = context.fifo};
   auto deadline = Deadline::after(context.timeout);
-  auto socket = connectWithHello(peer, hello, context, deadline);
+  auto socket = connectWithHello(peer, helloFor(context, peer, channel, kWireId), context, deadline);
   Reply reply = recvReply(socket, deadline, context.cancel);
   if (!reply.ok) throw Error(loomRemoteError, peerName(peer) + " refused a shared memory connection: " + reply.detail);
   auto segment = ::loom::shm::Segment::open(reply.detail, FifoView::segmentBytes(context.fifo));

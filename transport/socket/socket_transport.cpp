@@ -44,15 +44,9 @@ std::unique_ptr<SendConnection> SocketTransport::connect(const Endpoint& peer, C
   auto deadline = Deadline::after(context.timeout);
   std::vector<net::Socket> sockets;
   for (uint32_t i = 0; i < count; ++i) {
-    Hello hello{.secret = context.secret,
-                .from = context.self.rank,
-                .to = peer.rank,
-                .channel = channel,
-                .transport = kWireId,
-                .fifo = context.fifo,
-                .transportBytes =
-                    SocketHello{.index = static_cast<uint16_t>(i), .count = static_cast<uint16_t>(count), .nonce = nonce}
-                        .encode()};
+    Hello hello = helloFor(context, peer, channel, kWireId);
+    hello.transportBytes =
+        SocketHello{.index = static_cast<uint16_t>(i), .count = static_cast<uint16_t>(count), .nonce = nonce}.encode();
     sockets.push_back(connectWithHello(peer, hello, context, deadline));
     configureDataSocket(sockets.back());
   }

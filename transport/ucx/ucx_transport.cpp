@@ -51,13 +51,7 @@ std::unique_ptr<SendConnection> UcxTransport::connect(const Endpoint& peer, Chan
   const auto deadline = Deadline::after(context.timeout);
   const PeerErrors errors = peer.hostId == context.self.hostId ? PeerErrors::ByControlSocket : PeerErrors::Reported;
   auto worker = std::make_unique<Worker>(ucp());
-  Hello hello{.secret = context.secret,
-              .from = context.self.rank,
-              .to = peer.rank,
-              .channel = channel,
-              .transport = kWireId,
-              .fifo = context.fifo};
-  auto control = connectWithHello(peer, hello, context, deadline);
+  auto control = connectWithHello(peer, helloFor(context, peer, channel, kWireId), context, deadline);
   const Reply reply = recvReply(control, deadline, context.cancel);
   if (!reply.ok) throw Error(loomRemoteError, peerName(peer) + " refused a UCX connection: " + reply.detail);
   worker->connect(recvAddress(control, deadline, context.cancel), errors, peerName(peer));
