@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <system_error>
 
 #include "base/env.hpp"
 #include "base/error.hpp"
@@ -120,6 +121,7 @@ void Watchdog::run() {
     const auto now = Clock::now();
     if (settings_.heartbeat.count() > 0) {
       if (now >= nextBeat_) beat(now);
+      if (prevUnheard_ && now >= nextPrevProbe_) probeUnheardPrev();
       const bool watched = prev_ >= 0 && !prevLeft_ && !isDeclared(prev_);
       if (watched && now - prevHeard_ > silence) {
         declare(prev_, "sent no heartbeat for " + std::to_string(silence.count()) +
@@ -219,7 +221,10 @@ bool Watchdog::serve(Incoming& in) {
             throw Error(loomRemoteError, "heartbeat from rank " + std::to_string(m.from) + " on rank " +
                                              std::to_string(in.from) + "'s stream");
           }
-          if (m.from == prev_) prevHeard_ = Clock::now();
+          if (m.from == prev_) {
+            prevHeard_ = Clock::now();
+            prevUnheard_ = false;
+          }
           break;
         case FrameType::Goodbye:
           if (m.from == prev_) prevLeft_ = true;
@@ -280,6 +285,13 @@ void Watchdog::declare(int rank, const std::string& why) {
   closeRing(rank);
 }
 
+milliseconds Watchdog::rewatchWithin() const {
+  // A live rank's listener answers at once; one across a dark link would
+  // hold this thread, whose own watch must not fall silent meanwhile.
+  const milliseconds beat = settings_.heartbeat.count() > 0 ? settings_.heartbeat : kNotifyTimeout;
+  return std::clamp(beat, milliseconds(50), kNotifyTimeout);
+}
+
 bool Watchdog::isDeclared(int rank) const {
   return std::find(declared_.begin(), declared_.end(), rank) != declared_.end();
 }
@@ -297,7 +309,7 @@ void Watchdog::closeRing(int failed) {
     toNext_.close();
     outbox_.clear();
     next_ = nearestLive(next_, +1);
-    if (next_ >= 0) connectNext(Deadline::after(kNotifyTimeout));
+    if (next_ >= 0) connectNext(Deadline::after(rewatchWithin()));
   }
   if (failed == prev_ && !prevLeft_) {
     // The failed rank watched its own previous rank: this one does now, or
@@ -306,14 +318,23 @@ void Watchdog::closeRing(int failed) {
     // refuses a connection says at once that it is gone too.
     prev_ = nearestLive(prev_, -1);
     prevHeard_ = Clock::now();
-    if (prev_ < 0) return;
-    try {
-      connectTo(prev_, Deadline::after(kProbeWithin), &stop_);
-    } catch (const Error& e) {
-      if (e.code() == loomRemoteError) {
-        declare(prev_, std::string("its listener refused a connection once the rank after it had failed (") +
-                           e.what() + "): it is gone too");
-      }
+    prevUnheard_ = prev_ >= 0;
+    probeUnheardPrev();
+  }
+}
+
+void Watchdog::probeUnheardPrev() {
+  if (!prevUnheard_ || prev_ < 0 || isDeclared(prev_)) return;
+  // Until its first heartbeat, once a period: a rank that died with (or
+  // just after) the one before this rank never sends one, and its listener
+  // refuses at once, long before its silence would count.
+  nextPrevProbe_ = Clock::now() + rewatchWithin();
+  try {
+    connectTo(prev_, Deadline::after(std::min(kProbeWithin, rewatchWithin())), &stop_);
+  } catch (const Error& e) {
+    if (e.code() == loomRemoteError) {
+      declare(prev_, std::string("its listener refused a connection once the rank after it had failed (") + e.what() +
+                         "): it is gone too");
     }
   }
 }
@@ -343,15 +364,20 @@ void Watchdog::tellEveryone(const WatchdogMessage& notice, const char* what, int
     if (r != rank_ && r != skip) others.push_back(r);
   }
   for (size_t first = 0; first < others.size(); first += kAtOnce) {
+    const auto tell = [&](int r) {
+      try {
+        sendTo(r, notice.type, payload, Deadline::after(kNotifyTimeout), &stop_);
+      } catch (const Error& e) {
+        LOOM_INFO(Bootstrap, "could not tell rank %d %s: %s", r, what, e.what());
+      }
+    };
     std::vector<std::thread> senders;
     for (size_t i = first; i < std::min(others.size(), first + kAtOnce); ++i) {
-      senders.emplace_back([&, r = others[i]] {
-        try {
-          sendTo(r, notice.type, payload, Deadline::after(kNotifyTimeout), &stop_);
-        } catch (const Error& e) {
-          LOOM_INFO(Bootstrap, "could not tell rank %d %s: %s", r, what, e.what());
-        }
-      });
+      try {
+        senders.emplace_back(tell, others[i]);
+      } catch (const std::system_error&) {
+        tell(others[i]);  // no thread to be had: this one, then
+      }
     }
     for (auto& s : senders) s.join();
   }

@@ -138,6 +138,11 @@ class Watchdog {
   // `failed` is declared: the ring of heartbeats closes over it (this rank
   // sends to the next live rank, and watches the previous live one).
   void closeRing(int failed);
+  // The previous rank this one took over watching has sent no heartbeat
+  // yet: declares it if its listener refuses a connection.
+  void probeUnheardPrev();
+  // How long closing the ring may wait to reach a rank: a heartbeat period.
+  std::chrono::milliseconds rewatchWithin() const;
   void notify(int to, int failed, const std::string& why);
   // Sends `notice` to every other rank, several at once (an unreachable
   // one costs kNotifyTimeout, not that times the ranks after it); one that
@@ -161,6 +166,8 @@ class Watchdog {
   std::chrono::steady_clock::time_point nextBeat_{};
   std::chrono::steady_clock::time_point prevHeard_{};  // the last heartbeat from prev_, or the start
   bool prevLeft_ = false;                              // prev_ said Goodbye
+  bool prevUnheard_ = false;  // prev_ was taken over (closeRing) and has sent no heartbeat since
+  std::chrono::steady_clock::time_point nextPrevProbe_{};
   std::vector<int> declared_;
 
   std::mutex offersMutex_;
