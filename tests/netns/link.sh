@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # A link that goes dark while both ends live: four network namespaces, one
-# rank each, all-to-alls, then groups of sends and receives with every peer
-# (tests/programs/link_rank.cpp), and iptables drops everything between
+# rank each, all-to-alls, then groups of sends and receives with every peer,
+# then all-to-alls over UCX (tests/programs/link_rank.cpp), and iptables drops everything between
 # nodes 0 and 2 (not neighbours on the heartbeat ring, so no watchdog sees
 # it: only the data connections do). Every rank must
 # fail with loomRemoteError naming rank 0 and rank 2 within the deadline
 # and a little more, and none may hang. Exit 77 (skipped) without root,
 # network namespaces or iptables.
 #
-#   link.sh LOOM_TEST_LINK_BIN
+#   link.sh LOOM_TEST_LINK_BIN [ucx]   (ucx: also over LOOM_TRANSPORT=ucx)
 set -uo pipefail
-bin=${1:?usage: link.sh LOOM_TEST_LINK_BIN}
+bin=${1:?usage: link.sh LOOM_TEST_LINK_BIN [ucx]}
+with_ucx=${2:-}
 command -v iptables >/dev/null || { echo "skipped: no iptables"; exit 77; }
 source "$(dirname "$0")/../../scripts/lib/netns.sh"
 netns_up 4
@@ -58,5 +59,10 @@ links() {
 
 cut_during alltoall collective
 cut_during p2p p2p
+# The same over UCX (tcp), where the build has it: the waits that see a
+# dark link are the transport's users', whichever transport it is.
+if [[ -n $with_ucx ]]; then
+  LOOM_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=veth0 cut_during ucx-alltoall collective
+fi
 ((NETNS_FAILURES == 0)) && echo "a dark link was every rank's error, naming both ends"
 exit $((NETNS_FAILURES > 0))

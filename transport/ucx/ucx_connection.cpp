@@ -25,15 +25,21 @@ void addFds(const net::Socket& control, Worker& worker, std::vector<WaitFd>& out
 
 }  // namespace
 
-UcxSendConnection::UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape)
+UcxSendConnection::UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape,
+                                     const Cancellation* cancel)
     : shape_(shape),
       control_(std::move(control)),
       storage_(storageBytes(shape)),
       sends_(shape.slots, nullptr),
+      cancel_(cancel),
       worker_(std::move(worker)) {}
 
 UcxSendConnection::~UcxSendConnection() {
-  if (!closed_.empty() || control_.peerClosed()) worker_->closeWithoutFlush();
+  // A peer gone, or a communicator revoked or aborted (its link may be the
+  // dark one): a flush would wait in vain.
+  if (!closed_.empty() || control_.peerClosed() || (cancel_ != nullptr && cancel_->cancelled())) {
+    worker_->closeWithoutFlush();
+  }
   // Sends still in flight finish in the endpoint's flush (or go with it,
   // the peer gone); storage_ outlives the worker.
   for (void*& send : sends_) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/cancellation.hpp"
 #include "base/net/socket.hpp"
 #include "transport/connection.hpp"
 #include "transport/transport.hpp"
@@ -29,7 +30,8 @@ namespace loom::transport::ucx {
 
 class UcxSendConnection final : public SendConnection {
  public:
-  UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape);
+  // `cancel`: the communicator's; once it fires nothing sent is worth a flush.
+  UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape, const Cancellation* cancel);
   ~UcxSendConnection() override;
 
   memory::MemoryKind slotKind() const override { return memory::MemoryKind::Host; }
@@ -59,6 +61,7 @@ class UcxSendConnection final : public SendConnection {
   uint64_t credit_ = 0;             // the credit being read, creditBytes_ of it so far
   size_t creditBytes_ = 0;
   std::string closed_;              // why the control socket ended, once it has
+  const Cancellation* cancel_;
   std::unique_ptr<Worker> worker_;  // last: it goes first, before the buffers its requests point into
 };
 

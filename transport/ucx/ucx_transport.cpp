@@ -56,7 +56,7 @@ std::unique_ptr<SendConnection> UcxTransport::connect(const Endpoint& peer, Chan
   if (!reply.ok) throw Error(loomRemoteError, peerName(peer) + " refused a UCX connection: " + reply.detail);
   worker->connect(recvAddress(control, deadline, context.cancel), errors, peerName(peer));
   LOOM_INFO(Net, "UCX connection to %s", peerName(peer).c_str());
-  return std::make_unique<UcxSendConnection>(std::move(worker), std::move(control), context.fifo);
+  return std::make_unique<UcxSendConnection>(std::move(worker), std::move(control), context.fifo, context.cancel);
 }
 
 std::unique_ptr<RecvConnection> UcxTransport::accept(net::Socket& control, const Hello& hello, const Context& context) {
