@@ -32,14 +32,10 @@ class Exchange {
       runOps(pointers,
              [&](int peer, std::chrono::steady_clock::duration stalled) { probe.check(peer, stalled, plan_.what); });
     } catch (const Error& e) {
-      if (e.code() != loomTimeout) throw;
       // A deadline on a peer that is in this call too, or answers nothing:
       // the link between the two is down, which is every rank's error.
-      for (const P2pOp& op : ops_) {
-        if (op.state.load(std::memory_order_acquire) != OpState::Failed || op.error != loomTimeout) continue;
-        probe.throwIfDark(op.peer, e.what());  // the communicator's revocation names the call
-        break;
-      }
+      const int peer = e.code() == loomTimeout ? timedOutPeer(pointers) : -1;
+      if (peer >= 0) probe.throwIfDark(peer, e.what());  // the communicator's revocation names the call
       throw;
     }
     ops_.clear();

@@ -363,14 +363,14 @@ void Watchdog::tellEveryone(const WatchdogMessage& notice, const char* what, int
   for (int r = 0; r < nranks_; ++r) {
     if (r != rank_ && r != skip) others.push_back(r);
   }
+  const auto tell = [&](int r) {
+    try {
+      sendTo(r, notice.type, payload, Deadline::after(kNotifyTimeout), &stop_);
+    } catch (const Error& e) {
+      LOOM_INFO(Bootstrap, "could not tell rank %d %s: %s", r, what, e.what());
+    }
+  };
   for (size_t first = 0; first < others.size(); first += kAtOnce) {
-    const auto tell = [&](int r) {
-      try {
-        sendTo(r, notice.type, payload, Deadline::after(kNotifyTimeout), &stop_);
-      } catch (const Error& e) {
-        LOOM_INFO(Bootstrap, "could not tell rank %d %s: %s", r, what, e.what());
-      }
-    };
     std::vector<std::thread> senders;
     for (size_t i = first; i < std::min(others.size(), first + kAtOnce); ++i) {
       try {

@@ -56,11 +56,8 @@ void runOneRank(const std::vector<Call>& calls) {
     if (e.code() != loomTimeout && e.code() != loomRemoteError) throw;
     // A deadline on a peer that answers nothing out of band either: the
     // link between the two is down, which is every rank's error.
-    for (size_t i = 0; i < calls.size() && e.code() == loomTimeout; ++i) {
-      if (ops[i].state.load(std::memory_order_acquire) != OpState::Failed || ops[i].error != loomTimeout) continue;
-      comm.throwIfLinkDown(ops[i].peer, e.what());
-      break;
-    }
+    const int peer = e.code() == loomTimeout ? timedOutPeer(pointers) : -1;
+    if (peer >= 0) comm.throwIfLinkDown(peer, e.what());
     comm.preferTheCause("");
     throw;
   }

@@ -51,6 +51,13 @@ void sleepOn(std::span<const Posting> postings, std::chrono::microseconds timeou
 
 }  // namespace
 
+int timedOutPeer(std::span<P2pOp* const> ops) {
+  for (const P2pOp* op : ops) {
+    if (op->state.load(std::memory_order_acquire) == OpState::Failed && op->error == loomTimeout) return op->peer;
+  }
+  return -1;
+}
+
 void runOps(std::span<P2pOp* const> ops, const OnStall& onStall) {
   const auto postings = byEngine(ops);
   for (const auto& p : postings) p.engine->post(p.ops);

@@ -21,4 +21,8 @@ using OnStall = std::function<void(int peer, std::chrono::steady_clock::duration
 // unfinished ops and throws loom::Error naming the op and the peer.
 void runOps(std::span<P2pOp* const> ops, const OnStall& onStall = {});
 
+// After runOps threw: the peer of the first op that failed by its deadline
+// (LOOM_TIMEOUT_MS), or -1 when none did.
+int timedOutPeer(std::span<P2pOp* const> ops);
+
 }  // namespace loom

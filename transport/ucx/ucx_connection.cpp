@@ -12,8 +12,6 @@ namespace {
 
 constexpr ucp_tag_t kEveryBit = ~ucp_tag_t{0};
 
-size_t storageBytes(const FifoShape& shape) { return size_t{shape.slots} * (shape.slotBytes + sizeof(SlotTag)); }
-
 // Slots released before the receiver tells the sender: half the FIFO, so
 // the sender refills one half while the receiver reads the other.
 uint64_t creditEvery(const FifoShape& shape) { return std::max<uint64_t>(1, shape.slots / 2); }
@@ -29,7 +27,7 @@ UcxSendConnection::UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket
                                      const Cancellation* cancel)
     : shape_(shape),
       control_(std::move(control)),
-      storage_(storageBytes(shape)),
+      storage_(shape),
       sends_(shape.slots, nullptr),
       cancel_(cancel),
       worker_(std::move(worker)) {}
@@ -87,12 +85,12 @@ std::span<std::byte> UcxSendConnection::reserve() {
   if (head_ - credited_ >= shape_.slots && (readCredits(), head_ - credited_ >= shape_.slots)) return {};
   void*& previous = sends_[head_ % shape_.slots];
   if (previous != nullptr && (reapSends(), previous != nullptr)) return {};
-  return {slotData(head_), shape_.slotBytes};
+  return {storage_[head_], shape_.slotBytes};
 }
 
 void UcxSendConnection::commit(SlotTag tag) {
   tag.sequence = static_cast<uint32_t>(head_);
-  std::byte* data = slotData(head_);
+  std::byte* data = storage_[head_];
   std::memcpy(data + tag.bytes, &tag, sizeof tag);
   ucp_request_param_t param{};  // bytes, no callback: reapSends polls
   void* request = ucp_tag_send_nbx(worker_->endpoint(), data, tag.bytes + sizeof tag, head_, &param);
@@ -127,7 +125,7 @@ void UcxSendConnection::addWaitFds(std::vector<WaitFd>& out) const { addFds(cont
 UcxRecvConnection::UcxRecvConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape)
     : shape_(shape),
       control_(std::move(control)),
-      storage_(storageBytes(shape)),
+      storage_(shape),
       slots_(shape.slots),
       worker_(std::move(worker)) {
   for (uint64_t slot = 0; slot < shape_.slots; ++slot) post(slot);
@@ -149,7 +147,7 @@ void UcxRecvConnection::post(uint64_t slot) {
   param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
   param.recv_info.tag_info = &s.info;
   void* request =
-      ucp_tag_recv_nbx(worker_->get(), slotData(slot), shape_.slotBytes + sizeof(SlotTag), slot, kEveryBit, &param);
+      ucp_tag_recv_nbx(worker_->get(), storage_[slot], shape_.slotBytes + sizeof(SlotTag), slot, kEveryBit, &param);
   if (UCS_PTR_IS_ERR(request)) fail(loomRemoteError, "receiving from " + peerName(), UCS_PTR_STATUS(request));
   if (request == nullptr) {
     s.arrived = true;  // it was already here
@@ -178,13 +176,13 @@ std::optional<RecvSlot> UcxRecvConnection::peek() {
     throw Error(loomRemoteError, peerName() + " sent a UCX message of " + std::to_string(length) +
                                      " bytes, too short for a slot");
   }
-  std::memcpy(&tag, slotData(tail_) + length - sizeof tag, sizeof tag);
+  std::memcpy(&tag, storage_[tail_] + length - sizeof tag, sizeof tag);
   if (tag.bytes != length - sizeof tag || tag.sequence != static_cast<uint32_t>(tail_)) {
     throw Error(loomRemoteError, peerName() + " sent a malformed slot over UCX (" + std::to_string(tag.bytes) +
                                      " bytes, slot " + std::to_string(tag.sequence) + ", expected slot " +
                                      std::to_string(static_cast<uint32_t>(tail_)) + ")");
   }
-  return RecvSlot{.data = {slotData(tail_), tag.bytes}, .tag = tag};
+  return RecvSlot{.data = {storage_[tail_], tag.bytes}, .tag = tag};
 }
 
 void UcxRecvConnection::release() {

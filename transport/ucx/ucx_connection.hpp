@@ -1,8 +1,8 @@
 // The two ends of a UCX connection. Each end keeps its FIFO of slots in its
 // own memory; a slot travels as one tagged message, its payload followed by
 // its 40-byte SlotTag (so the payload stays aligned at the slot's start),
-// tagged with its slot number: UCX picks eager or rendezvous by size, and
-// the receiver has a receive posted into each free slot.
+// tagged with its slot number (modulo 2^64), sent eagerly (ucp.cpp), into
+// the receive posted for it: the receiver has one posted into each free slot.
 //
 // Credits come back on the handshake's control socket, which stays open
 // anyway to tell either end that the other is gone (on one host UCX does
@@ -26,7 +26,18 @@
 
 namespace loom::transport::ucx {
 
-// A slot's UCP tag: its number, modulo 2^64.
+// One end's FIFO: `slots` slots of slotBytes and a SlotTag each.
+class SlotStorage {
+ public:
+  explicit SlotStorage(const FifoShape& shape)
+      : stride_(shape.slotBytes + sizeof(SlotTag)), slots_(shape.slots), bytes_(slots_ * stride_) {}
+  std::byte* operator[](uint64_t slot) { return bytes_.data() + (slot % slots_) * stride_; }
+
+ private:
+  size_t stride_;
+  size_t slots_;
+  std::vector<std::byte> bytes_;
+};
 
 class UcxSendConnection final : public SendConnection {
  public:
@@ -45,7 +56,6 @@ class UcxSendConnection final : public SendConnection {
   const std::string& peerName() const override { return control_.label(); }
 
  private:
-  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * (shape_.slotBytes + sizeof(SlotTag)); }
   // True if a send finished.
   bool reapSends();
   // Takes in the credits that have come; true if any did.
@@ -53,7 +63,7 @@ class UcxSendConnection final : public SendConnection {
 
   FifoShape shape_;
   net::Socket control_;
-  std::vector<std::byte> storage_;  // slots x (slotBytes + the tag)
+  SlotStorage storage_;
   std::vector<void*> sends_;        // each slot's send, until it completes
   uint64_t head_ = 0;               // slots committed
   uint64_t credited_ = 0;           // slots the receiver has released
@@ -88,7 +98,6 @@ class UcxRecvConnection final : public RecvConnection {
     bool arrived = false;
     ucp_tag_recv_info_t info{};
   };
-  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * (shape_.slotBytes + sizeof(SlotTag)); }
   void post(uint64_t slot);
   // True if the oldest unreleased slot has arrived.
   bool oldestArrived();
@@ -97,7 +106,7 @@ class UcxRecvConnection final : public RecvConnection {
 
   FifoShape shape_;
   net::Socket control_;
-  std::vector<std::byte> storage_;
+  SlotStorage storage_;
   std::vector<Slot> slots_;
   uint64_t tail_ = 0;        // slots released
   uint64_t creditSent_ = 0;  // the released count last written
