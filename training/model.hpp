@@ -64,6 +64,11 @@ class Model {
   // Layer i draws from its own stream of the seed, Random(seed * P + i).
   void init(uint64_t seed);
 
+  // Moves layers first..last into a sequence of their own (a pipeline
+  // chunk's copy of them, bound to its own buffers); the model keeps the
+  // others and its layout, and is built for nothing else.
+  Sequence takeLayers(size_t first, size_t last) { return sequence_.take(first, last); }
+
   size_t paramCount() const { return sequence_.paramCount(); }
   // The flat buffers of the model's precision, T float (fp32) or bf16;
   // empty in the other precision.

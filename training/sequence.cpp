@@ -19,6 +19,16 @@ void Sequence::add(std::unique_ptr<Layer> layer) {
   outputs_.emplace_back(account_, Category::Activations);
 }
 
+Sequence Sequence::take(size_t first, size_t last) {
+  if (first > last || last >= layers_.size()) {
+    throw std::invalid_argument("layers " + std::to_string(first) + ".." + std::to_string(last) + " of " +
+                                std::to_string(layers_.size()));
+  }
+  Sequence out(account_);
+  for (size_t i = first; i <= last; ++i) out.add(std::move(layers_[i]));
+  return out;
+}
+
 void Sequence::bind(std::span<float> params, std::span<float> grads) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->bind(params.subspan(slices_[i].offset, slices_[i].count),

@@ -35,6 +35,9 @@ class Sequence {
 
   // Throws std::invalid_argument when `layer` does not take what the last one gives.
   void add(std::unique_ptr<Layer> layer);
+  // Moves layers first..last into a new sequence; their places here are
+  // empty (null) afterwards.
+  Sequence take(size_t first, size_t last);
   // The layers' parameters, laid out one after another.
   const std::vector<Slice>& slices() const { return slices_; }
   size_t paramCount() const { return paramCount_; }

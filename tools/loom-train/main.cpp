@@ -80,24 +80,30 @@ int run(const cli::Options& o) {
   const bool lead = rank == 0;
 
   const bool gpt = o.model == "gpt";
+  const bool pp = config.mode == Mode::Pp;
   std::unique_ptr<Dataset> train, held;
   MemoryAccount account;
   Model model(account, o.precision);
   if (gpt) {
     train = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Train, o.context);
     held = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Validation, o.context);
-    buildGpt(model, {.vocab = train->classes(),
-                     .context = o.context,
-                     .dim = o.hidden == 0 ? 128 : o.hidden,
-                     .heads = o.heads,
-                     .layers = o.layers == 0 ? 4 : o.layers});
   } else {
     train = std::make_unique<FashionMnist>(kFashionMnistDir, FashionMnist::Split::Train, o.dataLimit);
-    buildMlp(model, train->features(), o.hidden == 0 ? 256 : o.hidden, o.layers == 0 ? 1 : o.layers,
-             train->classes());
   }
+  const GptShape shape{.vocab = train->classes(),
+                       .context = o.context,
+                       .dim = o.hidden == 0 ? 128 : o.hidden,
+                       .heads = o.heads,
+                       .layers = o.layers == 0 ? 4 : o.layers};
+  const ModelRecipe recipe = [&](Model& m) {
+    if (gpt) return buildGpt(m, shape, false);
+    buildMlp(m, train->features(), o.hidden == 0 ? 256 : o.hidden, o.layers == 0 ? 1 : o.layers, train->classes(),
+             false);
+  };
+  recipe(model);
+  model.allocate();
   model.init(config.seed);
-  const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account);
+  const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account, recipe);
   // Everything a checkpoint must agree with to continue bit for bit.
   const Manifest manifest = {{"--model", o.model},
                              {"--mode", modeName(config.mode)},
@@ -119,7 +125,10 @@ int run(const cli::Options& o) {
                              {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
                              {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))},
                              {"--bucket-kb", std::to_string(config.bucketBytes >> 10)},
-                             {"--first-bucket-kb", std::to_string(config.firstBucketBytes >> 10)}};
+                             {"--first-bucket-kb", std::to_string(config.firstBucketBytes >> 10)},
+                             {"--schedule", scheduleName(config.schedule)},
+                             {"--chunks", std::to_string(config.chunks)},
+                             {"--stages", config.stages}};
   uint64_t first = 0;
   if (o.resume) {
     first = readManifest(o.checkpoint, manifest);
@@ -145,22 +154,49 @@ int run(const cli::Options& o) {
 
   std::string records;
   std::vector<double> stepSeconds;
+  std::vector<TimelineEvent> events;  // --timeline: this rank's, every step
   const uint64_t last = o.stopAfter != 0 ? std::min(o.stopAfter, config.steps) : config.steps;
   for (uint64_t step = first; step < last; ++step) {
     const StepReport r = trainer->step(step);
     stepSeconds.push_back(r.seconds);
     const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
+    // pp: every stage's idle share and bytes sent, side by side.
+    std::vector<double> stages;
+    if (pp) {
+      const std::vector<double> mine{r.idleShare, static_cast<double>(r.pipelineBytes)};
+      stages.resize(mine.size() * static_cast<size_t>(ranks));
+      comm->allGather(std::span<const double>(mine), std::span(stages));
+      if (!o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
+    }
     if (lead) {
-      std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms  comm %6.2f ms (%3.0f%% hidden)\n",
-                  static_cast<unsigned long long>(step + 1), r.loss, r.gradNorm,
-                  static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3, r.commSeconds * 1e3, hidden * 100);
+      std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms", static_cast<unsigned long long>(step + 1),
+                  r.loss, r.gradNorm, static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3);
+      if (pp) {
+        double idle = 0, sent = 0;
+        for (int s = 0; s < ranks; ++s) {
+          idle += stages[2 * static_cast<size_t>(s)] / ranks;
+          sent += stages[2 * static_cast<size_t>(s) + 1];
+        }
+        std::printf("  bubble %3.0f%%  sent %.2f MB\n", idle * 100, sent / 1e6);
+      } else {
+        std::printf("  comm %6.2f ms (%3.0f%% hidden)\n", r.commSeconds * 1e3, hidden * 100);
+      }
       std::fflush(stdout);  // progress, also through a pipe
+    }
+    std::string perStage;
+    if (pp) {
+      std::string idle, sent;
+      for (int s = 0; s < ranks; ++s) {
+        idle += (s ? ", " : "") + number(stages[2 * static_cast<size_t>(s)]);
+        sent += (s ? ", " : "") + std::to_string(static_cast<uint64_t>(stages[2 * static_cast<size_t>(s) + 1]));
+      }
+      perStage = ", \"stage_idle\": [" + idle + "], \"stage_sent_bytes\": [" + sent + "]";
     }
     records += std::string(records.empty() ? "" : ",\n    ") + "{\"step\": " + std::to_string(step + 1) +
                ", \"loss\": " + number(r.loss) + ", \"grad_norm\": " + number(r.gradNorm) +
                ", \"seconds\": " + number(r.seconds) + ", \"comm_seconds\": " + number(r.commSeconds) +
                ", \"exposed_comm_seconds\": " + number(r.exposedSeconds) + ", \"samples\": " +
-               std::to_string(r.samples) + "}";
+               std::to_string(r.samples) + perStage + "}";
     const bool due = o.checkpointEvery != 0 && (step + 1) % o.checkpointEvery == 0;
     if (!o.checkpoint.empty() && (due || step + 1 == last)) checkpoint(step + 1);
   }
@@ -176,6 +212,36 @@ int run(const cli::Options& o) {
   }
   std::array<size_t, kCategories> peaks{};  // training's, before materialize() gathers everything
   for (size_t c = 0; c < kCategories; ++c) peaks[c] = account.peak(static_cast<Category>(c));
+  // pp: each stage's activation peak, and the timeline of every rank.
+  std::vector<double> stagePeaks;
+  if (pp) {
+    const std::vector<double> mine{static_cast<double>(peaks[static_cast<size_t>(Category::Activations)])};
+    stagePeaks.resize(static_cast<size_t>(ranks));
+    comm->allGather(std::span<const double>(mine), std::span(stagePeaks));
+    if (lead) {
+      std::printf("activation peak bytes per stage:");
+      for (double b : stagePeaks) std::printf(" %.0f", b);
+      std::printf("\n");
+    }
+  }
+  if (pp && !o.timeline.empty()) {
+    const std::vector<double> count{static_cast<double>(events.size())};
+    std::vector<double> counts(static_cast<size_t>(ranks));
+    comm->allGather(std::span<const double>(count), std::span(counts));
+    const auto most = static_cast<size_t>(*std::max_element(counts.begin(), counts.end()));
+    std::vector<double> packed = packEvents(events);
+    packed.resize(most * kPackedEventDoubles, -1.0);  // padding: kind -1
+    std::vector<double> all(packed.size() * static_cast<size_t>(ranks));
+    comm->allGather(std::span<const double>(packed), std::span(all));
+    if (lead) {
+      std::vector<std::vector<TimelineEvent>> tracks;
+      for (int r = 0; r < ranks; ++r) {
+        tracks.push_back(unpackEvents(std::span<const double>(all).subspan(static_cast<size_t>(r) * packed.size(), packed.size())));
+      }
+      writeChromeTrace(o.timeline, tracks);
+      std::printf("timeline: %s\n", o.timeline.c_str());
+    }
+  }
   trainer->materialize();  // ZeRO-3: every rank gathers every parameter
   Sha256 sha;
   const std::vector<float> params = model.paramsAsFloat();  // bf16: widened
@@ -226,7 +292,14 @@ int run(const cli::Options& o) {
       out << (c ? ", " : "") << "\"" << categoryName(static_cast<Category>(c))
           << "\": " << peaks[c];
     }
-    out << "}}\n}\n";
+    out << "}";
+    if (pp) {
+      out << ", \"schedule\": \"" << scheduleName(config.schedule) << "\", \"chunks\": " << config.chunks
+          << ", \"stage_activation_peak_bytes\": [";
+      for (size_t s = 0; s < stagePeaks.size(); ++s) out << (s ? ", " : "") << static_cast<uint64_t>(stagePeaks[s]);
+      out << "]";
+    }
+    out << "}\n}\n";
     if (!out) throw std::runtime_error("--json " + o.json + ": cannot write");
   }
   return 0;

@@ -21,19 +21,25 @@ T number(std::string_view flag, std::string_view text, T min, T max) {
 }  // namespace
 
 const char* usage() {
-  return "usage: loom-train --model mlp|gpt --mode single|ddp|zero1|zero2|zero3 [-N ranks] [--steps S] [--batch B]\n"
+  return "usage: loom-train --model mlp|gpt --mode single|ddp|zero1|zero2|zero3|pp [-N ranks] [--steps S] [--batch B]\n"
          "                  [--micro-batches M] [--layers L] [--dim D] [--heads H] [--seq T] [--lr X]\n"
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
          "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
+         "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,...] [--timeline FILE]\n"
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
          "              ddp: data parallel over the ranks, gradient buckets reduced during backward;\n"
-         "              zero1, zero2, zero3: ZeRO's stages (optimizer state, + gradients, + parameters sharded)\n"
+         "              zero1, zero2, zero3: ZeRO's stages (optimizer state, + gradients, + parameters sharded);\n"
+         "              pp: pipeline parallel, one stage per rank (fp32)\n"
+         "  --schedule  pp: gpipe, 1f1b (default) or interleaved (--chunks V model chunks per rank, V >= 2,\n"
+         "              --micro-batches a multiple of the ranks)\n"
+         "  --stages    pp: top-level layers per model chunk, in order (default: balanced by parameters)\n"
+         "  --timeline  pp: a Chrome trace of every step, one track per rank (chrome://tracing, Perfetto)\n"
          "  -N          ranks to start on this machine when not under a launcher (default: 2 but for single)\n"
          "  --batch     samples per step across all ranks (default 64); --micro-batches splits it\n"
          "              (default: one per rank)\n"
@@ -121,6 +127,14 @@ Options parseOptions(int argc, char** argv) {
       o.resume = number<int>(flag, value, 0, 1) == 1;
     } else if (flag == "--stop-after") {
       o.stopAfter = number<uint64_t>(flag, value, 1, 100'000'000);
+    } else if (flag == "--schedule") {
+      o.train.schedule = parseSchedule(std::string(value));
+    } else if (flag == "--chunks") {
+      o.train.chunks = number<int>(flag, value, 1, 64);
+    } else if (flag == "--stages") {
+      o.train.stages = value;
+    } else if (flag == "--timeline") {
+      o.timeline = value;
     } else if (flag == "--json") {
       o.json = value;
     } else {
@@ -130,6 +144,11 @@ Options parseOptions(int argc, char** argv) {
   if (o.ranks == 0) o.ranks = o.train.mode == Mode::Single ? 1 : 2;
   if (o.train.mode == Mode::Single && o.ranks != 1) {
     throw std::invalid_argument("-N " + std::to_string(o.ranks) + ": --mode single runs one rank");
+  }
+  const bool pp = o.train.mode == Mode::Pp;
+  if (!pp && (o.train.chunks != 1 || !o.train.stages.empty() || !o.timeline.empty())) {
+    throw std::invalid_argument(std::string(o.train.chunks != 1 ? "--chunks" : !o.train.stages.empty() ? "--stages" : "--timeline") +
+                                ": only with --mode pp");
   }
   if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   o.microBatchesGiven = microGiven;

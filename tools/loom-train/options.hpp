@@ -22,6 +22,7 @@ struct Options {
   int blasThreads = 1;    // --blas-threads
   bool microBatchesGiven = false;  // else one per rank
   std::string json;       // --json FILE
+  std::string timeline;   // --timeline FILE (pp)
   std::string checkpoint;        // --checkpoint DIR
   uint64_t checkpointEvery = 0;  // --checkpoint-every K (0: at the end only)
   bool resume = false;           // --resume: continue from DIR's checkpoint

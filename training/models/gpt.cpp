@@ -9,7 +9,7 @@
 
 namespace loom::train {
 
-void buildGpt(Model& model, const GptShape& s) {
+void buildGpt(Model& model, const GptShape& s, bool allocate) {
   MemoryAccount& account = model.account();
   model.add(std::make_unique<Embedding>(s.vocab, s.context, s.dim));
   for (size_t l = 0; l < s.layers; ++l) {
@@ -28,7 +28,7 @@ void buildGpt(Model& model, const GptShape& s) {
   }
   model.add(std::make_unique<LayerNorm>(s.dim, account));
   model.add(std::make_unique<Linear>(s.dim, s.vocab, false));
-  model.build();
+  model.build(allocate);
 }
 
 }  // namespace loom::train

@@ -20,6 +20,8 @@ struct GptShape {
   size_t layers = 4;
 };
 
-void buildGpt(Model& model, const GptShape& shape);
+// allocate = false leaves the model unallocated (Model::build): a pipeline
+// builds one per activation stash and takes its chunk's layers.
+void buildGpt(Model& model, const GptShape& shape, bool allocate = true);
 
 }  // namespace loom::train

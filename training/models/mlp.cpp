@@ -5,7 +5,7 @@
 
 namespace loom::train {
 
-void buildMlp(Model& model, size_t inputs, size_t hidden, size_t layers, size_t classes) {
+void buildMlp(Model& model, size_t inputs, size_t hidden, size_t layers, size_t classes, bool allocate) {
   size_t width = inputs;
   for (size_t l = 0; l < layers; ++l) {
     model.add(std::make_unique<Linear>(width, hidden));
@@ -13,7 +13,7 @@ void buildMlp(Model& model, size_t inputs, size_t hidden, size_t layers, size_t 
     width = hidden;
   }
   model.add(std::make_unique<Linear>(width, classes));
-  model.build();
+  model.build(allocate);
 }
 
 }  // namespace loom::train

@@ -6,6 +6,7 @@
 
 namespace loom::train {
 
-void buildMlp(Model& model, size_t inputs, size_t hidden, size_t layers, size_t classes);
+// allocate as buildGpt's.
+void buildMlp(Model& model, size_t inputs, size_t hidden, size_t layers, size_t classes, bool allocate = true);
 
 }  // namespace loom::train

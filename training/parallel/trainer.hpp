@@ -11,6 +11,9 @@
 //   zero1-3 the same ranks and micro-batches, with the optimizer's state
 //           (1), the gradients too (2) and the parameters too (3) sharded
 //           over the ranks unit by unit (zero.cpp).
+//   pp      N ranks as pipeline stages, each holding a contiguous run of
+//           layers (or v runs, interleaved), every micro-batch of the plan
+//           flowing through them as the schedule says (pipeline.cpp).
 //
 // With one micro-batch per rank and LOOM_DETERMINISTIC=1 (all-reduce and
 // reduce-scatter fold the ranks' parts in rank order, one pass), every
@@ -20,6 +23,7 @@
 #include <loom/loom.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,11 +32,13 @@
 #include "training/memory.hpp"
 #include "training/model.hpp"
 #include "training/optim/optimizer.hpp"
+#include "training/parallel/schedule.hpp"
+#include "training/parallel/timeline.hpp"
 
 namespace loom::train {
 
-enum class Mode { Single, Ddp, Zero1, Zero2, Zero3 };
-// "single", "ddp", "zero1", "zero2", "zero3"; std::invalid_argument naming the value otherwise.
+enum class Mode { Single, Ddp, Zero1, Zero2, Zero3, Pp };
+// "single", "ddp", "zero1", "zero2", "zero3", "pp"; std::invalid_argument naming the value otherwise.
 Mode parseMode(const std::string& name);
 const char* modeName(Mode mode);
 
@@ -53,6 +59,9 @@ struct TrainConfig {
   size_t firstBucketBytes = 1 << 20;  // ddp, zero1, zero2: PyTorch's first bucket
   size_t bucketBytes = 25 << 20;      // and the rest
   uint64_t seed = 1;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;  // pp
+  int chunks = 1;                                  // pp: model chunks per rank (interleaved)
+  std::string stages;                              // pp: layers per chunk, "3,5,3" (empty: balanced by parameters)
 };
 
 struct StepReport {
@@ -62,6 +71,12 @@ struct StepReport {
   double commSeconds = 0;     // from the first collective's launch to the last one's end
   double exposedSeconds = 0;  // of that, spent waiting with nothing else to do
   size_t samples = 0;         // in the global batch
+  // pp: this rank's share of the step spent neither computing nor in the
+  // optimizer (waiting on its neighbours: the bubble), the bytes it sent to
+  // other stages, and what it did when.
+  double idleShare = 0;
+  uint64_t pipelineBytes = 0;
+  std::vector<TimelineEvent> events;
 };
 
 class Trainer {
@@ -81,10 +96,14 @@ class Trainer {
   virtual void restored() {}
 };
 
+// Builds the layers of `model` again, unallocated (buildGpt(m, shape,
+// false)): pp builds one copy of its chunks' layers per micro-batch in flight.
+using ModelRecipe = std::function<void(Model&)>;
+
 // The trainer of config.mode. comm: null for single; the ranks of it train
 // otherwise. Checks the configuration against the ranks and the data
-// (std::invalid_argument naming the flag).
+// (std::invalid_argument naming the flag). pp needs the recipe.
 std::unique_ptr<Trainer> makeTrainer(Model& model, const Dataset& data, const TrainConfig& config,
-                                     const loom::Comm* comm, MemoryAccount& account);
+                                     const loom::Comm* comm, MemoryAccount& account, const ModelRecipe& recipe = {});
 
 }  // namespace loom::train

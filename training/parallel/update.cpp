@@ -24,8 +24,8 @@ constexpr size_t kBlock = 16384;  // widened gradients at a time: 64 KiB
 Update<float>::Update(MemoryAccount& account, size_t count, const TrainConfig& config)
     : optimizer_(makeOptimizer(account, count, config)) {}
 
-double Update<float>::sumOfSquares(std::span<const float> grads, float mean) const {
-  double sum = 0;
+double Update<float>::sumOfSquares(std::span<const float> grads, float mean, double from) const {
+  double sum = from;
   for (float g : grads) {
     const float s = g * mean;
     sum += static_cast<double>(s) * static_cast<double>(s);
@@ -45,8 +45,8 @@ Update<bf16>::Update(MemoryAccount& account, size_t count, const TrainConfig& co
 
 void Update<bf16>::load(std::span<const bf16> params) { widen(params, master_.span()); }
 
-double Update<bf16>::sumOfSquares(std::span<const bf16> grads, float mean) const {
-  double sum = 0;
+double Update<bf16>::sumOfSquares(std::span<const bf16> grads, float mean, double from) const {
+  double sum = from;
   for (bf16 g : grads) {
     const float s = widen(g) * mean;
     sum += static_cast<double>(s) * static_cast<double>(s);

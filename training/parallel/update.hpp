@@ -30,8 +30,9 @@ class Update<float> {
  public:
   Update(MemoryAccount& account, size_t count, const TrainConfig& config);
   void load(std::span<const float> /*params*/) {}
-  // The gradients' sum of squares once scaled by `mean`, in double, in element order.
-  double sumOfSquares(std::span<const float> grads, float mean) const;
+  // The gradients' sum of squares once scaled by `mean`, in double, in
+  // element order, added to `from` (a sum over the elements before them).
+  double sumOfSquares(std::span<const float> grads, float mean, double from = 0) const;
   void step(std::span<float> params, std::span<float> grads, float mean, float clip, float lr);
   // What a checkpoint holds: the parameters, then the optimizer's state.
   std::vector<std::span<float>> state(std::span<float> params) { return {params, optimizer_->state()}; }
@@ -48,7 +49,7 @@ class Update<bf16> {
   Update(MemoryAccount& account, size_t count, const TrainConfig& config);
   // The master weights from the parameters (at the start).
   void load(std::span<const bf16> params);
-  double sumOfSquares(std::span<const bf16> grads, float mean) const;
+  double sumOfSquares(std::span<const bf16> grads, float mean, double from = 0) const;
   void step(std::span<bf16> params, std::span<bf16> grads, float mean, float clip, float lr);
   // What a checkpoint holds: the master weights (the parameters are them,
   // narrowed), then the optimizer's state.

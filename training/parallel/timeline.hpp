@@ -1,0 +1,31 @@
+// What each rank did when in a training step, for loom-train's --timeline:
+// a Chrome trace (chrome://tracing, Perfetto) with one track per rank, and
+// the idle gaps between its work drawn as such.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom::train {
+
+struct TimelineEvent {
+  enum class Kind { Forward, Backward, Send, Receive, Optimizer };
+  Kind kind;
+  int micro;     // -1 where none
+  int chunk;     // -1 where none
+  double start;  // seconds on the rank's monotonic clock (one clock per host)
+  double end;
+};
+
+// Five doubles an event, for gathering over Loom; unpack skips padding (kind < 0).
+std::vector<double> packEvents(std::span<const TimelineEvent> events);
+std::vector<TimelineEvent> unpackEvents(std::span<const double> packed);
+inline constexpr size_t kPackedEventDoubles = 5;
+
+// Writes ranks[r]'s events as track r, times from the earliest event; gaps
+// between a rank's events are "idle". Throws std::runtime_error naming the
+// file when it cannot be written.
+void writeChromeTrace(const std::string& path, const std::vector<std::vector<TimelineEvent>>& ranks);
+
+}  // namespace loom::train
