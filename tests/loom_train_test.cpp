@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -97,6 +99,43 @@ TEST_P(LoomTrainModels, DdpAndZeroAreBitwiseTheSingleReferenceOnOneToFourRanks) 
 INSTANTIATE_TEST_SUITE_P(Models, LoomTrainModels,
                          ::testing::Combine(::testing::Values("mlp", "gpt"), ::testing::Values("fp32", "bf16")),
                          [](const auto& test) { return std::get<0>(test.param) + "_" + std::get<1>(test.param); });
+
+// Pipeline parallelism re-partitions single too: for 2, 3 and 4 stages,
+// every schedule, both models, the same micro-batches give the same bits.
+// Four blocks, so that interleaving has two chunks per rank on 4 ranks, and
+// a batch that 4, 6 and 8 micro-batches divide.
+class LoomTrainPipeline : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoomTrainPipeline, EverySchedulesParametersAreBitwiseTheSingleReference) {
+  const std::string model = GetParam();
+  if (model == "mlp" && !haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (model == "gpt" && !haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::vector<std::string> shape{"--layers", "4", "--batch", model == "gpt" ? "24" : "48"};
+  for (int p = kFull ? 2 : 3; p <= (kFull ? 4 : 3); ++p) {
+    const std::string m = std::to_string(2 * p);
+    auto flags = shape;
+    flags.insert(flags.end(), {"--micro-batches", m});
+    const auto single = runProcess(command("single", flags, model));
+    ASSERT_EQ(single.exitCode, 0) << single.output;
+    const auto reference = digests(single.output);
+    ASSERT_EQ(reference.size(), 1u) << single.output;
+    for (const char* schedule : {"gpipe", "1f1b", "interleaved"}) {
+      auto more = flags;
+      more.insert(more.end(), {"-N", std::to_string(p), "--schedule", schedule, "--chunks",
+                               std::string(schedule) == "interleaved" ? "2" : "1"});
+      const auto run = runProcess(command("pp", more, model), {{"LOOM_DETERMINISTIC", "1"}});
+      ASSERT_EQ(run.exitCode, 0) << schedule << ": " << run.output;
+      EXPECT_EQ(digests(run.output), reference) << schedule << " on " << p << " stages:\n" << run.output;
+      for (int r = 0; r < p; ++r) {
+        EXPECT_NE(run.output.find("rank " + std::to_string(r) + " params_sha256 " + *reference.begin()),
+                  std::string::npos)
+            << schedule << ": " << run.output;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LoomTrainPipeline, ::testing::Values("mlp", "gpt"));
 
 size_t jsonNumber(const std::string& json, const std::string& key) {
   const std::regex field("\"" + key + "\": ([0-9]+)");
@@ -370,6 +409,101 @@ TEST(LoomTrain, AKilledRankStopsTheOthersAndTheJobResumes) {
   EXPECT_EQ(digests(resumed[0].output), digests(straight.output)) << resumed[0].output;
 }
 
+// Every number in the JSON array `key` holds.
+std::vector<double> jsonArray(const std::string& json, const std::string& key) {
+  const std::regex field("\"" + key + "\": \\[([^\\]]*)\\]");
+  std::smatch m;
+  std::vector<double> out;
+  if (!std::regex_search(json, m, field)) {
+    ADD_FAILURE() << "no " << key << " in " << json;
+    return out;
+  }
+  const std::string items = m[1];
+  const std::regex number("[-0-9.e+]+");
+  for (auto it = std::sregex_iterator(items.begin(), items.end(), number); it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stod(it->str()));
+  }
+  return out;
+}
+
+// What pp reports: each stage's idle share and bytes sent per step, its
+// activation peak (GPipe's first stage holds all m = 8 micro-batches,
+// 1F1B's at most 2: a quarter), and a Chrome trace with a track per rank
+// of forward, backward, send, receive, optimizer and idle.
+TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::string dir = freshDir("pipeline-report");
+  std::filesystem::create_directories(dir);
+  std::map<std::string, std::string> json;
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    const auto run = runProcess(command("pp", {"-N", "2", "--schedule", schedule, "--micro-batches", "8", "--batch",
+                                               "24", "--json", dir + "/" + schedule + ".json", "--timeline",
+                                               dir + "/" + schedule + ".trace.json"},
+                                        "gpt"));
+    ASSERT_EQ(run.exitCode, 0) << run.output;
+    EXPECT_TRUE(std::regex_search(run.output, std::regex("bubble +[0-9]+%  sent [0-9.]+ MB"))) << run.output;
+    json[schedule] = loom::test::readFile(dir + "/" + schedule + ".json");
+  }
+  for (const auto& [schedule, record] : json) {
+    const auto idle = jsonArray(record, "stage_idle");
+    const auto sent = jsonArray(record, "stage_sent_bytes");
+    ASSERT_EQ(idle.size(), 2u) << record;
+    ASSERT_EQ(sent.size(), 2u) << record;
+    for (double share : idle) {
+      EXPECT_GE(share, 0.0);
+      EXPECT_LT(share, 1.0);
+    }
+    // Stage 0 sends 8 activations and stage 1 8 gradients of 24/8 x 16 rows x 32 floats.
+    EXPECT_EQ(sent[0], 8.0 * 3 * 16 * 32 * 4) << record;
+    EXPECT_EQ(sent[1], 8.0 * 3 * 16 * 32 * 4) << record;
+  }
+  const auto gpipe = jsonArray(json["gpipe"], "stage_activation_peak_bytes");
+  const auto oneF = jsonArray(json["1f1b"], "stage_activation_peak_bytes");
+  ASSERT_EQ(gpipe.size(), 2u);
+  ASSERT_EQ(oneF.size(), 2u);
+  // 8 stashes against 2 (and the same working buffers besides): at least 3 times as much.
+  EXPECT_GT(gpipe[0], 3 * oneF[0]) << json["gpipe"] << json["1f1b"];
+  const std::string trace = loom::test::readFile(dir + "/1f1b.trace.json");
+  for (const char* what : {"\"rank 0\"", "\"rank 1\"", "\"cat\": \"forward\"", "\"cat\": \"backward\"",
+                           "\"cat\": \"send\"", "\"cat\": \"receive\"", "\"cat\": \"optimizer\"",
+                           "\"cat\": \"idle\""}) {
+    EXPECT_NE(trace.find(what), std::string::npos) << what;
+  }
+  // 10 steps x 8 micro-batches forward and backward on each of the 2 ranks.
+  const std::regex forward("\"cat\": \"forward\", \"ph\": \"X\", \"pid\": 0, \"tid\": [01]");
+  EXPECT_EQ(std::distance(std::sregex_iterator(trace.begin(), trace.end(), forward), std::sregex_iterator()), 160);
+  const std::string parse = "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' " + dir + "/1f1b.trace.json";
+  if (std::system(parse.c_str()) != 0) {
+    ADD_FAILURE() << "the trace is not JSON";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A pipeline stage killed mid-step: the stages before and after it, and the
+// one beyond them, stop with an error naming it, not at their deadline.
+TEST(LoomTrain, AKilledPipelineStageStopsTheOthers) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const int port = loom::test::freePort();
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int r = 0; r < 4; ++r) {
+    argvs.push_back(command("pp", {"--steps", "2000", "--micro-batches", "8", "--batch", "24", "--layers", "4"}, "gpt"));
+    envs.push_back({{"LOOM_RANK", std::to_string(r)}, {"LOOM_WORLD_SIZE", "4"},
+                    {"LOOM_STORE_ADDR", "127.0.0.1:" + std::to_string(port)},
+                    {"LOOM_STORE_SECRET", "00112233445566778899aabbccddeeff"}, {"LOOM_TIMEOUT_MS", "60000"},
+                    {"LOOM_HEARTBEAT_MS", "200"}, {"RANK", ""}, {"SLURM_PROCID", ""}, {"OMPI_COMM_WORLD_RANK", ""},
+                    {"PMI_RANK", ""}});
+  }
+  const auto runs = loom::test::runProcesses(argvs, envs, std::chrono::seconds(100), loom::test::KillRule{1, 0, "step   10 "});
+  ASSERT_EQ(runs[1].exitCode, 128 + SIGKILL) << runs[1].output << "\nrank 0:\n" << runs[0].output;
+  for (int r : {0, 2, 3}) {
+    const auto& out = runs[static_cast<size_t>(r)];
+    EXPECT_EQ(out.exitCode, 1) << "rank " << r << ": " << out.output;
+    EXPECT_TRUE(std::regex_search(out.output, std::regex("rank 1 (failed|\\(pid [0-9]+\\) exited)"))) << out.output;
+    EXPECT_LT(out.elapsed, std::chrono::seconds(10)) << out.output;
+  }
+}
+
 // --plot draws the loss of two runs' --json records into one PNG.
 TEST(LoomTrain, PlotDrawsTheLossOfSeveralRuns) {
   if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -402,7 +536,18 @@ TEST(LoomTrain, BadFlagsAreNamed) {
       {{"--mode", "single", "--batch", "10", "--micro-batches", "3", "--data-limit", "100"},
        "--batch 10 does not split into 3 micro-batches"},
       {{"--frobnicate", "1"}, "--frobnicate: unknown flag"},
-      {{"--resume", "1"}, "--resume 1: which checkpoint? (--checkpoint DIR)"}};
+      {{"--resume", "1"}, "--resume 1: which checkpoint? (--checkpoint DIR)"},
+      {{"--mode", "pp", "--schedule", "zigzag"}, "--schedule zigzag: not a schedule (gpipe, 1f1b, interleaved)"},
+      {{"--mode", "ddp", "--chunks", "2"}, "--chunks: only with --mode pp"},
+      {{"--mode", "pp", "-N", "2", "--chunks", "2", "--data-limit", "600"}, "--chunks 2: --schedule 1f1b runs one chunk"},
+      {{"--mode", "pp", "-N", "2", "--schedule", "interleaved", "--chunks", "2", "--micro-batches", "3", "--batch",
+        "60", "--data-limit", "600"},
+       "--micro-batches 3: --schedule interleaved needs a multiple of the 2 stages"},
+      {{"--mode", "pp", "-N", "2", "--stages", "1,1", "--data-limit", "600"},
+       "--stages 1,1: 2 chunks of 2 layers, the pipeline has 2 chunks and the model 3 layers"},
+      {{"--mode", "pp", "-N", "4", "--data-limit", "600"}, "the model's 3 layers cannot make 4 pipeline chunks"},
+      {{"--mode", "pp", "-N", "2", "--precision", "bf16", "--data-limit", "600"},
+       "--precision bf16: --mode pp runs in fp32 only so far"}};
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> argv{LOOM_TRAIN_BIN};
     argv.insert(argv.end(), flags.begin(), flags.end());
