@@ -36,6 +36,38 @@ void Sequence::bind(std::span<float> params, std::span<float> grads) {
   }
 }
 
+size_t Sequence::twinCount() const {
+  size_t n = 0;
+  for (const auto& layer : layers_) n += layer->twinCount();
+  return n;
+}
+
+size_t Sequence::shareCount(int rank) const {
+  size_t n = 0;
+  for (const auto& layer : layers_) n += layer->shareCount(rank);
+  return n;
+}
+
+void Sequence::fromTwin(std::span<const float> twin, std::span<float> mine) const {
+  for (size_t i = 0, at = 0; i < layers_.size(); ++i) {
+    layers_[i]->fromTwin(twin.subspan(at, layers_[i]->twinCount()), mine.subspan(slices_[i].offset, slices_[i].count));
+    at += layers_[i]->twinCount();
+  }
+}
+
+void Sequence::toTwin(int rank, std::span<const float> share, std::span<float> twin) const {
+  for (size_t i = 0, at = 0, from = 0; i < layers_.size(); ++i) {
+    const size_t n = layers_[i]->shareCount(rank);
+    layers_[i]->toTwin(rank, share.subspan(from, n), twin.subspan(at, layers_[i]->twinCount()));
+    at += layers_[i]->twinCount();
+    from += n;
+  }
+}
+
+void Sequence::markReplicated(std::span<uint8_t> mask) const {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->markReplicated(mask.subspan(slices_[i].offset, slices_[i].count));
+}
+
 void Sequence::init(Random& random) {
   for (auto& layer : layers_) layer->init(random);
 }

@@ -46,6 +46,13 @@ class Sequence {
   // Every layer draws from `random` in turn.
   void init(Random& random);
 
+  // Layer::twinCount and friends, over the layers one after another.
+  size_t twinCount() const;
+  size_t shareCount(int rank) const;
+  void fromTwin(std::span<const float> twin, std::span<float> mine) const;
+  void toTwin(int rank, std::span<const float> share, std::span<float> twin) const;
+  void markReplicated(std::span<uint8_t> mask) const;
+
   size_t layers() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_[i]; }
   const Layer& layer(size_t i) const { return *layers_[i]; }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -73,14 +74,23 @@ int run(const cli::Options& o) {
   TrainConfig config = o.train;
   if (config.mode != Mode::Single) {
     comm.emplace(loom::Comm::fromEnv());
-    if (!o.microBatchesGiven) config.microBatches = static_cast<size_t>(comm->size());
+    const int n = comm->size();
+    if (config.mode == Mode::Pp) config.dp = 1, config.pp = n, config.tp = 1;
+    if (config.mode == Mode::Tp) config.dp = 1, config.pp = 1, config.tp = n;
+    // By default one micro-batch per rank (ddp, zero), per stage of each
+    // replica (pp, 3d), one for a tensor group.
+    if (!o.microBatchesGiven) {
+      config.microBatches = static_cast<size_t>(config.mode == Mode::Tp       ? 1
+                                                : config.mode == Mode::ThreeD ? config.dp * config.pp
+                                                                              : n);
+    }
   }
   const int rank = comm ? comm->rank() : 0;
   const int ranks = comm ? comm->size() : 1;
   const bool lead = rank == 0;
 
   const bool gpt = o.model == "gpt";
-  const bool pp = config.mode == Mode::Pp;
+  const bool mesh = config.mode == Mode::Pp || config.mode == Mode::Tp || config.mode == Mode::ThreeD;
   std::unique_ptr<Dataset> train, held;
   MemoryAccount account;
   Model model(account, o.precision);
@@ -95,12 +105,13 @@ int run(const cli::Options& o) {
                        .dim = o.hidden == 0 ? 128 : o.hidden,
                        .heads = o.heads,
                        .layers = o.layers == 0 ? 4 : o.layers};
-  const ModelRecipe recipe = [&](Model& m) {
-    if (gpt) return buildGpt(m, shape, false);
+  const ModelRecipe recipe = [&](Model& m, const TensorGroup* tensor) {
+    if (gpt) return buildGpt(m, shape, false, tensor);
+    if (tensor != nullptr) throw std::invalid_argument("--model mlp: tensor parallelism is for the gpt model");
     buildMlp(m, train->features(), o.hidden == 0 ? 256 : o.hidden, o.layers == 0 ? 1 : o.layers, train->classes(),
              false);
   };
-  recipe(model);
+  recipe(model, nullptr);
   model.allocate();
   model.init(config.seed);
   const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account, recipe);
@@ -128,7 +139,10 @@ int run(const cli::Options& o) {
                              {"--first-bucket-kb", std::to_string(config.firstBucketBytes >> 10)},
                              {"--schedule", scheduleName(config.schedule)},
                              {"--chunks", std::to_string(config.chunks)},
-                             {"--stages", config.stages}};
+                             {"--stages", config.stages},
+                             {"--dp", std::to_string(config.dp)},
+                             {"--pp", std::to_string(config.pp)},
+                             {"--tp", std::to_string(config.tp)}};
   uint64_t first = 0;
   if (o.resume) {
     first = readManifest(o.checkpoint, manifest);
@@ -160,43 +174,50 @@ int run(const cli::Options& o) {
     const StepReport r = trainer->step(step);
     stepSeconds.push_back(r.seconds);
     const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
-    // pp: every stage's idle share and bytes sent, side by side.
-    std::vector<double> stages;
-    if (pp) {
-      const std::vector<double> mine{r.idleShare, static_cast<double>(r.pipelineBytes)};
-      stages.resize(mine.size() * static_cast<size_t>(ranks));
-      comm->allGather(std::span<const double>(mine), std::span(stages));
+    // pp, tp, 3d: every rank's idle share and bytes handed to Loom per axis, side by side.
+    constexpr size_t kPerRank = 4;  // idle, dp, pp and tp bytes
+    std::vector<double> all;
+    if (mesh) {
+      const std::vector<double> mine{r.idleShare, static_cast<double>(r.bytes.dp), static_cast<double>(r.bytes.pp),
+                                     static_cast<double>(r.bytes.tp)};
+      all.resize(kPerRank * static_cast<size_t>(ranks));
+      comm->allGather(std::span<const double>(mine), std::span(all));
       if (!o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
     }
+    const auto column = [&](size_t field) {
+      std::vector<double> out;
+      for (size_t at = field; at < all.size(); at += kPerRank) out.push_back(all[at]);
+      return out;
+    };
     if (lead) {
       std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms", static_cast<unsigned long long>(step + 1),
                   r.loss, r.gradNorm, static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3);
-      if (pp) {
-        double idle = 0, sent = 0;
-        for (int s = 0; s < ranks; ++s) {
-          idle += stages[2 * static_cast<size_t>(s)] / ranks;
-          sent += stages[2 * static_cast<size_t>(s) + 1];
-        }
-        std::printf("  bubble %3.0f%%  sent %.2f MB\n", idle * 100, sent / 1e6);
+      if (mesh) {
+        const auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+        std::printf("  bubble %3.0f%%  sent dp %.2f pp %.2f tp %.2f MB\n", total(column(0)) / ranks * 100,
+                    total(column(1)) / 1e6, total(column(2)) / 1e6, total(column(3)) / 1e6);
       } else {
         std::printf("  comm %6.2f ms (%3.0f%% hidden)\n", r.commSeconds * 1e3, hidden * 100);
       }
       std::fflush(stdout);  // progress, also through a pipe
     }
-    std::string perStage;
-    if (pp) {
-      std::string idle, sent;
-      for (int s = 0; s < ranks; ++s) {
-        idle += (s ? ", " : "") + number(stages[2 * static_cast<size_t>(s)]);
-        sent += (s ? ", " : "") + std::to_string(static_cast<uint64_t>(stages[2 * static_cast<size_t>(s) + 1]));
-      }
-      perStage = ", \"stage_idle\": [" + idle + "], \"stage_sent_bytes\": [" + sent + "]";
+    std::string perRank;
+    if (mesh) {
+      const auto list = [](const std::vector<double>& v, bool integers) {
+        std::string out;
+        for (size_t i = 0; i < v.size(); ++i) {
+          out += (i ? ", " : "") + (integers ? std::to_string(static_cast<uint64_t>(v[i])) : number(v[i]));
+        }
+        return "[" + out + "]";
+      };
+      perRank = ", \"rank_idle\": " + list(column(0), false) + ", \"rank_sent_bytes\": {\"dp\": " +
+                list(column(1), true) + ", \"pp\": " + list(column(2), true) + ", \"tp\": " + list(column(3), true) + "}";
     }
     records += std::string(records.empty() ? "" : ",\n    ") + "{\"step\": " + std::to_string(step + 1) +
                ", \"loss\": " + number(r.loss) + ", \"grad_norm\": " + number(r.gradNorm) +
                ", \"seconds\": " + number(r.seconds) + ", \"comm_seconds\": " + number(r.commSeconds) +
                ", \"exposed_comm_seconds\": " + number(r.exposedSeconds) + ", \"samples\": " +
-               std::to_string(r.samples) + perStage + "}";
+               std::to_string(r.samples) + perRank + "}";
     const bool due = o.checkpointEvery != 0 && (step + 1) % o.checkpointEvery == 0;
     if (!o.checkpoint.empty() && (due || step + 1 == last)) checkpoint(step + 1);
   }
@@ -212,19 +233,19 @@ int run(const cli::Options& o) {
   }
   std::array<size_t, kCategories> peaks{};  // training's, before materialize() gathers everything
   for (size_t c = 0; c < kCategories; ++c) peaks[c] = account.peak(static_cast<Category>(c));
-  // pp: each stage's activation peak, and the timeline of every rank.
+  // pp, tp, 3d: each rank's activation peak, and the timeline of every rank.
   std::vector<double> stagePeaks;
-  if (pp) {
+  if (mesh) {
     const std::vector<double> mine{static_cast<double>(peaks[static_cast<size_t>(Category::Activations)])};
     stagePeaks.resize(static_cast<size_t>(ranks));
     comm->allGather(std::span<const double>(mine), std::span(stagePeaks));
     if (lead) {
-      std::printf("activation peak bytes per stage:");
+      std::printf("activation peak bytes per rank:");
       for (double b : stagePeaks) std::printf(" %.0f", b);
       std::printf("\n");
     }
   }
-  if (pp && !o.timeline.empty()) {
+  if (mesh && !o.timeline.empty()) {
     const std::vector<double> count{static_cast<double>(events.size())};
     std::vector<double> counts(static_cast<size_t>(ranks));
     comm->allGather(std::span<const double>(count), std::span(counts));
@@ -293,9 +314,10 @@ int run(const cli::Options& o) {
           << "\": " << peaks[c];
     }
     out << "}";
-    if (pp) {
+    if (mesh) {
       out << ", \"schedule\": \"" << scheduleName(config.schedule) << "\", \"chunks\": " << config.chunks
-          << ", \"stage_activation_peak_bytes\": [";
+          << ", \"dp\": " << config.dp << ", \"pp\": " << config.pp << ", \"tp\": " << config.tp
+          << ", \"rank_activation_peak_bytes\": [";
       for (size_t s = 0; s < stagePeaks.size(); ++s) out << (s ? ", " : "") << static_cast<uint64_t>(stagePeaks[s]);
       out << "]";
     }

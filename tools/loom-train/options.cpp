@@ -21,7 +21,8 @@ T number(std::string_view flag, std::string_view text, T min, T max) {
 }  // namespace
 
 const char* usage() {
-  return "usage: loom-train --model mlp|gpt --mode single|ddp|zero1|zero2|zero3|pp [-N ranks] [--steps S] [--batch B]\n"
+  return "usage: loom-train --model mlp|gpt --mode single|ddp|zero1|zero2|zero3|pp|tp|3d [-N ranks] [--steps S]\n"
+         "                  [--batch B]\n"
          "                  [--micro-batches M] [--layers L] [--dim D] [--heads H] [--seq T] [--lr X]\n"
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
@@ -29,20 +30,22 @@ const char* usage() {
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
          "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,...] [--timeline FILE]\n"
+         "                  [--dp D --pp P --tp T]\n"
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
          "              ddp: data parallel over the ranks, gradient buckets reduced during backward;\n"
          "              zero1, zero2, zero3: ZeRO's stages (optimizer state, + gradients, + parameters sharded);\n"
-         "              pp: pipeline parallel, one stage per rank (fp32)\n"
+         "              pp: pipeline parallel, one stage per rank; tp: tensor parallel, every layer split over the\n"
+         "              ranks (gpt); 3d: --dp D replicas of --pp P stages of --tp T tensor ranks (fp32)\n"
          "  --schedule  pp: gpipe, 1f1b (default) or interleaved (--chunks V model chunks per rank, V >= 2,\n"
          "              --micro-batches a multiple of the ranks)\n"
          "  --stages    pp: top-level layers per model chunk, in order (default: balanced by parameters)\n"
-         "  --timeline  pp: a Chrome trace of every step, one track per rank (chrome://tracing, Perfetto)\n"
+         "  --timeline  pp, tp, 3d: a Chrome trace of every step, one track per rank (chrome://tracing, Perfetto)\n"
          "  -N          ranks to start on this machine when not under a launcher (default: 2 but for single)\n"
          "  --batch     samples per step across all ranks (default 64); --micro-batches splits it\n"
-         "              (default: one per rank)\n"
+         "              (default: one per rank; pp and 3d: one per stage of each replica; tp: one)\n"
          "  --layers/--dim  mlp: hidden layers and their width (default 1 x 256);\n"
          "              gpt: blocks and channels (default 4 x 128), --heads (4), --seq context (64)\n"
          "  --lr, --min-lr, --warmup  AdamW's (or SGD's) rate: warm-up, then cosine to --min-lr\n"
@@ -133,6 +136,12 @@ Options parseOptions(int argc, char** argv) {
       o.train.chunks = number<int>(flag, value, 1, 64);
     } else if (flag == "--stages") {
       o.train.stages = value;
+    } else if (flag == "--dp") {
+      o.train.dp = number<int>(flag, value, 1, 1024);
+    } else if (flag == "--pp") {
+      o.train.pp = number<int>(flag, value, 1, 1024);
+    } else if (flag == "--tp") {
+      o.train.tp = number<int>(flag, value, 1, 1024);
     } else if (flag == "--timeline") {
       o.timeline = value;
     } else if (flag == "--json") {
@@ -141,18 +150,32 @@ Options parseOptions(int argc, char** argv) {
       throw std::invalid_argument(std::string(flag) + ": unknown flag");
     }
   }
-  if (o.ranks == 0) o.ranks = o.train.mode == Mode::Single ? 1 : 2;
+  const Mode mode = o.train.mode;
+  const bool mesh = mode == Mode::Pp || mode == Mode::Tp || mode == Mode::ThreeD;
+  if (mode == Mode::ThreeD) {
+    if (o.train.dp == 0 || o.train.pp == 0 || o.train.tp == 0) {
+      throw std::invalid_argument("--mode 3d: give the mesh as --dp D --pp P --tp T");
+    }
+    const int product = o.train.dp * o.train.pp * o.train.tp;
+    if (o.ranks != 0 && o.ranks != product) {
+      throw std::invalid_argument("-N " + std::to_string(o.ranks) + ": --dp x --pp x --tp is " + std::to_string(product));
+    }
+    o.ranks = product;
+  } else if (o.train.dp != 0 || o.train.pp != 0 || o.train.tp != 0) {
+    throw std::invalid_argument(std::string(o.train.dp != 0 ? "--dp" : o.train.pp != 0 ? "--pp" : "--tp") +
+                                ": only with --mode 3d");
+  }
+  if (o.ranks == 0) o.ranks = mode == Mode::Single ? 1 : 2;
   if (o.train.mode == Mode::Single && o.ranks != 1) {
     throw std::invalid_argument("-N " + std::to_string(o.ranks) + ": --mode single runs one rank");
   }
-  const bool pp = o.train.mode == Mode::Pp;
-  if (!pp && (o.train.chunks != 1 || !o.train.stages.empty() || !o.timeline.empty())) {
+  if (!mesh && (o.train.chunks != 1 || !o.train.stages.empty() || !o.timeline.empty())) {
     throw std::invalid_argument(std::string(o.train.chunks != 1 ? "--chunks" : !o.train.stages.empty() ? "--stages" : "--timeline") +
-                                ": only with --mode pp");
+                                ": only with --mode pp, tp or 3d");
   }
   if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   o.microBatchesGiven = microGiven;
-  if (!microGiven) o.train.microBatches = static_cast<size_t>(o.ranks);
+  if (!microGiven) o.train.microBatches = static_cast<size_t>(o.ranks);  // single: as ddp on that many
   return o;
 }
 

@@ -7,7 +7,9 @@
 // or a token (a GPT, rows = batch x sequence).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,8 +31,30 @@ class Layer {
   virtual size_t outFeatures() const = 0;
   // This layer's parameters, in the order they sit in its slice.
   virtual std::vector<ParamSpec> params() const { return {}; }
+  size_t paramCount() const {
+    size_t n = 0;
+    for (const auto& p : params()) n += p.count;
+    return n;
+  }
   // Fills the bound parameters as the model's initialization says (seeded).
   virtual void init(Random& /*random*/) {}
+
+  // Tensor parallelism (Megatron): a layer may hold a share of the
+  // parameters of its dense twin, the layer one process would hold, and
+  // its rank's share is what makes it equal to the twin. These move shares
+  // between the twin's layout and a rank's; the defaults are a replicated
+  // layer's, which holds all of them.
+  virtual size_t twinCount() const { return paramCount(); }
+  virtual size_t shareCount(int /*rank*/) const { return paramCount(); }
+  virtual void fromTwin(std::span<const float> twin, std::span<float> mine) const {
+    std::copy(twin.begin(), twin.end(), mine.begin());
+  }
+  virtual void toTwin(int /*rank*/, std::span<const float> share, std::span<float> twin) const {
+    std::copy(share.begin(), share.end(), twin.begin());
+  }
+  // Sets 1 where this rank's parameter is also on every other rank of the
+  // group (its gradient counts once in the global norm), 0 where it is a share.
+  virtual void markReplicated(std::span<uint8_t> mask) const { std::fill(mask.begin(), mask.end(), uint8_t{1}); }
 
   void bind(std::span<float> params, std::span<float> grads) {
     params_ = params;

@@ -17,6 +17,13 @@ class Residual final : public Layer {
   size_t outFeatures() const override { return branch_.outFeatures(); }
   std::vector<ParamSpec> params() const override;
   void init(Random& random) override { branch_.init(random); }
+  size_t twinCount() const override { return branch_.twinCount(); }
+  size_t shareCount(int rank) const override { return branch_.shareCount(rank); }
+  void fromTwin(std::span<const float> twin, std::span<float> mine) const override { branch_.fromTwin(twin, mine); }
+  void toTwin(int rank, std::span<const float> share, std::span<float> twin) const override {
+    branch_.toTwin(rank, share, twin);
+  }
+  void markReplicated(std::span<uint8_t> mask) const override { branch_.markReplicated(mask); }
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   Sequence& branch() { return branch_; }

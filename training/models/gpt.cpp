@@ -1,15 +1,58 @@
 #include "training/models/gpt.hpp"
 
+#include <stdexcept>
+#include <string>
+
 #include "training/layers/attention.hpp"
 #include "training/layers/embedding.hpp"
 #include "training/layers/gelu.hpp"
 #include "training/layers/layer_norm.hpp"
 #include "training/layers/linear.hpp"
+#include "training/layers/parallel_embedding.hpp"
+#include "training/layers/parallel_linear.hpp"
 #include "training/layers/residual.hpp"
 
 namespace loom::train {
 
-void buildGpt(Model& model, const GptShape& s, bool allocate) {
+namespace {
+
+void buildTensorParallelGpt(Model& model, const GptShape& s, const TensorGroup& g) {
+  MemoryAccount& account = model.account();
+  if (s.heads == 0 || s.dim % s.heads != 0) {
+    throw std::invalid_argument(std::to_string(s.heads) + " heads do not divide " + std::to_string(s.dim) + " channels");
+  }
+  const size_t hs = s.dim / s.heads, heads = shareOf(s.heads, g.size, g.rank).count;
+  if (heads == 0) {
+    throw std::invalid_argument("--tp " + std::to_string(g.size) + ": more ranks than the " + std::to_string(s.heads) +
+                                " heads to split");
+  }
+  model.add(std::make_unique<VocabParallelEmbedding>(s.vocab, s.context, s.dim, g));
+  for (size_t l = 0; l < s.layers; ++l) {
+    Sequence attn(account);
+    attn.add(std::make_unique<LayerNorm>(s.dim, account));
+    attn.add(std::make_unique<ColumnParallelLinear>(s.dim, 3, s.heads, hs, true, g));
+    attn.add(std::make_unique<CausalSelfAttention>(heads * hs, heads, s.context, account));
+    attn.add(std::make_unique<RowParallelLinear>(s.heads, hs, s.dim, true, g));
+    model.add(std::make_unique<Residual>("attn", std::move(attn)));
+    Sequence mlp(account);
+    mlp.add(std::make_unique<LayerNorm>(s.dim, account));
+    mlp.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, 4 * s.dim, 1, true, g));
+    mlp.add(std::make_unique<Gelu>(shareOf(4 * s.dim, g.size, g.rank).count, account));
+    mlp.add(std::make_unique<RowParallelLinear>(4 * s.dim, 1, s.dim, true, g));
+    model.add(std::make_unique<Residual>("mlp", std::move(mlp)));
+  }
+  model.add(std::make_unique<LayerNorm>(s.dim, account));
+  model.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, s.vocab, 1, false, g));
+}
+
+}  // namespace
+
+void buildGpt(Model& model, const GptShape& s, bool allocate, const TensorGroup* tensor) {
+  if (tensor != nullptr && tensor->size > 1) {
+    buildTensorParallelGpt(model, s, *tensor);
+    model.build(allocate);
+    return;
+  }
   MemoryAccount& account = model.account();
   model.add(std::make_unique<Embedding>(s.vocab, s.context, s.dim));
   for (size_t l = 0; l < s.layers; ++l) {

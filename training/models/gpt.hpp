@@ -8,6 +8,7 @@
 // qkv (weight, bias), proj, ln2, fc, fc proj, then lnf and the head.
 #pragma once
 
+#include "training/layers/tensor_group.hpp"
 #include "training/model.hpp"
 
 namespace loom::train {
@@ -22,6 +23,10 @@ struct GptShape {
 
 // allocate = false leaves the model unallocated (Model::build): a pipeline
 // builds one per activation stash and takes its chunk's layers.
-void buildGpt(Model& model, const GptShape& shape, bool allocate = true);
+// With a tensor group (size > 1): Megatron's tensor-parallel twin of the
+// same model, layer for layer (vocab-parallel embedding, qkv column-parallel
+// by heads, attention over this rank's heads, row-parallel projections, a
+// column-parallel head whose logits are this rank's share of the vocabulary).
+void buildGpt(Model& model, const GptShape& shape, bool allocate = true, const TensorGroup* tensor = nullptr);
 
 }  // namespace loom::train

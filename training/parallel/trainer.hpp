@@ -13,7 +13,12 @@
 //           over the ranks unit by unit (zero.cpp).
 //   pp      N ranks as pipeline stages, each holding a contiguous run of
 //           layers (or v runs, interleaved), every micro-batch of the plan
-//           flowing through them as the schedule says (pipeline.cpp).
+//           flowing through them as the schedule says (mesh.cpp).
+//   tp      N ranks holding a share of every layer (Megatron's tensor
+//           parallelism; the GPT only).
+//   3d      D x P x T ranks: T-rank tensor groups (innermost, neighbours in
+//           rank order) as the stages of P-stage pipelines, D of them
+//           data parallel, each running M / D of the micro-batches.
 //
 // With one micro-batch per rank and LOOM_DETERMINISTIC=1 (all-reduce and
 // reduce-scatter fold the ranks' parts in rank order, one pass), every
@@ -30,6 +35,7 @@
 
 #include "training/data/dataset.hpp"
 #include "training/memory.hpp"
+#include "training/layers/tensor_group.hpp"
 #include "training/model.hpp"
 #include "training/optim/optimizer.hpp"
 #include "training/parallel/schedule.hpp"
@@ -37,8 +43,8 @@
 
 namespace loom::train {
 
-enum class Mode { Single, Ddp, Zero1, Zero2, Zero3, Pp };
-// "single", "ddp", "zero1", "zero2", "zero3", "pp"; std::invalid_argument naming the value otherwise.
+enum class Mode { Single, Ddp, Zero1, Zero2, Zero3, Pp, Tp, ThreeD };
+// "single", "ddp", "zero1", "zero2", "zero3", "pp", "tp", "3d"; std::invalid_argument naming the value otherwise.
 Mode parseMode(const std::string& name);
 const char* modeName(Mode mode);
 
@@ -62,6 +68,7 @@ struct TrainConfig {
   ScheduleKind schedule = ScheduleKind::OneFOneB;  // pp
   int chunks = 1;                                  // pp: model chunks per rank (interleaved)
   std::string stages;                              // pp: layers per chunk, "3,5,3" (empty: balanced by parameters)
+  int dp = 0, pp = 0, tp = 0;                      // 3d: the mesh (pp: 1 x N x 1, tp: 1 x 1 x N)
 };
 
 struct StepReport {
@@ -71,11 +78,14 @@ struct StepReport {
   double commSeconds = 0;     // from the first collective's launch to the last one's end
   double exposedSeconds = 0;  // of that, spent waiting with nothing else to do
   size_t samples = 0;         // in the global batch
-  // pp: this rank's share of the step spent neither computing nor in the
-  // optimizer (waiting on its neighbours: the bubble), the bytes it sent to
-  // other stages, and what it did when.
+  // pp, tp, 3d: this rank's share of the step spent neither computing nor
+  // in the optimizer (waiting on its neighbours: the bubble), the bytes it
+  // handed to Loom on each axis (sends, and each collective's own data),
+  // and what it did when.
   double idleShare = 0;
-  uint64_t pipelineBytes = 0;
+  struct AxisBytes {
+    uint64_t dp = 0, pp = 0, tp = 0;
+  } bytes;
   std::vector<TimelineEvent> events;
 };
 
@@ -97,12 +107,13 @@ class Trainer {
 };
 
 // Builds the layers of `model` again, unallocated (buildGpt(m, shape,
-// false)): pp builds one copy of its chunks' layers per micro-batch in flight.
-using ModelRecipe = std::function<void(Model&)>;
+// false, tensor)), as the tensor group's share when there is one: pp, tp and
+// 3d build one copy of their chunks' layers per micro-batch in flight.
+using ModelRecipe = std::function<void(Model&, const TensorGroup*)>;
 
 // The trainer of config.mode. comm: null for single; the ranks of it train
 // otherwise. Checks the configuration against the ranks and the data
-// (std::invalid_argument naming the flag). pp needs the recipe.
+// (std::invalid_argument naming the flag). pp, tp and 3d need the recipe.
 std::unique_ptr<Trainer> makeTrainer(Model& model, const Dataset& data, const TrainConfig& config,
                                      const loom::Comm* comm, MemoryAccount& account, const ModelRecipe& recipe = {});
 

@@ -1,8 +1,21 @@
-// pp (trainer.hpp): pipeline parallelism. The model's top-level layers are
-// cut into stages x v chunks (partition.hpp); rank s holds chunks s,
-// s + stages, ... with their parameters, gradients and optimizer state, and
-// runs its row of the schedule's table (schedule.hpp) over every
-// micro-batch of the step's plan:
+// pp, tp and 3d (trainer.hpp): the ranks as a D x P x T mesh, cut by
+// loomCommSplit into three kinds of groups, tensor innermost:
+//
+//   tensor group    T neighbours in rank order (a node's, when the launcher
+//                   numbers a node's ranks together), each holding a share
+//                   of every layer of their stage: Megatron's tensor
+//                   parallelism (layers/parallel_linear.hpp and friends),
+//                   whose all-reduces run inside the layers;
+//   pipeline        the P stages of one data-parallel replica, one tensor
+//                   rank each: the model's top-level layers cut into P x v
+//                   chunks (partition.hpp), every micro-batch of the
+//                   replica's share flowing through them as the schedule's
+//                   table says (schedule.hpp);
+//   data parallel   the D replicas of one (stage, tensor rank), each running
+//                   M / D of the step's micro-batches; their gradients are
+//                   all-reduced (summed) once the step's backward is done.
+//
+// The pipeline engine runs this rank's row of the table:
 //
 //   forward   on a stash of its own: a copy of the chunk's layers bound to
 //             the chunk's parameters, keeping that micro-batch's
@@ -14,15 +27,16 @@
 //   exchange  sends go out on a Loom stream per kind (the data copied first,
 //             so the stash can move on), receives block until they arrive.
 //
-// The step then ends as single's does: the gradient norm is summed chunk by
-// chunk in model order, each owner going on from the last one's partial
-// sum (so it is single's double sum, bit for bit), and each rank steps its
-// chunks' optimizer. Every parameter update is then single's: with the
-// same micro-batches the parameters are bitwise the reference's.
+// The step then ends as single's does, scaled by 1/M, clipped by the global
+// norm and stepped chunk by chunk. With one tensor rank the norm is summed
+// chunk by chunk in model order, each owner going on from the last one's
+// partial sum, so a pipeline's parameters are single's bit for bit; tensor
+// parallelism sums partial products in another order (a tolerance).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -41,6 +55,27 @@ using Event = TimelineEvent::Kind;
 
 double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
+// Where this rank sits in the mesh, from the mode and the flags.
+struct Mesh {
+  int dp, pp, tp;           // sizes
+  int dpRank, ppRank, tpRank;
+};
+
+Mesh meshOf(const TrainConfig& config, int rank, int ranks) {
+  int d = 1, p = 1, t = 1;
+  if (config.mode == Mode::Pp) p = ranks;
+  if (config.mode == Mode::Tp) t = ranks;
+  if (config.mode == Mode::ThreeD) {
+    d = config.dp, p = config.pp, t = config.tp;
+    if (d < 1 || p < 1 || t < 1 || d * p * t != ranks) {
+      throw std::invalid_argument("--dp " + std::to_string(d) + " --pp " + std::to_string(p) + " --tp " +
+                                  std::to_string(t) + ": the mesh must hold the job's " + std::to_string(ranks) +
+                                  " ranks (dp x pp x tp)");
+    }
+  }
+  return {d, p, t, rank / (t * p), rank / t % p, rank % t};
+}
+
 // One micro-batch in flight on a chunk.
 struct Stash {
   Stash(Sequence seq, MemoryAccount& account)
@@ -55,68 +90,79 @@ struct Stash {
   int micro = -1;               // -1: free
 };
 
-// A model chunk this rank holds.
+// A model chunk this rank holds (its tensor share).
 struct Chunk {
   Chunk(MemoryAccount& account, size_t count, const TrainConfig& config)
       : params(account, Category::Parameters, count), grads(account, Category::Gradients, count),
         sum(account, Category::Gradients), update(account, count, config) {}
   int index = 0;  // in the model
   LayerRange layers{};
-  size_t offset = 0;  // in the model's flat buffers
+  size_t twinOffset = 0;  // where its layers' dense parameters start in the model
+  size_t twinCount = 0;
   Tracked<float> params;
   Tracked<float> grads;
   Tracked<float> sum;  // the micro-batches' gradient sum, when there are several
   Update<float> update;
+  std::vector<uint8_t> replicated;  // tensor parallel: 1 where every tensor rank holds the parameter
   std::vector<std::unique_ptr<Stash>> stashes;
   std::span<float> reduced() { return sum.size() > 0 ? sum.span() : grads.span(); }
+  const Sequence& layout() const { return stashes.front()->layers; }
 };
 
-class Pipeline final : public Trainer {
+class MeshTrainer final : public Trainer {
  public:
-  Pipeline(Model& model, const Dataset& data, const TrainConfig& config, const loom::Comm& comm,
-           MemoryAccount& account, const ModelRecipe& recipe)
+  MeshTrainer(Model& model, const Dataset& data, const TrainConfig& config, const loom::Comm& comm,
+              MemoryAccount& account, const ModelRecipe& recipe)
       : model_(model),
         data_(data),
         config_(config),
         comm_(comm),
-        rank_(comm.rank()),
-        shape_{comm.size(), static_cast<int>(config.microBatches), config.chunks},
-        split_(splitWork(config, model, data, 1)),
+        mesh_(meshOf(config, comm.rank(), comm.size())),
+        split_(splitWork(config, model, data, mesh_.dp)),
         plan_(data.size(), config.batch, config.seed),
         scratch_(account, Category::Activations) {
     if (model.precision() != Precision::Fp32) {
-      throw std::invalid_argument("--precision bf16: --mode pp runs in fp32 only so far");
+      throw std::invalid_argument(std::string("--precision bf16: --mode ") + modeName(config.mode) +
+                                  " runs in fp32 only so far");
     }
+    // The three kinds of groups; gradients travel on a pipeline communicator of their own (schedule.hpp).
+    tpComm_ = comm.split(mesh_.dpRank * mesh_.pp + mesh_.ppRank, mesh_.tpRank);
+    ppComm_ = comm.split(mesh_.dpRank * mesh_.tp + mesh_.tpRank, mesh_.ppRank);
+    dpComm_ = comm.split(mesh_.ppRank * mesh_.tp + mesh_.tpRank, mesh_.dpRank);
+    gradComm_ = ppComm_.split(0, mesh_.ppRank);
+    tensor_ = {&tpComm_, mesh_.tpRank, mesh_.tp, &bytes_.tp};
+    shape_ = {mesh_.pp, static_cast<int>(split_.perRank), config.chunks};
     const Schedule schedule = makeSchedule(config.schedule, shape_);
-    actions_ = schedule[static_cast<size_t>(rank_)];
+    actions_ = schedule[static_cast<size_t>(mesh_.ppRank)];
     const size_t parts = static_cast<size_t>(shape_.modelChunks());
     std::vector<size_t> weights;
     for (const auto& slice : model.slices()) weights.push_back(slice.count);
-    const std::vector<LayerRange> ranges =
-        config.stages.empty() ? balanceLayers(weights, parts) : listedLayers(config.stages, model.layers(), parts);
-    for (const LayerRange& r : ranges) ranges_.push_back(r);
-    // Gradients travel on a communicator of their own (schedule.hpp).
-    gradComm_ = comm.split(0, rank_);
-    const std::vector<int> stashes = stashesNeeded(schedule, shape_, rank_);
+    ranges_ = config.stages.empty() ? balanceLayers(weights, parts) : listedLayers(config.stages, model.layers(), parts);
+    const std::vector<int> stashes = stashesNeeded(schedule, shape_, mesh_.ppRank);
+    const TensorGroup* tensor = mesh_.tp > 1 ? &tensor_ : nullptr;
     for (int c = 0; c < shape_.chunks; ++c) {
-      const int index = c * shape_.stages + rank_;
-      const LayerRange layers = ranges[static_cast<size_t>(index)];
-      const size_t offset = model.slices()[layers.first].offset;
-      const size_t end = model.slices()[layers.last].offset + model.slices()[layers.last].count;
-      auto chunk = std::make_unique<Chunk>(account, end - offset, config);
-      chunk->index = index;
-      chunk->layers = layers;
-      chunk->offset = offset;
-      // Every rank initialized the whole model alike; each keeps its chunks.
-      std::copy_n(model.params().data() + offset, end - offset, chunk->params.data());
-      if (config.microBatches > 1) chunk->sum.resize(end - offset);
+      const int index = c * shape_.stages + mesh_.ppRank;
+      const LayerRange layers = ranges_[static_cast<size_t>(index)];
+      std::vector<Sequence> copies;
       for (int k = 0; k < stashes[static_cast<size_t>(c)]; ++k) {
         Model copy(account);
-        recipe(copy);
-        auto stash = std::make_unique<Stash>(copy.takeLayers(layers.first, layers.last), account);
-        stash->layers.bind(chunk->params.span(), chunk->grads.span());
-        chunk->stashes.push_back(std::move(stash));
+        recipe(copy, tensor);
+        copies.push_back(copy.takeLayers(layers.first, layers.last));
       }
+      auto chunk = std::make_unique<Chunk>(account, copies.front().paramCount(), config);
+      chunk->index = index;
+      chunk->layers = layers;
+      chunk->twinOffset = model.slices()[layers.first].offset;
+      chunk->twinCount = model.slices()[layers.last].offset + model.slices()[layers.last].count - chunk->twinOffset;
+      if (split_.perRank > 1) chunk->sum.resize(chunk->params.size());
+      for (Sequence& seq : copies) {
+        chunk->stashes.push_back(std::make_unique<Stash>(std::move(seq), account));
+        chunk->stashes.back()->layers.bind(chunk->params.span(), chunk->grads.span());
+      }
+      // Every rank initialized the whole dense model alike; each keeps its share of its chunks.
+      chunk->layout().fromTwin(model.params().subspan(chunk->twinOffset, chunk->twinCount), chunk->params.span());
+      chunk->replicated.resize(chunk->params.size());
+      chunk->layout().markReplicated(chunk->replicated);
       chunks_.push_back(std::move(chunk));
     }
     model.release();  // the whole model comes back in materialize()
@@ -125,7 +171,7 @@ class Pipeline final : public Trainer {
   StepReport step(uint64_t step) override {
     const double start = now();
     events_.clear();
-    bytes_ = 0;
+    bytes_ = {};
     batch_ = plan_.step(step);
     lossSum_ = 0;
     for (const Action& a : actions_) {
@@ -140,17 +186,25 @@ class Pipeline final : public Trainer {
     gradientStream_.synchronize();
     outbox_.clear();
     if (now() - sendsFrom > 1e-6) events_.push_back({Event::Send, -1, -1, sendsFrom, now()});
+    if (mesh_.dp > 1) {
+      for (auto& chunk : chunks_) {
+        const auto grads = chunk->reduced();
+        dpComm_.allReduce(grads);
+        bytes_.dp += grads.size_bytes();
+      }
+    }
 
     StepReport report;
     report.samples = config_.batch;
-    const int lastOwner = shape_.owner(shape_.modelChunks() - 1);
-    std::vector<double> loss{rank_ == lastOwner ? lossSum_ : 0.0};
-    comm_.allReduce(std::span(loss));  // x + 0 + ... = x exactly
+    // One rank per replica reports its loss (the last stage's first tensor rank).
+    const bool reports = mesh_.ppRank == mesh_.pp - 1 && mesh_.tpRank == 0;
+    std::vector<double> loss{reports ? lossSum_ : 0.0};
+    comm_.allReduce(std::span(loss));
     report.loss = loss[0] / static_cast<double>(config_.microBatches);
 
     const double optimizerFrom = now();
     const float mean = 1.0f / static_cast<float>(config_.microBatches);
-    const double squares = sumOfSquares(mean);
+    const double squares = mesh_.tp > 1 ? sumOfSquaresOverTheMesh(mean) : sumOfSquaresInModelOrder(mean);
     report.gradNorm = std::sqrt(squares);
     const float lr = learningRate(step, config_.warmup, config_.steps, config_.lr, config_.minLr);
     const float clip = clipScale(squares, config_.clip);
@@ -164,23 +218,35 @@ class Pipeline final : public Trainer {
       if (e.kind == Event::Forward || e.kind == Event::Backward || e.kind == Event::Optimizer) busy += e.end - e.start;
     }
     report.idleShare = report.seconds > 0 ? std::max(0.0, 1.0 - busy / report.seconds) : 0.0;
-    report.pipelineBytes = bytes_;
+    report.bytes = bytes_;
     report.events = events_;
     return report;
   }
 
+  // Every rank gets the dense model: each stage's tensor group gathers its
+  // shares into the chunk's dense parameters, the stage broadcasts them down
+  // its pipeline (every data-parallel replica holds the same).
   void materialize() override {
     model_.allocate();
     for (int index = 0; index < shape_.modelChunks(); ++index) {
       const LayerRange layers = ranges_[static_cast<size_t>(index)];
       const size_t offset = model_.slices()[layers.first].offset;
       const size_t end = model_.slices()[layers.last].offset + model_.slices()[layers.last].count;
-      const auto part = model_.params().subspan(offset, end - offset);
-      if (shape_.owner(index) == rank_) {
+      const auto dense = model_.params().subspan(offset, end - offset);
+      const int owner = shape_.owner(index);
+      if (owner == mesh_.ppRank) {
         const Chunk& chunk = chunkAt(index);
-        std::copy(chunk.params.span().begin(), chunk.params.span().end(), part.begin());
+        size_t most = 0;
+        for (int r = 0; r < mesh_.tp; ++r) most = std::max(most, chunk.layout().shareCount(r));
+        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp));
+        std::copy(chunk.params.span().begin(), chunk.params.span().end(), mine.begin());
+        tpComm_.allGather(std::span<const float>(mine), std::span(all));
+        for (int r = 0; r < mesh_.tp; ++r) {
+          const auto share = std::span<const float>(all).subspan(static_cast<size_t>(r) * most, chunk.layout().shareCount(r));
+          chunk.layout().toTwin(r, share, dense);
+        }
       }
-      comm_.broadcast(part, shape_.owner(index));
+      ppComm_.broadcast(dense, owner);
     }
   }
 
@@ -200,8 +266,10 @@ class Pipeline final : public Trainer {
  private:
   Chunk& chunkAt(int index) { return *chunks_[static_cast<size_t>(index / shape_.stages)]; }
   size_t rows() const { return split_.microSize * data_.rowsPerSample(); }
+  // The samples of this replica's micro-batch `micro` (of the step's M).
   std::span<const size_t> samples(int micro) const {
-    return std::span(batch_).subspan(static_cast<size_t>(micro) * split_.microSize, split_.microSize);
+    const size_t global = static_cast<size_t>(mesh_.dpRank) * split_.perRank + static_cast<size_t>(micro);
+    return std::span(batch_).subspan(global * split_.microSize, split_.microSize);
   }
 
   // The stash holding `micro` on `chunk`, or a free one for it.
@@ -230,7 +298,8 @@ class Pipeline final : public Trainer {
     stash.output = stash.layers.forward(stash.input.span(), rows());
     if (last) {
       stash.dy.resize(stash.output.size());
-      lossSum_ += crossEntropy(stash.output, stash.labels, rows(), stash.layers.outFeatures(), stash.dy.span());
+      lossSum_ += mesh_.tp > 1 ? crossEntropy(stash.output, stash.labels, rows(), data_.classes(), tensor_, stash.dy.span())
+                               : crossEntropy(stash.output, stash.labels, rows(), data_.classes(), stash.dy.span());
     }
     events_.push_back({Event::Forward, micro, chunk.index, from, now()});
   }
@@ -268,7 +337,7 @@ class Pipeline final : public Trainer {
       // An activation leaves chunk `edge` and enters edge + 1; a gradient the other way.
       Chunk& chunk = chunkAt(t.send == activation ? t.edge : t.edge + 1);
       Stash& stash = stashFor(chunk, t.micro);
-      const loom::Comm& comm = activation ? comm_ : gradComm_;
+      const loom::Comm& comm = activation ? ppComm_ : gradComm_;
       if (t.send) {
         const double from = now();
         const std::span<const float> data = activation ? stash.output : std::span<const float>(stash.dx.span());
@@ -276,7 +345,7 @@ class Pipeline final : public Trainer {
         std::copy(data.begin(), data.end(), outbox_.back().data());
         if (!activation) stash.micro = -1;  // its last use
         comm.send(outbox_.back().span(), t.peer, activation ? &activationStream_ : &gradientStream_);
-        bytes_ += data.size_bytes();
+        bytes_.pp += data.size_bytes();
         events_.push_back({Event::Send, t.micro, chunk.index, from, now()});
         continue;
       }
@@ -288,7 +357,7 @@ class Pipeline final : public Trainer {
     const double from = now();
     loom::Group group;
     for (const Receive& r : receives) {
-      (r.transfer->kind == Kind::Activation ? comm_ : gradComm_).recv(r.into, r.transfer->peer);
+      (r.transfer->kind == Kind::Activation ? ppComm_ : gradComm_).recv(r.into, r.transfer->peer);
     }
     group.end();
     for (const Receive& r : receives) {
@@ -299,27 +368,48 @@ class Pipeline final : public Trainer {
 
   // Single's sum of squares over the whole model, element by element in
   // model order: each chunk's owner goes on from the chunk before's sum.
-  double sumOfSquares(float mean) {
+  double sumOfSquaresInModelOrder(float mean) {
     const int chunks = shape_.modelChunks();
     std::vector<double> partial{0.0};
     for (int index = 0; index < chunks; ++index) {
-      const int owner = shape_.owner(index);
-      if (owner != rank_) continue;
-      if (index > 0 && shape_.owner(index - 1) != rank_) comm_.recv(std::span(partial), shape_.owner(index - 1));
+      if (shape_.owner(index) != mesh_.ppRank) continue;
+      if (index > 0 && shape_.owner(index - 1) != mesh_.ppRank) ppComm_.recv(std::span(partial), shape_.owner(index - 1));
       Chunk& chunk = chunkAt(index);
       partial[0] = chunk.update.sumOfSquares(chunk.reduced(), mean, partial[0]);
-      if (index + 1 < chunks && shape_.owner(index + 1) != rank_) comm_.send(std::span(partial), shape_.owner(index + 1));
+      if (index + 1 < chunks && shape_.owner(index + 1) != mesh_.ppRank) {
+        ppComm_.send(std::span(partial), shape_.owner(index + 1));
+      }
     }
-    comm_.broadcast(std::span(partial), shape_.owner(chunks - 1));
+    ppComm_.broadcast(std::span(partial), shape_.owner(chunks - 1));
     return partial[0];
+  }
+
+  // With tensor shares: each parameter counted once, shares by their
+  // holders and replicated ones by tensor rank 0, in the first replica.
+  double sumOfSquaresOverTheMesh(float mean) {
+    std::vector<double> sum{0.0};
+    if (mesh_.dpRank == 0) {
+      for (auto& chunk : chunks_) {
+        const auto grads = chunk->reduced();
+        for (size_t i = 0; i < grads.size(); ++i) {
+          if (chunk->replicated[i] != 0 && mesh_.tpRank != 0) continue;
+          const float s = grads[i] * mean;
+          sum[0] += static_cast<double>(s) * static_cast<double>(s);
+        }
+      }
+    }
+    comm_.allReduce(std::span(sum));
+    return sum[0];
   }
 
   Model& model_;
   const Dataset& data_;
   TrainConfig config_;
-  const loom::Comm& comm_;  // activations, and the step's small messages
-  loom::Comm gradComm_;     // gradients
-  int rank_;
+  const loom::Comm& comm_;  // the whole job: the step's loss and norm
+  Mesh mesh_;
+  loom::Comm tpComm_, ppComm_, dpComm_;
+  loom::Comm gradComm_;  // the pipeline's gradients
+  TensorGroup tensor_;
   PipelineShape shape_;
   WorkSplit split_;
   BatchPlan plan_;
@@ -332,15 +422,15 @@ class Pipeline final : public Trainer {
   std::deque<Tracked<float>> outbox_;  // what the streams are sending
   std::vector<size_t> batch_;
   double lossSum_ = 0;
-  uint64_t bytes_ = 0;
+  StepReport::AxisBytes bytes_;
   std::vector<TimelineEvent> events_;
 };
 
 }  // namespace
 
-std::unique_ptr<Trainer> makePipeline(Model& model, const Dataset& data, const TrainConfig& config,
-                                      const loom::Comm& comm, MemoryAccount& account, const ModelRecipe& recipe) {
-  return std::make_unique<Pipeline>(model, data, config, comm, account, recipe);
+std::unique_ptr<Trainer> makeMesh(Model& model, const Dataset& data, const TrainConfig& config,
+                                  const loom::Comm& comm, MemoryAccount& account, const ModelRecipe& recipe) {
+  return std::make_unique<MeshTrainer>(model, data, config, comm, account, recipe);
 }
 
 }  // namespace loom::train

@@ -1,0 +1,121 @@
+#include "training/layers/parallel_linear.hpp"
+
+#include "training/math/gemm.hpp"
+
+namespace loom::train {
+namespace {
+
+// y (rows x out) += b, row by row: as Linear adds its bias.
+void addBias(std::span<float> y, const float* b, size_t rows, size_t out) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = y.data() + r * out;
+    for (size_t j = 0; j < out; ++j) row[j] += b[j];
+  }
+}
+
+void biasGradient(std::span<const float> dy, float* db, size_t rows, size_t out) {
+  for (size_t j = 0; j < out; ++j) db[j] = 0.0f;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = dy.data() + r * out;
+    for (size_t j = 0; j < out; ++j) db[j] += row[j];
+  }
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(size_t in, size_t blocks, size_t units, size_t unit, bool bias,
+                                           TensorGroup group)
+    : in_(in), blocks_(blocks), units_(units), unit_(unit), bias_(bias), group_(group) {}
+
+std::vector<ParamSpec> ColumnParallelLinear::params() const {
+  std::vector<ParamSpec> p{{"weight", in_ * outFeatures()}};
+  if (bias_) p.push_back({"bias", outFeatures()});
+  return p;
+}
+
+size_t ColumnParallelLinear::twinRow(int rank, size_t j) const {
+  const Share share = shareOf(units_, group_.size, rank);
+  const size_t perBlock = share.count * unit_;
+  return j / perBlock * units_ * unit_ + share.first * unit_ + j % perBlock;
+}
+
+void ColumnParallelLinear::fromTwin(std::span<const float> twin, std::span<float> mine) const {
+  const size_t out = outFeatures(), twinOut = blocks_ * units_ * unit_;
+  for (size_t j = 0; j < out; ++j) {
+    const size_t row = twinRow(group_.rank, j);
+    std::copy_n(twin.data() + row * in_, in_, mine.data() + j * in_);
+    if (bias_) mine[in_ * out + j] = twin[in_ * twinOut + row];
+  }
+}
+
+void ColumnParallelLinear::toTwin(int rank, std::span<const float> share, std::span<float> twin) const {
+  const size_t out = outputs(rank), twinOut = blocks_ * units_ * unit_;
+  for (size_t j = 0; j < out; ++j) {
+    const size_t row = twinRow(rank, j);
+    std::copy_n(share.data() + j * in_, in_, twin.data() + row * in_);
+    if (bias_) twin[in_ * twinOut + row] = share[in_ * out + j];
+  }
+}
+
+void ColumnParallelLinear::forward(std::span<const float> x, std::span<float> y, size_t rows) {
+  x_ = x;
+  const size_t out = outFeatures();
+  gemm(Transpose::No, Transpose::Yes, rows, out, in_, x.data(), params_.data(), y.data());
+  if (bias_) addBias(y, params_.data() + in_ * out, rows, out);
+}
+
+void ColumnParallelLinear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  const size_t out = outFeatures();
+  gemm(Transpose::Yes, Transpose::No, out, in_, rows, dy.data(), x_.data(), grads_.data());
+  if (bias_) biasGradient(dy, grads_.data() + in_ * out, rows, out);
+  if (dx.empty()) return;
+  gemm(Transpose::No, Transpose::No, rows, in_, out, dy.data(), params_.data(), dx.data());
+  // f's backward: every rank's outputs contributed to dL/dx.
+  group_.allReduce(dx.first(rows * in_));
+}
+
+RowParallelLinear::RowParallelLinear(size_t units, size_t unit, size_t out, bool bias, TensorGroup group)
+    : units_(units), unit_(unit), out_(out), bias_(bias), group_(group) {}
+
+std::vector<ParamSpec> RowParallelLinear::params() const {
+  std::vector<ParamSpec> p{{"weight", inFeatures() * out_}};
+  if (bias_) p.push_back({"bias", out_});
+  return p;
+}
+
+void RowParallelLinear::fromTwin(std::span<const float> twin, std::span<float> mine) const {
+  const size_t in = inFeatures(), twinIn = units_ * unit_;
+  const size_t first = shareOf(units_, group_.size, group_.rank).first * unit_;
+  for (size_t o = 0; o < out_; ++o) std::copy_n(twin.data() + o * twinIn + first, in, mine.data() + o * in);
+  if (bias_) std::copy_n(twin.data() + out_ * twinIn, out_, mine.data() + out_ * in);
+}
+
+void RowParallelLinear::toTwin(int rank, std::span<const float> share, std::span<float> twin) const {
+  const size_t in = inputs(rank), twinIn = units_ * unit_;
+  const size_t first = shareOf(units_, group_.size, rank).first * unit_;
+  for (size_t o = 0; o < out_; ++o) std::copy_n(share.data() + o * in, in, twin.data() + o * twinIn + first);
+  if (bias_) std::copy_n(share.data() + out_ * in, out_, twin.data() + out_ * twinIn);
+}
+
+void RowParallelLinear::markReplicated(std::span<uint8_t> mask) const {
+  std::fill(mask.begin(), mask.end(), uint8_t{0});
+  if (bias_) std::fill(mask.end() - static_cast<std::ptrdiff_t>(out_), mask.end(), uint8_t{1});
+}
+
+void RowParallelLinear::forward(std::span<const float> x, std::span<float> y, size_t rows) {
+  x_ = x;
+  const size_t in = inFeatures();
+  gemm(Transpose::No, Transpose::Yes, rows, out_, in, x.data(), params_.data(), y.data());
+  // g: the partial products of every rank's inputs, summed.
+  group_.allReduce(y.first(rows * out_));
+  if (bias_) addBias(y, params_.data() + in * out_, rows, out_);
+}
+
+void RowParallelLinear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  const size_t in = inFeatures();
+  gemm(Transpose::Yes, Transpose::No, out_, in, rows, dy.data(), x_.data(), grads_.data());
+  if (bias_) biasGradient(dy, grads_.data() + in * out_, rows, out_);
+  if (!dx.empty()) gemm(Transpose::No, Transpose::No, rows, in, out_, dy.data(), params_.data(), dx.data());
+}
+
+}  // namespace loom::train
