@@ -72,12 +72,20 @@ void Sequence::init(Random& random) {
   for (auto& layer : layers_) layer->init(random);
 }
 
+size_t Sequence::outRows(size_t rows) const {
+  for (const auto& layer : layers_) rows = layer->outRows(rows);
+  return rows;
+}
+
 std::span<const float> Sequence::forward(std::span<const float> x, size_t rows, const Hooks* hooks) {
   std::span<const float> in = x;
+  rows_.resize(layers_.size());
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (hooks != nullptr && hooks->beforeForward) hooks->beforeForward(i);
+    rows_[i] = rows;
+    rows = layers_[i]->outRows(rows);
     outputs_[i].resize(rows * layers_[i]->outFeatures());
-    layers_[i]->forward(in, outputs_[i].span(), rows);
+    layers_[i]->forward(in, outputs_[i].span(), rows_[i]);
     if (hooks != nullptr && hooks->afterForward) hooks->afterForward(i);
     in = outputs_[i].span();
   }
@@ -89,15 +97,23 @@ void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t r
     grad_.emplace_back(account_, Category::Activations);
     grad_.emplace_back(account_, Category::Activations);
   }
+  // The rows each layer saw in the last forward (its own when there was none, as in the tests).
+  if (rows_.size() != layers_.size() || rows_.front() != rows) {
+    rows_.assign(layers_.size(), rows);
+    for (size_t i = 1; i < layers_.size(); ++i) rows_[i] = layers_[i - 1]->outRows(rows_[i - 1]);
+  }
   size_t widest = 0;
-  for (const auto& layer : layers_) widest = std::max({widest, layer->inFeatures(), layer->outFeatures()});
-  for (auto& g : grad_) g.resize(rows * widest);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    widest = std::max({widest, rows_[i] * layers_[i]->inFeatures(),
+                       layers_[i]->outRows(rows_[i]) * layers_[i]->outFeatures()});
+  }
+  for (auto& g : grad_) g.resize(widest);
   std::span<const float> from = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
-    const size_t in = rows * layers_[i]->inFeatures();
+    const size_t in = rows_[i] * layers_[i]->inFeatures();
     std::span<float> to = i == 0 ? dx : grad_[i % 2].span().first(in);
     if (hooks != nullptr && hooks->beforeBackward) hooks->beforeBackward(i);
-    layers_[i]->backward(from, to, rows);
+    layers_[i]->backward(from, to, rows_[i]);
     if (hooks != nullptr && hooks->afterBackward) hooks->afterBackward(i);
     from = to;
   }

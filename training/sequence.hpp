@@ -59,6 +59,8 @@ class Sequence {
   size_t inFeatures() const { return layers_.front()->inFeatures(); }
   size_t outFeatures() const { return layers_.back()->outFeatures(); }
 
+  // Rows out of the last layer for `rows` in (Layer::outRows along the way).
+  size_t outRows(size_t rows) const;
   // The last layer's output; x must stay valid until backward.
   std::span<const float> forward(std::span<const float> x, size_t rows, const Hooks* hooks = nullptr);
   // From dL/dy: every layer's gradients, and dL/dx into dx unless it is
@@ -71,6 +73,7 @@ class Sequence {
   std::vector<Slice> slices_;
   size_t paramCount_ = 0;
   std::vector<Tracked<float>> outputs_;  // each layer's output
+  std::vector<size_t> rows_;             // each layer's input rows in the last forward
   std::vector<Tracked<float>> grad_;     // two, ping-pong: dL/d(layer input)
 };
 

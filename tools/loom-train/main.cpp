@@ -142,7 +142,8 @@ int run(const cli::Options& o) {
                              {"--stages", config.stages},
                              {"--dp", std::to_string(config.dp)},
                              {"--pp", std::to_string(config.pp)},
-                             {"--tp", std::to_string(config.tp)}};
+                             {"--tp", std::to_string(config.tp)},
+                             {"--sequence-parallel", config.sequenceParallel ? "1" : "0"}};
   uint64_t first = 0;
   if (o.resume) {
     first = readManifest(o.checkpoint, manifest);

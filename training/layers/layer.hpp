@@ -62,6 +62,9 @@ class Layer {
     bound();
   }
 
+  // Rows of output for `rows` rows of input: the same, but where a layer
+  // gathers or scatters rows over a tensor group (sequence parallelism).
+  virtual size_t outRows(size_t rows) const { return rows; }
   // y = f(x) for `rows` rows. x stays valid and unchanged until backward.
   virtual void forward(std::span<const float> x, std::span<float> y, size_t rows) = 0;
   // From dL/dy: writes (does not add) this layer's parameter gradients, and

@@ -61,6 +61,7 @@ void LayerNorm::backward(std::span<const float> dy, std::span<float> dx, size_t 
       if (!dx.empty()) dx[r * features_ + i] = (w[i] * d[i] - dnormMean - norm * dnormNormMean) * rstd;
     }
   }
+  rowsSplitOver_.allReduce(grads_);
 }
 
 }  // namespace loom::train

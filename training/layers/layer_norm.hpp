@@ -1,17 +1,22 @@
 // Layer normalization over each row's features (torch.nn.LayerNorm, eps
 // 1e-5): y = (x - mean) / sqrt(var + eps) * weight + bias, with weight
-// starting at 1 and bias at 0.
+// starting at 1 and bias at 0. Under sequence parallelism each tensor rank
+// normalizes its share of the rows, so its gradients are a partial sum:
+// given that tensor group, backward all-reduces them (Megatron's
+// layer-norm gradient all-reduce).
 #pragma once
 
 #include "training/layers/layer.hpp"
+#include "training/layers/tensor_group.hpp"
 #include "training/memory.hpp"
 
 namespace loom::train {
 
 class LayerNorm final : public Layer {
  public:
-  LayerNorm(size_t features, MemoryAccount& account)
-      : features_(features), mean_(account, Category::Activations), rstd_(account, Category::Activations) {}
+  LayerNorm(size_t features, MemoryAccount& account, const TensorGroup* rowsSplitOver = nullptr)
+      : features_(features), mean_(account, Category::Activations), rstd_(account, Category::Activations),
+        rowsSplitOver_(rowsSplitOver != nullptr && rowsSplitOver->sequence ? *rowsSplitOver : TensorGroup{}) {}
   std::string name() const override { return "layernorm"; }
   size_t inFeatures() const override { return features_; }
   size_t outFeatures() const override { return features_; }
@@ -25,6 +30,7 @@ class LayerNorm final : public Layer {
   std::span<const float> x_;
   Tracked<float> mean_;  // per row, for backward
   Tracked<float> rstd_;
+  TensorGroup rowsSplitOver_;  // size 1 unless sequence parallel
 };
 
 }  // namespace loom::train

@@ -31,6 +31,7 @@ void VocabParallelEmbedding::markReplicated(std::span<uint8_t> mask) const {
 void VocabParallelEmbedding::forward(std::span<const float> x, std::span<float> y, size_t rows) {
   x_ = x;
   const Share s = shareOf(vocab_, group_.size, group_.rank);
+  if (group_.sequence) rows_.resize(rows * channels_);
   const float* wte = params_.data();
   const float* wpe = params_.data() + s.count * channels_;
   for (size_t r = 0; r < rows; ++r) {
@@ -39,16 +40,21 @@ void VocabParallelEmbedding::forward(std::span<const float> x, std::span<float> 
       throw std::invalid_argument("row " + std::to_string(r) + " holds token " + std::to_string(x[r]) +
                                   ", not one of " + std::to_string(vocab_));
     }
-    float* out = y.data() + r * channels_;
+    float* out = (group_.sequence ? rows_.data() : y.data()) + r * channels_;
     if (token >= s.first && token < s.first + s.count) {
       std::copy_n(wte + (token - s.first) * channels_, channels_, out);
     } else {
       std::fill_n(out, channels_, 0.0f);
     }
   }
-  group_.allReduce(y.first(rows * channels_));
-  for (size_t r = 0; r < rows; ++r) {
-    const float* p = wpe + (r % context_) * channels_;
+  const size_t mine = outRows(rows), first = group_.sequence ? mine * static_cast<size_t>(group_.rank) : 0;
+  if (group_.sequence) {
+    group_.reduceScatterRows(rows_.span(), y.first(mine * channels_));
+  } else {
+    group_.allReduce(y.first(rows * channels_));
+  }
+  for (size_t r = 0; r < mine; ++r) {
+    const float* p = wpe + ((first + r) % context_) * channels_;
     float* out = y.data() + r * channels_;
     for (size_t c = 0; c < channels_; ++c) out[c] += p[c];
   }
@@ -56,6 +62,11 @@ void VocabParallelEmbedding::forward(std::span<const float> x, std::span<float> 
 
 void VocabParallelEmbedding::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
   const Share s = shareOf(vocab_, group_.size, group_.rank);
+  if (group_.sequence) {  // every rank's rows of dL/dy
+    rows_.resize(rows * channels_);
+    group_.allGatherRows(dy.first(outRows(rows) * channels_), rows_.span());
+    dy = rows_.span();
+  }
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   float* dwte = grads_.data();
   float* dwpe = grads_.data() + s.count * channels_;

@@ -24,8 +24,9 @@ void biasGradient(std::span<const float> dy, float* db, size_t rows, size_t out)
 }  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(size_t in, size_t blocks, size_t units, size_t unit, bool bias,
-                                           TensorGroup group)
-    : in_(in), blocks_(blocks), units_(units), unit_(unit), bias_(bias), group_(group) {}
+                                           TensorGroup group, MemoryAccount& account)
+    : in_(in), blocks_(blocks), units_(units), unit_(unit), bias_(bias), group_(group),
+      rows_(account, Category::Activations) {}
 
 std::vector<ParamSpec> ColumnParallelLinear::params() const {
   std::vector<ParamSpec> p{{"weight", in_ * outFeatures()}};
@@ -59,23 +60,36 @@ void ColumnParallelLinear::toTwin(int rank, std::span<const float> share, std::s
 
 void ColumnParallelLinear::forward(std::span<const float> x, std::span<float> y, size_t rows) {
   x_ = x;
+  if (group_.sequence) {  // f': every rank's rows
+    rows_.resize(outRows(rows) * in_);
+    group_.allGatherRows(x.first(rows * in_), rows_.span());
+    x_ = rows_.span();
+    rows = outRows(rows);
+  }
   const size_t out = outFeatures();
-  gemm(Transpose::No, Transpose::Yes, rows, out, in_, x.data(), params_.data(), y.data());
+  gemm(Transpose::No, Transpose::Yes, rows, out, in_, x_.data(), params_.data(), y.data());
   if (bias_) addBias(y, params_.data() + in_ * out, rows, out);
 }
 
 void ColumnParallelLinear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  const size_t out = outFeatures();
-  gemm(Transpose::Yes, Transpose::No, out, in_, rows, dy.data(), x_.data(), grads_.data());
-  if (bias_) biasGradient(dy, grads_.data() + in_ * out, rows, out);
+  const size_t out = outFeatures(), all = outRows(rows);
+  gemm(Transpose::Yes, Transpose::No, out, in_, all, dy.data(), x_.data(), grads_.data());
+  if (bias_) biasGradient(dy, grads_.data() + in_ * out, all, out);
   if (dx.empty()) return;
-  gemm(Transpose::No, Transpose::No, rows, in_, out, dy.data(), params_.data(), dx.data());
-  // f's backward: every rank's outputs contributed to dL/dx.
-  group_.allReduce(dx.first(rows * in_));
+  if (!group_.sequence) {
+    gemm(Transpose::No, Transpose::No, rows, in_, out, dy.data(), params_.data(), dx.data());
+    group_.allReduce(dx.first(rows * in_));  // f's backward: every rank's outputs contributed to dL/dx
+    return;
+  }
+  // f''s backward: dL/dx of every row, summed over the ranks, each keeping its rows.
+  rows_.resize(all * in_);  // x's gathered rows are no longer needed
+  gemm(Transpose::No, Transpose::No, all, in_, out, dy.data(), params_.data(), rows_.data());
+  group_.reduceScatterRows(rows_.span(), dx.first(rows * in_));
 }
 
-RowParallelLinear::RowParallelLinear(size_t units, size_t unit, size_t out, bool bias, TensorGroup group)
-    : units_(units), unit_(unit), out_(out), bias_(bias), group_(group) {}
+RowParallelLinear::RowParallelLinear(size_t units, size_t unit, size_t out, bool bias, TensorGroup group,
+                                     MemoryAccount& account)
+    : units_(units), unit_(unit), out_(out), bias_(bias), group_(group), rows_(account, Category::Activations) {}
 
 std::vector<ParamSpec> RowParallelLinear::params() const {
   std::vector<ParamSpec> p{{"weight", inFeatures() * out_}};
@@ -104,15 +118,25 @@ void RowParallelLinear::markReplicated(std::span<uint8_t> mask) const {
 
 void RowParallelLinear::forward(std::span<const float> x, std::span<float> y, size_t rows) {
   x_ = x;
-  const size_t in = inFeatures();
-  gemm(Transpose::No, Transpose::Yes, rows, out_, in, x.data(), params_.data(), y.data());
-  // g: the partial products of every rank's inputs, summed.
-  group_.allReduce(y.first(rows * out_));
-  if (bias_) addBias(y, params_.data() + in * out_, rows, out_);
+  const size_t in = inFeatures(), mine = outRows(rows);
+  if (!group_.sequence) {
+    gemm(Transpose::No, Transpose::Yes, rows, out_, in, x.data(), params_.data(), y.data());
+    group_.allReduce(y.first(rows * out_));  // g: the partial products of every rank's inputs, summed
+  } else {
+    rows_.resize(rows * out_);
+    gemm(Transpose::No, Transpose::Yes, rows, out_, in, x.data(), params_.data(), rows_.data());
+    group_.reduceScatterRows(rows_.span(), y.first(mine * out_));  // g': summed, each keeping its rows
+  }
+  if (bias_) addBias(y, params_.data() + in * out_, mine, out_);
 }
 
 void RowParallelLinear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
   const size_t in = inFeatures();
+  if (group_.sequence) {  // g''s backward: every rank's rows of dL/dy
+    rows_.resize(rows * out_);
+    group_.allGatherRows(dy.first(outRows(rows) * out_), rows_.span());
+    dy = rows_.span();
+  }
   gemm(Transpose::Yes, Transpose::No, out_, in, rows, dy.data(), x_.data(), grads_.data());
   if (bias_) biasGradient(dy, grads_.data() + in * out_, rows, out_);
   if (!dx.empty()) gemm(Transpose::No, Transpose::No, rows, in, out_, dy.data(), params_.data(), dx.data());

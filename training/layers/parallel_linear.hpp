@@ -14,11 +14,15 @@
 // An MLP is column (fc), GELU on the share, row (proj); attention is
 // column (qkv, by heads), attention over the rank's heads, row (proj).
 // Parameters are the dense twin's (Linear: W out x in, then b) dealt out
-// by Layer::fromTwin.
+// by Layer::fromTwin. Under sequence parallelism the column-parallel layer
+// gathers the rows first (f') and scatters dL/dx's sum back (its
+// backward), and the row-parallel one reduce-scatters its output rows (g')
+// and gathers dL/dy's rows in backward.
 #pragma once
 
 #include "training/layers/layer.hpp"
 #include "training/layers/tensor_group.hpp"
+#include "training/memory.hpp"
 
 namespace loom::train {
 
@@ -27,10 +31,12 @@ class ColumnParallelLinear final : public Layer {
   // Outputs are `blocks` blocks of `units` x `unit` (qkv: 3 blocks of
   // heads x head size; fc: 1 block of 4C units of 1), each block dealt out
   // by units; inputs are `in`.
-  ColumnParallelLinear(size_t in, size_t blocks, size_t units, size_t unit, bool bias, TensorGroup group);
+  ColumnParallelLinear(size_t in, size_t blocks, size_t units, size_t unit, bool bias, TensorGroup group,
+                       MemoryAccount& account);
   std::string name() const override { return "column-linear"; }
   size_t inFeatures() const override { return in_; }
   size_t outFeatures() const override { return outputs(group_.rank); }
+  size_t outRows(size_t rows) const override { return group_.sequence ? rows * static_cast<size_t>(group_.size) : rows; }
   std::vector<ParamSpec> params() const override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
@@ -48,16 +54,18 @@ class ColumnParallelLinear final : public Layer {
   bool bias_;
   TensorGroup group_;
   std::span<const float> x_;
+  Tracked<float> rows_;  // sequence parallel: every rank's rows of x, then of dL/dx
 };
 
 class RowParallelLinear final : public Layer {
  public:
   // Inputs are `units` x `unit`, dealt out by units as the column-parallel
   // layer before dealt its outputs; outputs are `out`, whole on every rank.
-  RowParallelLinear(size_t units, size_t unit, size_t out, bool bias, TensorGroup group);
+  RowParallelLinear(size_t units, size_t unit, size_t out, bool bias, TensorGroup group, MemoryAccount& account);
   std::string name() const override { return "row-linear"; }
   size_t inFeatures() const override { return inputs(group_.rank); }
   size_t outFeatures() const override { return out_; }
+  size_t outRows(size_t rows) const override { return group_.sequence ? rows / static_cast<size_t>(group_.size) : rows; }
   std::vector<ParamSpec> params() const override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
@@ -73,6 +81,7 @@ class RowParallelLinear final : public Layer {
   bool bias_;
   TensorGroup group_;
   std::span<const float> x_;
+  Tracked<float> rows_;  // sequence parallel: the output's rows before the scatter, then dL/dy's gathered
 };
 
 }  // namespace loom::train

@@ -1,8 +1,24 @@
 // The ranks that share one layer's parameters under tensor parallelism
-// (Megatron-LM, Shoeybi et al. 2019), and how a dimension is dealt among
-// them: in whole units (a head's channels, one column, one vocabulary
-// row), the first units % size ranks holding one unit more, so that any
-// size splits (13 inputs over 2 ranks: 7 and 6).
+// (Megatron-LM, Shoeybi et al. 2019), how a dimension is dealt among them,
+// and the four mappings between the parallel region and the rest:
+//
+//   f  enters a region: identity forward, all-reduce of dL/dx backward;
+//   g  leaves it: all-reduce forward, identity backward;
+//
+// and, with sequence parallelism (Korthikanti et al. 2022), where the
+// activations outside the regions are split by rows (each rank holding
+// rows / size of them, in rank order):
+//
+//   f' enters: all-gather of the rows forward, reduce-scatter backward;
+//   g' leaves: reduce-scatter forward, all-gather backward;
+//
+// the same bytes as f and g (an all-reduce is a reduce-scatter and an
+// all-gather), while layer norms and residuals outside the regions work on
+// a 1/size share of the rows.
+//
+// A dimension is dealt in whole units (a head's channels, one column, one
+// vocabulary row), the first units % size ranks holding one unit more, so
+// that any size splits (13 inputs over 2 ranks: 7 and 6).
 #pragma once
 
 #include <loom/loom.hpp>
@@ -17,14 +33,17 @@ struct TensorGroup {
   const loom::Comm* comm = nullptr;
   int rank = 0;
   int size = 1;
+  bool sequence = false;       // sequence parallelism: rows split outside the regions
   uint64_t* bytes = nullptr;  // where the bytes handed to Loom are counted, if anywhere
 
-  // The group's all-reduce (nothing to do alone), counted.
-  void allReduce(std::span<float> data, loomRedOp_t op = loomSum) const {
-    if (size <= 1) return;
-    comm->allReduce(data, op);
-    if (bytes != nullptr) *bytes += data.size_bytes();
-  }
+  // g forward and f backward (nothing to do alone), counted.
+  void allReduce(std::span<float> data, loomRedOp_t op = loomSum) const;
+  // f' forward and g' backward: every rank's rows (local.size() each) into
+  // full, in rank order.
+  void allGatherRows(std::span<const float> local, std::span<float> full) const;
+  // g' forward and f' backward: the ranks' full tensors summed, this rank's
+  // rows of the sum into local.
+  void reduceScatterRows(std::span<const float> full, std::span<float> local) const;
 };
 
 struct Share {
@@ -32,10 +51,6 @@ struct Share {
   size_t count;
 };
 
-inline Share shareOf(size_t units, int parts, int part) {
-  const size_t n = static_cast<size_t>(parts), r = static_cast<size_t>(part);
-  const size_t base = units / n, extra = units % n;
-  return {r * base + (r < extra ? r : extra), base + (r < extra ? 1 : 0)};
-}
+Share shareOf(size_t units, int parts, int part);
 
 }  // namespace loom::train

@@ -26,23 +26,23 @@ void buildTensorParallelGpt(Model& model, const GptShape& s, const TensorGroup& 
     throw std::invalid_argument("--tp " + std::to_string(g.size) + ": more ranks than the " + std::to_string(s.heads) +
                                 " heads to split");
   }
-  model.add(std::make_unique<VocabParallelEmbedding>(s.vocab, s.context, s.dim, g));
+  model.add(std::make_unique<VocabParallelEmbedding>(s.vocab, s.context, s.dim, g, account));
   for (size_t l = 0; l < s.layers; ++l) {
     Sequence attn(account);
-    attn.add(std::make_unique<LayerNorm>(s.dim, account));
-    attn.add(std::make_unique<ColumnParallelLinear>(s.dim, 3, s.heads, hs, true, g));
+    attn.add(std::make_unique<LayerNorm>(s.dim, account, &g));
+    attn.add(std::make_unique<ColumnParallelLinear>(s.dim, 3, s.heads, hs, true, g, account));
     attn.add(std::make_unique<CausalSelfAttention>(heads * hs, heads, s.context, account));
-    attn.add(std::make_unique<RowParallelLinear>(s.heads, hs, s.dim, true, g));
+    attn.add(std::make_unique<RowParallelLinear>(s.heads, hs, s.dim, true, g, account));
     model.add(std::make_unique<Residual>("attn", std::move(attn)));
     Sequence mlp(account);
-    mlp.add(std::make_unique<LayerNorm>(s.dim, account));
-    mlp.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, 4 * s.dim, 1, true, g));
+    mlp.add(std::make_unique<LayerNorm>(s.dim, account, &g));
+    mlp.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, 4 * s.dim, 1, true, g, account));
     mlp.add(std::make_unique<Gelu>(shareOf(4 * s.dim, g.size, g.rank).count, account));
-    mlp.add(std::make_unique<RowParallelLinear>(4 * s.dim, 1, s.dim, true, g));
+    mlp.add(std::make_unique<RowParallelLinear>(4 * s.dim, 1, s.dim, true, g, account));
     model.add(std::make_unique<Residual>("mlp", std::move(mlp)));
   }
-  model.add(std::make_unique<LayerNorm>(s.dim, account));
-  model.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, s.vocab, 1, false, g));
+  model.add(std::make_unique<LayerNorm>(s.dim, account, &g));
+  model.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, s.vocab, 1, false, g, account));
 }
 
 }  // namespace

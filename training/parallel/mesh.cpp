@@ -130,7 +130,11 @@ class MeshTrainer final : public Trainer {
     ppComm_ = comm.split(mesh_.dpRank * mesh_.tp + mesh_.tpRank, mesh_.ppRank);
     dpComm_ = comm.split(mesh_.ppRank * mesh_.tp + mesh_.tpRank, mesh_.dpRank);
     gradComm_ = ppComm_.split(0, mesh_.ppRank);
-    tensor_ = {&tpComm_, mesh_.tpRank, mesh_.tp, &bytes_.tp};
+    tensor_ = {&tpComm_, mesh_.tpRank, mesh_.tp, config.sequenceParallel && mesh_.tp > 1, &bytes_.tp};
+    if (tensor_.sequence && rows() % static_cast<size_t>(mesh_.tp) != 0) {
+      throw std::invalid_argument("--sequence-parallel 1: " + std::to_string(rows()) +
+                                  " rows per micro-batch do not split over " + std::to_string(mesh_.tp) + " tensor ranks");
+    }
     shape_ = {mesh_.pp, static_cast<int>(split_.perRank), config.chunks};
     const Schedule schedule = makeSchedule(config.schedule, shape_);
     actions_ = schedule[static_cast<size_t>(mesh_.ppRank)];
@@ -266,6 +270,10 @@ class MeshTrainer final : public Trainer {
  private:
   Chunk& chunkAt(int index) { return *chunks_[static_cast<size_t>(index / shape_.stages)]; }
   size_t rows() const { return split_.microSize * data_.rowsPerSample(); }
+  // Rows of the activations between chunks: this rank's share under
+  // sequence parallelism (every chunk edge lies between the embedding and
+  // the head, where the rows are split).
+  size_t edgeRows() const { return tensor_.sequence ? rows() / static_cast<size_t>(mesh_.tp) : rows(); }
   // The samples of this replica's micro-batch `micro` (of the step's M).
   std::span<const size_t> samples(int micro) const {
     const size_t global = static_cast<size_t>(mesh_.dpRank) * split_.perRank + static_cast<size_t>(micro);
@@ -295,7 +303,7 @@ class MeshTrainer final : public Trainer {
       stash.labels.resize(rows());
       gather(data_, samples(micro), x.span(), stash.labels);
     }
-    stash.output = stash.layers.forward(stash.input.span(), rows());
+    stash.output = stash.layers.forward(stash.input.span(), first ? rows() : edgeRows());
     if (last) {
       stash.dy.resize(stash.output.size());
       lossSum_ += mesh_.tp > 1 ? crossEntropy(stash.output, stash.labels, rows(), data_.classes(), tensor_, stash.dy.span())
@@ -318,10 +326,10 @@ class MeshTrainer final : public Trainer {
     };
     std::span<float> dx;
     if (chunk.index > 0) {
-      stash.dx.resize(rows() * stash.layers.inFeatures());
+      stash.dx.resize(edgeRows() * stash.layers.inFeatures());
       dx = stash.dx.span();
     }
-    stash.layers.backward(stash.dy.span(), dx, rows(), &hooks);
+    stash.layers.backward(stash.dy.span(), dx, chunk.index == 0 ? rows() : edgeRows(), &hooks);
     if (chunk.index == 0) stash.micro = -1;  // nothing of it is sent
     events_.push_back({Event::Backward, micro, chunk.index, from, now()});
   }
@@ -350,7 +358,7 @@ class MeshTrainer final : public Trainer {
         continue;
       }
       Tracked<float>& into = activation ? stash.input : stash.dy;
-      into.resize(rows() * (activation ? stash.layers.inFeatures() : stash.layers.outFeatures()));
+      into.resize(edgeRows() * (activation ? stash.layers.inFeatures() : stash.layers.outFeatures()));
       receives.push_back({into.span(), &t});
     }
     if (receives.empty()) return;
