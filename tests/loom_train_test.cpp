@@ -426,8 +426,8 @@ std::vector<double> jsonArray(const std::string& json, const std::string& key) {
   return out;
 }
 
-// What pp reports: each stage's idle share and bytes sent per step, its
-// activation peak (GPipe's first stage holds all m = 8 micro-batches,
+// What pp reports: each stage's idle share and bytes sent per step (all on
+// the pipeline axis), its activation peak (GPipe's first stage holds all m = 8 micro-batches,
 // 1F1B's at most 2: a quarter), and a Chrome trace with a track per rank
 // of forward, backward, send, receive, optimizer and idle.
 TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
@@ -441,12 +441,13 @@ TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
                                                dir + "/" + schedule + ".trace.json"},
                                         "gpt"));
     ASSERT_EQ(run.exitCode, 0) << run.output;
-    EXPECT_TRUE(std::regex_search(run.output, std::regex("bubble +[0-9]+%  sent [0-9.]+ MB"))) << run.output;
+    EXPECT_TRUE(std::regex_search(run.output, std::regex("bubble +[0-9]+%  sent dp 0.00 pp [0-9.]+ tp 0.00 MB")))
+        << run.output;
     json[schedule] = loom::test::readFile(dir + "/" + schedule + ".json");
   }
   for (const auto& [schedule, record] : json) {
-    const auto idle = jsonArray(record, "stage_idle");
-    const auto sent = jsonArray(record, "stage_sent_bytes");
+    const auto idle = jsonArray(record, "rank_idle");
+    const auto sent = jsonArray(record, "pp");  // the first step's rank_sent_bytes
     ASSERT_EQ(idle.size(), 2u) << record;
     ASSERT_EQ(sent.size(), 2u) << record;
     for (double share : idle) {
@@ -457,8 +458,8 @@ TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
     EXPECT_EQ(sent[0], 8.0 * 3 * 16 * 32 * 4) << record;
     EXPECT_EQ(sent[1], 8.0 * 3 * 16 * 32 * 4) << record;
   }
-  const auto gpipe = jsonArray(json["gpipe"], "stage_activation_peak_bytes");
-  const auto oneF = jsonArray(json["1f1b"], "stage_activation_peak_bytes");
+  const auto gpipe = jsonArray(json["gpipe"], "rank_activation_peak_bytes");
+  const auto oneF = jsonArray(json["1f1b"], "rank_activation_peak_bytes");
   ASSERT_EQ(gpipe.size(), 2u);
   ASSERT_EQ(oneF.size(), 2u);
   // 8 stashes against 2 (and the same working buffers besides): at least 3 times as much.
