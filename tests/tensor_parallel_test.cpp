@@ -148,7 +148,7 @@ TEST(TensorParallel, ColumnParallelLinearIsBitwiseTheDenseLayer) {
         for (size_t r = 0; r < rows; ++r) {
           for (size_t k = 0; k < c.in; ++k) {
             double absSum = 0;
-            for (size_t o = 0; o < out; ++o) absSum += std::fabs(double{dense.dy[r * out + o]} * double{dense.params[o * c.in + k]});
+            for (size_t o = 0; o < out; ++o) absSum += std::fabs(static_cast<double>(dense.dy[r * out + o]) * static_cast<double>(dense.params[o * c.in + k]));
             EXPECT_NEAR(dx[r * c.in + k], dense.dx[r * c.in + k], reorderBound(out, absSum));
           }
         }
@@ -180,8 +180,8 @@ TEST(TensorParallel, RowParallelLinearIsTheDenseLayerWithinTheReorderingBound) {
         layer.forward(x, y, rows);
         for (size_t r = 0; r < rows; ++r) {
           for (size_t o = 0; o < out; ++o) {
-            double absSum = std::fabs(double{dense.params[in * out + o]});
-            for (size_t k = 0; k < in; ++k) absSum += std::fabs(double{dense.x[r * in + k]} * double{dense.params[o * in + k]});
+            double absSum = std::fabs(static_cast<double>(dense.params[in * out + o]));
+            for (size_t k = 0; k < in; ++k) absSum += std::fabs(static_cast<double>(dense.x[r * in + k]) * static_cast<double>(dense.params[o * in + k]));
             EXPECT_NEAR(y[r * out + o], dense.y[r * out + o], reorderBound(in + 1, absSum)) << r << " " << o;
           }
         }
@@ -190,7 +190,7 @@ TEST(TensorParallel, RowParallelLinearIsTheDenseLayerWithinTheReorderingBound) {
         for (size_t o = 0; o < out; ++o) {
           for (size_t k = 0; k < mine; ++k) {
             double absSum = 0;
-            for (size_t r = 0; r < rows; ++r) absSum += std::fabs(double{dense.dy[r * out + o]} * double{dense.x[r * in + first + k]});
+            for (size_t r = 0; r < rows; ++r) absSum += std::fabs(static_cast<double>(dense.dy[r * out + o]) * static_cast<double>(dense.x[r * in + first + k]));
             EXPECT_NEAR(grads[o * mine + k], dense.grads[o * in + first + k], reorderBound(rows, absSum));
           }
           EXPECT_EQ(grads[mine * out + o], dense.grads[in * out + o]);  // the bias: the same rows in order
@@ -198,7 +198,7 @@ TEST(TensorParallel, RowParallelLinearIsTheDenseLayerWithinTheReorderingBound) {
         for (size_t r = 0; r < rows; ++r) {
           for (size_t k = 0; k < mine; ++k) {
             double absSum = 0;
-            for (size_t o = 0; o < out; ++o) absSum += std::fabs(double{dense.dy[r * out + o]} * double{dense.params[o * in + first + k]});
+            for (size_t o = 0; o < out; ++o) absSum += std::fabs(static_cast<double>(dense.dy[r * out + o]) * static_cast<double>(dense.params[o * in + first + k]));
             EXPECT_NEAR(dx[r * mine + k], dense.dx[r * in + first + k], reorderBound(out, absSum));
           }
         }
@@ -335,7 +335,7 @@ TEST(TensorParallel, AGptIsTheDenseOneWithinTolerance) {
           }
         }
         for (size_t i = 0; i < twin.size(); ++i) {
-          EXPECT_NEAR(twin[i], denseGrads[i], 1e-5 * double{largest}) << "parameter " << i << ", " << size << " ranks";
+          EXPECT_NEAR(twin[i], denseGrads[i], 1e-5 * static_cast<double>(largest)) << "parameter " << i << ", " << size << " ranks";
         }
       });
     }

@@ -425,9 +425,11 @@ class MeshTrainer final : public Trainer {
   std::vector<LayerRange> ranges_;
   std::vector<std::unique_ptr<Chunk>> chunks_;
   Tracked<float> scratch_;  // the last chunk's samples, read for their labels
+  // What the streams are sending. Declared before them, so that it is
+  // freed after they finish (a step that threw may have left sends queued).
+  std::deque<Tracked<float>> outbox_;
   loom::Stream activationStream_;
   loom::Stream gradientStream_;
-  std::deque<Tracked<float>> outbox_;  // what the streams are sending
   std::vector<size_t> batch_;
   double lossSum_ = 0;
   StepReport::AxisBytes bytes_;
