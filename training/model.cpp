@@ -114,6 +114,31 @@ void Model::bindLayers(size_t first, size_t last, std::span<float> params, std::
   }
 }
 
+void Model::tie(size_t a, size_t b, size_t count) {
+  if (a + count > b || b + count > paramCount() || (!ties_.empty() && b < ties_.back().b + ties_.back().count)) {
+    throw std::invalid_argument("tie: [" + std::to_string(a) + ", +" + std::to_string(count) + ") and [" +
+                                std::to_string(b) + ", +" + std::to_string(count) +
+                                ") overlap, leave the model, or come before an earlier tie");
+  }
+  ties_.push_back({a, b, count});
+}
+
+template <>
+void sumTiedGradients(const std::vector<Model::Tie>& ties, std::span<float> grads) {
+  for (const Model::Tie& t : ties) {
+    for (size_t i = 0; i < t.count; ++i) grads[t.a + i] = grads[t.b + i] = grads[t.a + i] + grads[t.b + i];
+  }
+}
+
+template <>
+void sumTiedGradients(const std::vector<Model::Tie>& ties, std::span<bf16> grads) {
+  for (const Model::Tie& t : ties) {
+    for (size_t i = 0; i < t.count; ++i) {
+      grads[t.a + i] = grads[t.b + i] = narrow(widen(grads[t.a + i]) + widen(grads[t.b + i]));
+    }
+  }
+}
+
 void Model::init(uint64_t seed) {
   for (size_t i = 0; i < sequence_.layers(); ++i) {
     Random random(seed * 0x100000001B3ull + i);
@@ -125,6 +150,13 @@ void Model::init(uint64_t seed) {
     enterWindow(i);
     sequence_.layer(i).init(random);
     narrow(windowParams_.span().first(slices()[i].count), homes_[i].params);
+  }
+  for (const Tie& t : ties_) {
+    if (precision_ == Precision::Fp32) {
+      std::copy_n(params_.data() + t.a, t.count, params_.data() + t.b);
+    } else {
+      std::copy_n(params16_.data() + t.a, t.count, params16_.data() + t.b);
+    }
   }
 }
 

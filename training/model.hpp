@@ -61,8 +61,22 @@ class Model {
   // window is filled from and emptied into.
   void bindLayers(size_t first, size_t last, std::span<float> params, std::span<float> grads);
   void bindLayers(size_t first, size_t last, std::span<bf16> params, std::span<bf16> grads);
-  // Layer i draws from its own stream of the seed, Random(seed * P + i).
+  // Layer i draws from its own stream of the seed, Random(seed * P + i);
+  // then every tie's second copy is made the first's.
   void init(uint64_t seed);
+
+  // Weight tying (GPT-2's embedding and head): parameters [b, b + count)
+  // are the same as [a, a + count) and stay so. The flat buffers hold both
+  // copies; a trainer gives both the sum of their gradients
+  // (sumTiedGradients), so their updates are the same, and counts the
+  // second copy out of the gradient norm.
+  struct Tie {
+    size_t a;
+    size_t b;
+    size_t count;
+  };
+  void tie(size_t a, size_t b, size_t count);
+  const std::vector<Tie>& ties() const { return ties_; }
 
   // Moves layers first..last into a sequence of their own (a pipeline
   // chunk's copy of them, bound to its own buffers); the model keeps the
@@ -115,7 +129,12 @@ class Model {
   Tracked<float> windowGrads_;
   std::vector<Home> homes_;      // bf16: each top-level layer's slices
   Tracked<float> input_;  // a copy of the last forward's x, which backward still reads
+  std::vector<Tie> ties_;
 };
+
+// g[a + i] = g[b + i] = g[a + i] + g[b + i] for every tie.
+template <class T>
+void sumTiedGradients(const std::vector<Model::Tie>& ties, std::span<T> grads);
 
 template <>
 inline std::span<float> Model::params<float>() { return params_.span(); }

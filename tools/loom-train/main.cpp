@@ -104,7 +104,8 @@ int run(const cli::Options& o) {
                        .context = o.context,
                        .dim = o.hidden == 0 ? 128 : o.hidden,
                        .heads = o.heads,
-                       .layers = o.layers == 0 ? 4 : o.layers};
+                       .layers = o.layers == 0 ? 4 : o.layers,
+                       .tied = o.tie};
   const ModelRecipe recipe = [&](Model& m, const TensorGroup* tensor) {
     if (gpt) return buildGpt(m, shape, false, tensor);
     if (tensor != nullptr) throw std::invalid_argument("--model mlp: tensor parallelism is for the gpt model");
@@ -127,6 +128,7 @@ int run(const cli::Options& o) {
                              {"--dim", std::to_string(o.hidden)},
                              {"--heads", std::to_string(o.heads)},
                              {"--seq", std::to_string(o.context)},
+                             {"--tie", o.tie ? "1" : "0"},
                              {"--data-limit", std::to_string(o.dataLimit)},
                              {"--seed", std::to_string(config.seed)},
                              {"--lr", number(static_cast<double>(config.lr))},
@@ -267,6 +269,13 @@ int run(const cli::Options& o) {
   trainer->materialize();  // ZeRO-3: every rank gathers every parameter
   Sha256 sha;
   const std::vector<float> params = model.paramsAsFloat();  // bf16: widened
+  for (const Model::Tie& t : model.ties()) {  // tied copies must have stayed one
+    if (!std::equal(params.begin() + static_cast<std::ptrdiff_t>(t.a), params.begin() + static_cast<std::ptrdiff_t>(t.a + t.count),
+                    params.begin() + static_cast<std::ptrdiff_t>(t.b))) {
+      std::fprintf(stderr, "loom-train: rank %d: the tied head and embedding drifted apart\n", rank);
+      return 1;
+    }
+  }
   sha.update(std::as_bytes(std::span<const float>(params)));
   const std::string digest = sha.hex();
   if (comm) {  // every rank must hold the same parameters

@@ -30,7 +30,7 @@ const char* usage() {
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
          "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,...] [--timeline FILE]\n"
-         "                  [--dp D --pp P --tp T] [--sequence-parallel 0|1]\n"
+         "                  [--dp D --pp P --tp T] [--sequence-parallel 0|1] [--tie 0|1]\n"
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
@@ -49,7 +49,8 @@ const char* usage() {
          "  --batch     samples per step across all ranks (default 64); --micro-batches splits it\n"
          "              (default: one per rank; pp and 3d: one per stage of each replica; tp: one)\n"
          "  --layers/--dim  mlp: hidden layers and their width (default 1 x 256);\n"
-         "              gpt: blocks and channels (default 4 x 128), --heads (4), --seq context (64)\n"
+         "              gpt: blocks and channels (default 4 x 128), --heads (4), --seq context (64),\n"
+         "              --tie 1: the head's weight is the token embedding (GPT-2's tying; not with zero1-3)\n"
          "  --lr, --min-lr, --warmup  AdamW's (or SGD's) rate: warm-up, then cosine to --min-lr\n"
          "  --clip      global gradient norm (0: none)\n"
          "  --precision fp32 (default), or bf16: bf16 parameters and gradients (communicated in bf16),\n"
@@ -95,6 +96,8 @@ Options parseOptions(int argc, char** argv) {
       o.hidden = number<size_t>(flag, value, 1, 1 << 16);
     } else if (flag == "--heads") {
       o.heads = number<size_t>(flag, value, 1, 1024);
+    } else if (flag == "--tie") {
+      o.tie = number<int>(flag, value, 0, 1) == 1;
     } else if (flag == "--seq") {
       o.context = number<size_t>(flag, value, 1, 1 << 16);
     } else if (flag == "--lr") {
@@ -180,6 +183,7 @@ Options parseOptions(int argc, char** argv) {
     throw std::invalid_argument(std::string(o.train.chunks != 1 ? "--chunks" : !o.train.stages.empty() ? "--stages" : "--timeline") +
                                 ": only with --mode pp, tp or 3d");
   }
+  if (o.tie && o.model != "gpt") throw std::invalid_argument("--tie 1: only the gpt model has an embedding to tie");
   if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   o.microBatchesGiven = microGiven;
   if (!microGiven) o.train.microBatches = static_cast<size_t>(o.ranks);  // single: as ddp on that many

@@ -17,6 +17,7 @@ struct Options {
   size_t layers = 0;      // --layers (0: the model's default, mlp 1, gpt 4)
   size_t heads = 4;       // --heads (gpt)
   size_t context = 64;    // --seq (gpt)
+  bool tie = false;       // --tie (gpt): the head's weight is the token embedding
   size_t dataLimit = 0;   // --data-limit: the first samples of the training set only (0: all)
   bool evaluate = true;   // --eval
   int blasThreads = 1;    // --blas-threads

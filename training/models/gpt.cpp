@@ -45,12 +45,21 @@ void buildTensorParallelGpt(Model& model, const GptShape& s, const TensorGroup& 
   model.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, s.vocab, 1, false, g, account));
 }
 
+// The head's weight (vocab x dim, or this rank's rows of it) is the first
+// of its parameters, as wte (the same rows) is the embedding's.
+void tieHead(Model& model, const GptShape& s) {
+  if (!s.tied) return;
+  const size_t count = model.layer(0).params().front().count;
+  model.tie(model.slices().front().offset, model.slices().back().offset, count);
+}
+
 }  // namespace
 
 void buildGpt(Model& model, const GptShape& s, bool allocate, const TensorGroup* tensor) {
   if (tensor != nullptr && tensor->size > 1) {
     buildTensorParallelGpt(model, s, *tensor);
     model.build(allocate);
+    tieHead(model, s);
     return;
   }
   MemoryAccount& account = model.account();
@@ -72,6 +81,7 @@ void buildGpt(Model& model, const GptShape& s, bool allocate, const TensorGroup*
   model.add(std::make_unique<LayerNorm>(s.dim, account));
   model.add(std::make_unique<Linear>(s.dim, s.vocab, false));
   model.build(allocate);
+  tieHead(model, s);
 }
 
 }  // namespace loom::train

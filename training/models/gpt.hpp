@@ -3,7 +3,8 @@
 // x + attn(ln1(x)) and x + mlp(ln2(x)), where attn is a linear layer to q, k
 // and v, causal self-attention and a linear projection, and mlp a linear
 // layer to 4 x dim, GELU (tanh) and a projection back; a final layer norm;
-// a linear head to the vocabulary without bias (not tied to the embedding).
+// a linear head to the vocabulary without bias, tied to the token embedding
+// (GPT-2's) or not.
 // Parameters in that order: wte, wpe, then per block ln1 (weight, bias),
 // qkv (weight, bias), proj, ln2, fc, fc proj, then lnf and the head.
 #pragma once
@@ -19,6 +20,7 @@ struct GptShape {
   size_t dim = 128;     // C
   size_t heads = 4;
   size_t layers = 4;
+  bool tied = false;  // the head's weight is wte (Model::tie)
 };
 
 // allocate = false leaves the model unallocated (Model::build): a pipeline

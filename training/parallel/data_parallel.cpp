@@ -91,9 +91,17 @@ class DataParallel final : public Trainer {
       comm_->allReduce(std::span(loss));
       lossSum = loss[0];
     }
+    // Tied copies both get their sum; the norm counts each parameter once.
+    sumTiedGradients(model_.ties(), reduced);
     // The mean over every micro-batch of the step: the same scaling everywhere.
     const float mean = 1.0f / static_cast<float>(config_.microBatches);
-    const double squares = update_.sumOfSquares(reduced, mean);
+    double squares = 0;
+    size_t from = 0;
+    for (const Model::Tie& t : model_.ties()) {
+      squares = update_.sumOfSquares(reduced.subspan(from, t.b - from), mean, squares);
+      from = t.b + t.count;
+    }
+    squares = update_.sumOfSquares(reduced.subspan(from), mean, squares);
     report.gradNorm = std::sqrt(squares);
     const float lr = learningRate(step, config_.warmup, config_.steps, config_.lr, config_.minLr);
     update_.step(model_.params<T>(), reduced, mean, clipScale(squares, config_.clip), lr);

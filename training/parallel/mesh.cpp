@@ -169,6 +169,7 @@ class MeshTrainer final : public Trainer {
       chunk->layout().markReplicated(chunk->replicated);
       chunks_.push_back(std::move(chunk));
     }
+    tieHeadToEmbedding(model);
     model.release();  // the whole model comes back in materialize()
   }
 
@@ -197,6 +198,7 @@ class MeshTrainer final : public Trainer {
         bytes_.dp += grads.size_bytes();
       }
     }
+    sumTiedGradients();
 
     StepReport report;
     report.samples = config_.batch;
@@ -374,6 +376,48 @@ class MeshTrainer final : public Trainer {
     }
   }
 
+  // Weight tying (Model::tie), as the GPT ties its head to its embedding:
+  // the first chunk's first parameters and the last chunk's last layer's.
+  // Their holders (one pipeline stage, or the first and the last) sum their
+  // gradients, on a communicator of the two.
+  void tieHeadToEmbedding(const Model& model) {
+    if (model.ties().empty()) return;
+    const Model::Tie& t = model.ties().front();
+    if (model.ties().size() != 1 || t.a != model.slices().front().offset || t.b != model.slices().back().offset) {
+      throw std::invalid_argument("pp, tp and 3d tie only the head to the embedding");
+    }
+    const int last = shape_.owner(shape_.modelChunks() - 1);
+    if (mesh_.ppRank == 0) tie_.count = chunkAt(0).layout().layer(0).params().front().count;
+    if (mesh_.ppRank == last) {
+      const Sequence& layers = chunkAt(shape_.modelChunks() - 1).layout();
+      tie_.head = layers.slices().back().offset;
+      tie_.count = layers.layer(layers.layers() - 1).params().front().count;
+    }
+    if (last != 0) tieComm_ = ppComm_.split(mesh_.ppRank == 0 || mesh_.ppRank == last ? 0 : LOOM_SPLIT_NOCOLOR, mesh_.ppRank);
+    tied_ = true;
+  }
+
+  void sumTiedGradients() {
+    if (!tied_ || (mesh_.ppRank != 0 && mesh_.ppRank != shape_.owner(shape_.modelChunks() - 1))) return;
+    const int last = shape_.modelChunks() - 1;
+    const auto wte = [&] { return chunkAt(0).reduced().first(tie_.count); };
+    const auto head = [&] { return chunkAt(last).reduced().subspan(tie_.head, tie_.count); };
+    if (shape_.owner(last) == 0) {  // one stage holds both
+      const auto e = wte(), h = head();
+      for (size_t i = 0; i < tie_.count; ++i) e[i] = h[i] = e[i] + h[i];
+      return;
+    }
+    const auto mine = mesh_.ppRank == 0 ? wte() : head();
+    tieComm_.allReduce(mine);
+    bytes_.pp += mine.size_bytes();
+  }
+
+  // Where the norm leaves a chunk's elements out: the head's tied copy.
+  std::pair<size_t, size_t> uncounted(int index) const {
+    if (!tied_ || index != shape_.modelChunks() - 1) return {0, 0};
+    return {tie_.head, tie_.count};
+  }
+
   // Single's sum of squares over the whole model, element by element in
   // model order: each chunk's owner goes on from the chunk before's sum.
   double sumOfSquaresInModelOrder(float mean) {
@@ -383,7 +427,10 @@ class MeshTrainer final : public Trainer {
       if (shape_.owner(index) != mesh_.ppRank) continue;
       if (index > 0 && shape_.owner(index - 1) != mesh_.ppRank) ppComm_.recv(std::span(partial), shape_.owner(index - 1));
       Chunk& chunk = chunkAt(index);
-      partial[0] = chunk.update.sumOfSquares(chunk.reduced(), mean, partial[0]);
+      const auto [skip, count] = uncounted(index);
+      const auto grads = chunk.reduced();
+      partial[0] = chunk.update.sumOfSquares(grads.first(skip), mean, partial[0]);
+      partial[0] = chunk.update.sumOfSquares(grads.subspan(skip + count), mean, partial[0]);
       if (index + 1 < chunks && shape_.owner(index + 1) != mesh_.ppRank) {
         ppComm_.send(std::span(partial), shape_.owner(index + 1));
       }
@@ -399,8 +446,10 @@ class MeshTrainer final : public Trainer {
     if (mesh_.dpRank == 0) {
       for (auto& chunk : chunks_) {
         const auto grads = chunk->reduced();
+        const auto [skip, count] = uncounted(chunk->index);
         for (size_t i = 0; i < grads.size(); ++i) {
           if (chunk->replicated[i] != 0 && mesh_.tpRank != 0) continue;
+          if (i >= skip && i < skip + count) continue;
           const float s = grads[i] * mean;
           sum[0] += static_cast<double>(s) * static_cast<double>(s);
         }
@@ -417,6 +466,12 @@ class MeshTrainer final : public Trainer {
   Mesh mesh_;
   loom::Comm tpComm_, ppComm_, dpComm_;
   loom::Comm gradComm_;  // the pipeline's gradients
+  loom::Comm tieComm_;   // the first and the last stage, when the head is tied to the embedding
+  bool tied_ = false;
+  struct {
+    size_t head = 0;   // where the head's copy starts in the last chunk (the embedding's: 0 in the first)
+    size_t count = 0;  // this tensor rank's share
+  } tie_;
   TensorGroup tensor_;
   PipelineShape shape_;
   WorkSplit split_;

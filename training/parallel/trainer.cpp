@@ -31,6 +31,9 @@ std::unique_ptr<Trainer> makeTrainer(Model& model, const Dataset& data, const Tr
   if (config.mode == Mode::Single) return makeDataParallel(model, data, config, nullptr, account);
   if (comm == nullptr) throw std::invalid_argument(std::string("--mode ") + modeName(config.mode) + " needs a communicator");
   if (config.mode == Mode::Ddp) return makeDataParallel(model, data, config, comm, account);
+  if (!model.ties().empty() && config.mode >= Mode::Zero1 && config.mode <= Mode::Zero3) {
+    throw std::invalid_argument(std::string("--tie 1: not with --mode ") + modeName(config.mode) + " yet");
+  }
   if (config.mode == Mode::Pp || config.mode == Mode::Tp || config.mode == Mode::ThreeD) {
     if (!recipe) throw std::invalid_argument(std::string("--mode ") + modeName(config.mode) + " needs the model's recipe");
     return makeMesh(model, data, config, *comm, account, recipe);
