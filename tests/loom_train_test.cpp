@@ -361,15 +361,17 @@ std::string freshDir(const std::string& name) {
 TEST(LoomTrain, ResumingFromACheckpointIsBitwiseTheStraightRun) {
   if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const std::vector<std::string> modes =
-      kFull ? std::vector<std::string>{"single", "ddp", "zero1", "zero2", "zero3", "ddp/bf16", "zero1/bf16",
-                                       "zero3/bf16"}
-            : std::vector<std::string>{"ddp", "zero3", "zero2/bf16"};
+      kFull ? std::vector<std::string>{"single", "ddp", "zero1", "zero2", "zero3", "pp", "3d", "ddp/bf16",
+                                       "zero1/bf16", "zero3/bf16"}
+            : std::vector<std::string>{"ddp", "zero3", "pp", "zero2/bf16"};
   for (const std::string& entry : modes) {
     // Every mode in fp32; the master weights' modes again in bf16.
     const bool bf16 = entry.ends_with("/bf16");
     const std::string mode = bf16 ? entry.substr(0, entry.size() - 5) : entry;
     std::vector<std::string> ranks =
         mode == "single" ? std::vector<std::string>{} : std::vector<std::string>{"-N", "3"};
+    // 3d: three replicas with ZeRO-1's optimizer parts (the MLP has no tensor-parallel twin).
+    if (mode == "3d") ranks = {"--dp", "3", "--pp", "1", "--tp", "1", "--data-parallel", "zero1"};
     if (bf16) ranks.insert(ranks.end(), {"--precision", "bf16"});
     const auto straight = runProcess(command(mode, ranks));
     ASSERT_EQ(straight.exitCode, 0) << straight.output;
@@ -507,6 +509,42 @@ TEST(LoomTrain, TensorParallelAndThe3DMeshTrackTheSingleReference) {
     ASSERT_EQ(got.size(), reference.size()) << name;
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], reference[i], 1e-5 * reference[i]) << name << " step " << i + 1;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// ZeRO-1 on the mesh's data-parallel axis: the replicas reduce-scatter
+// their gradients, each steps its half of every chunk's optimizer and
+// all-gathers, so the parameters are ddp's bit for bit (deterministic
+// reductions) and single's with one micro-batch a replica, while each rank
+// keeps half the optimizer state.
+TEST(LoomTrain, TheMeshsZero1IsItsDdpBitwiseWithHalfTheOptimizer) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::string dir = freshDir("mesh-zero1");
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> gpt{"--model", "gpt", "--steps", "10", "--batch", "16", "--eval", "0", "--layers",
+                                     "2", "--dim", "32", "--heads", "4", "--seq", "16"};
+  const auto run = [&](std::vector<std::string> flags, const std::string& json) {
+    std::vector<std::string> argv{LOOM_TRAIN_BIN};
+    argv.insert(argv.end(), gpt.begin(), gpt.end());
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    if (!json.empty()) argv.insert(argv.end(), {"--json", dir + "/" + json});
+    const auto r = runProcess(argv, {{"LOOM_DETERMINISTIC", "1"}}, std::chrono::seconds(100));
+    EXPECT_EQ(r.exitCode, 0) << r.output;
+    return digests(r.output);
+  };
+  const auto single = run({"--mode", "single", "--micro-batches", "2"}, "");
+  for (const char* dp : {"ddp", "zero1"}) {
+    EXPECT_EQ(run({"--mode", "3d", "--dp", "2", "--pp", "1", "--tp", "1", "--micro-batches", "2", "--data-parallel", dp}, ""),
+              single)
+        << dp;
+  }
+  const auto ddp = run({"--mode", "3d", "--dp", "2", "--pp", "2", "--tp", "1", "--micro-batches", "4"}, "ddp.json");
+  const auto zero1 =
+      run({"--mode", "3d", "--dp", "2", "--pp", "2", "--tp", "1", "--micro-batches", "4", "--data-parallel", "zero1"},
+          "zero1.json");
+  EXPECT_EQ(ddp, zero1);
+  const auto optimizer = [&](const std::string& json) { return jsonNumber(loom::test::readFile(dir + "/" + json), "optimizer_state"); };
+  EXPECT_NEAR(static_cast<double>(optimizer("zero1.json")), optimizer("ddp.json") / 2.0, optimizer("ddp.json") * 0.01);
   std::filesystem::remove_all(dir);
 }
 
@@ -657,6 +695,9 @@ TEST(LoomTrain, BadFlagsAreNamed) {
       {{"--mode", "tp", "-N", "2", "--data-limit", "600"}, "--model mlp: tensor parallelism is for the gpt model"},
       {{"--mode", "tp", "-N", "4", "--model", "gpt", "--heads", "2", "--dim", "32"}, "--tp 4: more ranks than the 2 heads"},
       {{"--tie", "1"}, "--tie 1: only the gpt model has an embedding to tie"},
+      {{"--mode", "pp", "--data-parallel", "zero1"}, "--data-parallel zero1: only with --mode 3d"},
+      {{"--mode", "3d", "--dp", "2", "--pp", "1", "--tp", "1", "--model", "gpt", "--data-parallel", "zero2"},
+       "--data-parallel zero2: a pipeline sums every micro-batch's gradients before the replicas reduce them"},
       {{"--mode", "zero2", "--model", "gpt", "--tie", "1"}, "--tie 1: not with --mode zero2 yet"},
       {{"--mode", "tp", "-N", "2", "--model", "gpt", "--seq", "7", "--batch", "4", "--micro-batches", "4",
         "--sequence-parallel", "1"},

@@ -145,7 +145,8 @@ int run(const cli::Options& o) {
                              {"--dp", std::to_string(config.dp)},
                              {"--pp", std::to_string(config.pp)},
                              {"--tp", std::to_string(config.tp)},
-                             {"--sequence-parallel", config.sequenceParallel ? "1" : "0"}};
+                             {"--sequence-parallel", config.sequenceParallel ? "1" : "0"},
+                             {"--data-parallel", modeName(config.dataParallel)}};
   uint64_t first = 0;
   if (o.resume) {
     first = readManifest(o.checkpoint, manifest);

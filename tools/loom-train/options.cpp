@@ -30,7 +30,8 @@ const char* usage() {
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
          "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,...] [--timeline FILE]\n"
-         "                  [--dp D --pp P --tp T] [--sequence-parallel 0|1] [--tie 0|1]\n"
+         "                  [--dp D --pp P --tp T] [--data-parallel ddp|zero1] [--sequence-parallel 0|1]\n"
+         "                  [--tie 0|1]\n"
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
@@ -42,6 +43,8 @@ const char* usage() {
          "  --schedule  pp: gpipe, 1f1b (default) or interleaved (--chunks V model chunks per rank, V >= 2,\n"
          "              --micro-batches a multiple of the ranks)\n"
          "  --stages    pp: top-level layers per model chunk, in order (default: balanced by parameters)\n"
+         "  --data-parallel  3d: ddp (default; the replicas all-reduce their gradients) or zero1 (they\n"
+         "              reduce-scatter them, each steps its part of the optimizer, and all-gather)\n"
          "  --sequence-parallel  tp, 3d: 1 splits the rows outside the tensor-parallel regions over the\n"
          "              tensor ranks (reduce-scatter and all-gather instead of all-reduce)\n"
          "  --timeline  pp, tp, 3d: a Chrome trace of every step, one track per rank (chrome://tracing, Perfetto)\n"
@@ -147,6 +150,8 @@ Options parseOptions(int argc, char** argv) {
       o.train.pp = number<int>(flag, value, 1, 1024);
     } else if (flag == "--tp") {
       o.train.tp = number<int>(flag, value, 1, 1024);
+    } else if (flag == "--data-parallel") {
+      o.train.dataParallel = parseMode(std::string(value));
     } else if (flag == "--sequence-parallel") {
       o.train.sequenceParallel = number<int>(flag, value, 0, 1) == 1;
     } else if (flag == "--timeline") {
@@ -175,6 +180,9 @@ Options parseOptions(int argc, char** argv) {
   if (o.ranks == 0) o.ranks = mode == Mode::Single ? 1 : 2;
   if (o.train.mode == Mode::Single && o.ranks != 1) {
     throw std::invalid_argument("-N " + std::to_string(o.ranks) + ": --mode single runs one rank");
+  }
+  if (o.train.dataParallel != Mode::Ddp && mode != Mode::ThreeD) {
+    throw std::invalid_argument(std::string("--data-parallel ") + modeName(o.train.dataParallel) + ": only with --mode 3d");
   }
   if (o.train.sequenceParallel && mode != Mode::Tp && mode != Mode::ThreeD) {
     throw std::invalid_argument("--sequence-parallel 1: only with --mode tp or 3d");

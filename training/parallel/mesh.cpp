@@ -90,11 +90,27 @@ struct Stash {
   int micro = -1;               // -1: free
 };
 
+// This data-parallel rank's part of a chunk's optimizer under ZeRO-1: the
+// r-th ceil(n / D) elements (the last part shorter, or empty).
+struct OptimizerShard {
+  size_t first;
+  size_t count;
+  size_t stride;  // ceil(n / D): each rank's part, padded
+};
+
+OptimizerShard shardOf(size_t n, int parts, int part, bool sharded) {
+  if (!sharded) return {0, n, n};
+  const size_t stride = (n + static_cast<size_t>(parts) - 1) / static_cast<size_t>(parts);
+  const size_t first = std::min(n, stride * static_cast<size_t>(part));
+  return {first, std::min(stride, n - first), stride};
+}
+
 // A model chunk this rank holds (its tensor share).
 struct Chunk {
-  Chunk(MemoryAccount& account, size_t count, const TrainConfig& config)
+  Chunk(MemoryAccount& account, size_t count, OptimizerShard part, const TrainConfig& config)
       : params(account, Category::Parameters, count), grads(account, Category::Gradients, count),
-        sum(account, Category::Gradients), update(account, count, config) {}
+        sum(account, Category::Gradients), shard(part), shardGrads(account, Category::Gradients),
+        update(account, part.count, config) {}
   int index = 0;  // in the model
   LayerRange layers{};
   size_t twinOffset = 0;  // where its layers' dense parameters start in the model
@@ -102,6 +118,8 @@ struct Chunk {
   Tracked<float> params;
   Tracked<float> grads;
   Tracked<float> sum;  // the micro-batches' gradient sum, when there are several
+  OptimizerShard shard;       // what this rank's optimizer steps (all of it without ZeRO-1)
+  Tracked<float> shardGrads;  // ZeRO-1: the replicas' gradient sum, this rank's part
   Update<float> update;
   std::vector<uint8_t> replicated;  // tensor parallel: 1 where every tensor rank holds the parameter
   std::vector<std::unique_ptr<Stash>> stashes;
@@ -121,6 +139,11 @@ class MeshTrainer final : public Trainer {
         split_(splitWork(config, model, data, mesh_.dp)),
         plan_(data.size(), config.batch, config.seed),
         scratch_(account, Category::Activations) {
+    if (config.dataParallel != Mode::Ddp && config.dataParallel != Mode::Zero1) {
+      throw std::invalid_argument(std::string("--data-parallel ") + modeName(config.dataParallel) +
+                                  ": a pipeline sums every micro-batch's gradients before the replicas reduce "
+                                  "them, so only ddp and zero1 shard nothing a pipeline needs (DeepSpeed's rule too)");
+    }
     if (model.precision() != Precision::Fp32) {
       throw std::invalid_argument(std::string("--precision bf16: --mode ") + modeName(config.mode) +
                                   " runs in fp32 only so far");
@@ -148,12 +171,14 @@ class MeshTrainer final : public Trainer {
       const int index = c * shape_.stages + mesh_.ppRank;
       const LayerRange layers = ranges_[static_cast<size_t>(index)];
       std::vector<Sequence> copies;
-      for (int k = 0; k < stashes[static_cast<size_t>(c)]; ++k) {
+      for (int k = 0; k < std::max(1, stashes[static_cast<size_t>(c)]); ++k) {
         Model copy(account);
         recipe(copy, tensor);
         copies.push_back(copy.takeLayers(layers.first, layers.last));
       }
-      auto chunk = std::make_unique<Chunk>(account, copies.front().paramCount(), config);
+      const size_t count = copies.front().paramCount();
+      auto chunk = std::make_unique<Chunk>(account, count, shardOf(count, mesh_.dp, mesh_.dpRank, zero1()), config);
+      if (zero1()) chunk->shardGrads.resize(chunk->shard.stride);
       chunk->index = index;
       chunk->layers = layers;
       chunk->twinOffset = model.slices()[layers.first].offset;
@@ -191,14 +216,20 @@ class MeshTrainer final : public Trainer {
     gradientStream_.synchronize();
     outbox_.clear();
     if (now() - sendsFrom > 1e-6) events_.push_back({Event::Send, -1, -1, sendsFrom, now()});
-    if (mesh_.dp > 1) {
-      for (auto& chunk : chunks_) {
-        const auto grads = chunk->reduced();
-        dpComm_.allReduce(grads);
-        bytes_.dp += grads.size_bytes();
+    if (zero1()) {
+      // ZeRO-1 sums the tied copies before the replicas do (the same sum, reassociated).
+      sumTiedGradients();
+      for (auto& chunk : chunks_) reduceScatter(*chunk);
+    } else {
+      if (mesh_.dp > 1) {
+        for (auto& chunk : chunks_) {
+          const auto grads = chunk->reduced();
+          dpComm_.allReduce(grads);
+          bytes_.dp += grads.size_bytes();
+        }
       }
+      sumTiedGradients();
     }
-    sumTiedGradients();
 
     StepReport report;
     report.samples = config_.batch;
@@ -210,11 +241,15 @@ class MeshTrainer final : public Trainer {
 
     const double optimizerFrom = now();
     const float mean = 1.0f / static_cast<float>(config_.microBatches);
-    const double squares = mesh_.tp > 1 ? sumOfSquaresOverTheMesh(mean) : sumOfSquaresInModelOrder(mean);
+    const double squares = mesh_.tp > 1 || zero1() ? sumOfSquaresOverTheMesh(mean) : sumOfSquaresInModelOrder(mean);
     report.gradNorm = std::sqrt(squares);
     const float lr = learningRate(step, config_.warmup, config_.steps, config_.lr, config_.minLr);
     const float clip = clipScale(squares, config_.clip);
-    for (auto& chunk : chunks_) chunk->update.step(chunk->params.span(), chunk->reduced(), mean, clip, lr);
+    for (auto& chunk : chunks_) {
+      chunk->update.step(chunk->params.span().subspan(chunk->shard.first, chunk->shard.count),
+                         stepped(*chunk), mean, clip, lr);
+      if (zero1()) allGather(*chunk);
+    }
     const double end = now();
     events_.push_back({Event::Optimizer, -1, -1, optimizerFrom, end});
 
@@ -256,10 +291,13 @@ class MeshTrainer final : public Trainer {
     }
   }
 
+  // The chunks' parameters (each data-parallel rank's own copy) and
+  // optimizer state (under ZeRO-1 this rank's part).
   std::vector<std::span<float>> state() override {
     std::vector<std::span<float>> out;
     for (auto& chunk : chunks_) {
-      for (const auto s : chunk->update.state(chunk->params.span())) out.push_back(s);
+      out.push_back(chunk->params.span());
+      out.push_back(chunk->update.optimizer().state());
     }
     return out;
   }
@@ -439,17 +477,48 @@ class MeshTrainer final : public Trainer {
     return partial[0];
   }
 
-  // With tensor shares: each parameter counted once, shares by their
-  // holders and replicated ones by tensor rank 0, in the first replica.
+  bool zero1() const { return config_.dataParallel == Mode::Zero1 && mesh_.dp > 1; }
+
+  // The gradients this rank's optimizer steps: the chunk's, or its ZeRO-1 part.
+  std::span<float> stepped(Chunk& chunk) {
+    return zero1() ? chunk.shardGrads.span().first(chunk.shard.count) : chunk.reduced();
+  }
+
+  // ZeRO-1 (Rajbhandari et al. 2020) on the data-parallel axis: the
+  // replicas' gradients summed, each keeping its part (the chunk padded to
+  // D equal parts with zeros)...
+  void reduceScatter(Chunk& chunk) {
+    const size_t padded = chunk.shard.stride * static_cast<size_t>(mesh_.dp);
+    Tracked<float> whole(model_.account(), Category::Communication, padded);
+    const auto grads = chunk.reduced();
+    std::copy(grads.begin(), grads.end(), whole.data());
+    dpComm_.reduceScatter(std::span<const float>(whole.span()), chunk.shardGrads.span());
+    bytes_.dp += padded * sizeof(float);
+  }
+  // ...and after the step, every part gathered back into every replica.
+  void allGather(Chunk& chunk) {
+    const size_t n = chunk.params.size(), stride = chunk.shard.stride;
+    Tracked<float> mine(model_.account(), Category::Communication, stride);
+    Tracked<float> whole(model_.account(), Category::Communication, stride * static_cast<size_t>(mesh_.dp));
+    std::copy_n(chunk.params.data() + chunk.shard.first, chunk.shard.count, mine.data());
+    dpComm_.allGather(std::span<const float>(mine.span()), whole.span());
+    std::copy_n(whole.data(), n, chunk.params.data());
+    bytes_.dp += stride * sizeof(float);
+  }
+
+  // With tensor shares or ZeRO-1 parts: each parameter counted once, shares
+  // by their holders and replicated ones by tensor rank 0, parts by their
+  // data-parallel rank (without ZeRO-1, the first replica's).
   double sumOfSquaresOverTheMesh(float mean) {
     std::vector<double> sum{0.0};
-    if (mesh_.dpRank == 0) {
+    if (zero1() || mesh_.dpRank == 0) {
       for (auto& chunk : chunks_) {
-        const auto grads = chunk->reduced();
+        const auto grads = stepped(*chunk);
+        const size_t first = chunk->shard.first;
         const auto [skip, count] = uncounted(chunk->index);
         for (size_t i = 0; i < grads.size(); ++i) {
-          if (chunk->replicated[i] != 0 && mesh_.tpRank != 0) continue;
-          if (i >= skip && i < skip + count) continue;
+          if (chunk->replicated[first + i] != 0 && mesh_.tpRank != 0) continue;
+          if (first + i >= skip && first + i < skip + count) continue;
           const float s = grads[i] * mean;
           sum[0] += static_cast<double>(s) * static_cast<double>(s);
         }

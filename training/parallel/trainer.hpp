@@ -70,6 +70,7 @@ struct TrainConfig {
   std::string stages;                              // pp: layers per chunk, "3,5,3" (empty: balanced by parameters)
   int dp = 0, pp = 0, tp = 0;                      // 3d: the mesh (pp: 1 x N x 1, tp: 1 x 1 x N)
   bool sequenceParallel = false;                   // tp, 3d: rows split outside the tensor-parallel regions
+  Mode dataParallel = Mode::Ddp;                   // 3d: ddp, or zero1 (the optimizer sharded over the replicas)
 };
 
 struct StepReport {
