@@ -137,6 +137,34 @@ TEST_P(LoomTrainPipeline, EverySchedulesParametersAreBitwiseTheSingleReference) 
 
 INSTANTIATE_TEST_SUITE_P(Models, LoomTrainPipeline, ::testing::Values("mlp", "gpt"));
 
+// Where the stages are cut changes nothing of the arithmetic: balanced by
+// parameters, by each layer's measured time (rank 0's figures, broadcast),
+// or as --stages lists them, the parameters are single's. loom-train prints
+// the cut, and every layer is in exactly one chunk.
+TEST(LoomTrain, EveryCutOfThePipelineIsBitwiseTheSingleReference) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const std::vector<std::string> shape{"--layers", "4", "--micro-batches", "4"};  // 9 layers
+  const auto single = runProcess(command("single", shape));
+  ASSERT_EQ(single.exitCode, 0) << single.output;
+  const std::vector<std::vector<std::string>> cuts{{"--balance", "params"}, {"--balance", "time"}, {"--stages", "1,1,7"}};
+  for (const auto& cut : cuts) {
+    auto flags = shape;
+    flags.insert(flags.end(), {"-N", "3"});
+    flags.insert(flags.end(), cut.begin(), cut.end());
+    const auto run = runProcess(command("pp", flags));
+    ASSERT_EQ(run.exitCode, 0) << run.output;
+    EXPECT_EQ(digests(run.output), digests(single.output)) << cut[1] << ":\n" << run.output;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(run.output, m, std::regex("chunks of layers 0-([0-9]+) ([0-9]+)-([0-9]+) ([0-9]+)-8\n")))
+        << run.output;
+    EXPECT_EQ(std::stoi(m[2]), std::stoi(m[1]) + 1) << run.output;
+    EXPECT_EQ(std::stoi(m[4]), std::stoi(m[3]) + 1) << run.output;
+    if (cut[0] == "--stages") {
+      EXPECT_NE(run.output.find("chunks of layers 0-0 1-1 2-8"), std::string::npos) << run.output;
+    }
+  }
+}
+
 // The GPT with its head tied to its token embedding (GPT-2's): both copies
 // get the sum of their gradients (across the first and the last stage in a
 // pipeline, over a communicator of the two), the norm counts them once, and
@@ -695,6 +723,7 @@ TEST(LoomTrain, BadFlagsAreNamed) {
       {{"--mode", "tp", "-N", "2", "--data-limit", "600"}, "--model mlp: tensor parallelism is for the gpt model"},
       {{"--mode", "tp", "-N", "4", "--model", "gpt", "--heads", "2", "--dim", "32"}, "--tp 4: more ranks than the 2 heads"},
       {{"--tie", "1"}, "--tie 1: only the gpt model has an embedding to tie"},
+      {{"--mode", "pp", "--balance", "speed"}, "--balance speed: params or time"},
       {{"--mode", "pp", "--data-parallel", "zero1"}, "--data-parallel zero1: only with --mode 3d"},
       {{"--mode", "3d", "--dp", "2", "--pp", "1", "--tp", "1", "--model", "gpt", "--data-parallel", "zero2"},
        "--data-parallel zero2: a pipeline sums every micro-batch's gradients before the replicas reduce them"},

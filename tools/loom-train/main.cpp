@@ -142,6 +142,8 @@ int run(const cli::Options& o) {
                              {"--schedule", scheduleName(config.schedule)},
                              {"--chunks", std::to_string(config.chunks)},
                              {"--stages", config.stages},
+                             {"--balance", config.balanceByTime ? "time" : "params"},
+                             {"layout", trainer->layout()},  // a partition by measured time may differ between runs
                              {"--dp", std::to_string(config.dp)},
                              {"--pp", std::to_string(config.pp)},
                              {"--tp", std::to_string(config.tp)},
@@ -168,6 +170,7 @@ int run(const cli::Options& o) {
                 o.model.c_str(), modeName(config.mode), precisionName(o.precision), ranks, ranks == 1 ? "" : "s",
                 config.batch,
                 config.microBatches, static_cast<unsigned long long>(config.steps), model.describe().c_str());
+    if (!trainer->layout().empty()) std::printf("# layout: %s\n", trainer->layout().c_str());
   }
 
   std::string records;

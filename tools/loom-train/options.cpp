@@ -29,7 +29,8 @@ const char* usage() {
          "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
-         "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,...] [--timeline FILE]\n"
+         "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,... | --balance params|time]\n"
+         "                  [--timeline FILE]\n"
          "                  [--dp D --pp P --tp T] [--data-parallel ddp|zero1] [--sequence-parallel 0|1]\n"
          "                  [--tie 0|1]\n"
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
@@ -42,7 +43,8 @@ const char* usage() {
          "              ranks (gpt); 3d: --dp D replicas of --pp P stages of --tp T tensor ranks (fp32)\n"
          "  --schedule  pp: gpipe, 1f1b (default) or interleaved (--chunks V model chunks per rank, V >= 2,\n"
          "              --micro-batches a multiple of the ranks)\n"
-         "  --stages    pp: top-level layers per model chunk, in order (default: balanced by parameters)\n"
+         "  --stages    pp: top-level layers per model chunk, in order (default: balanced, --balance params\n"
+         "              by parameter count or time by each layer's measured forward and backward)\n"
          "  --data-parallel  3d: ddp (default; the replicas all-reduce their gradients) or zero1 (they\n"
          "              reduce-scatter them, each steps its part of the optimizer, and all-gather)\n"
          "  --sequence-parallel  tp, 3d: 1 splits the rows outside the tensor-parallel regions over the\n"
@@ -142,6 +144,9 @@ Options parseOptions(int argc, char** argv) {
       o.train.schedule = parseSchedule(std::string(value));
     } else if (flag == "--chunks") {
       o.train.chunks = number<int>(flag, value, 1, 64);
+    } else if (flag == "--balance") {
+      if (value != "params" && value != "time") throw std::invalid_argument("--balance " + std::string(value) + ": params or time");
+      o.train.balanceByTime = value == "time";
     } else if (flag == "--stages") {
       o.train.stages = value;
     } else if (flag == "--dp") {

@@ -164,6 +164,7 @@ class MeshTrainer final : public Trainer {
     const size_t parts = static_cast<size_t>(shape_.modelChunks());
     std::vector<size_t> weights;
     for (const auto& slice : model.slices()) weights.push_back(slice.count);
+    if (config.balanceByTime && config.stages.empty()) weights = measuredLayerTimes(model, recipe);
     ranges_ = config.stages.empty() ? balanceLayers(weights, parts) : listedLayers(config.stages, model.layers(), parts);
     const std::vector<int> stashes = stashesNeeded(schedule, shape_, mesh_.ppRank);
     const TensorGroup* tensor = mesh_.tp > 1 ? &tensor_ : nullptr;
@@ -293,6 +294,13 @@ class MeshTrainer final : public Trainer {
 
   // The chunks' parameters (each data-parallel rank's own copy) and
   // optimizer state (under ZeRO-1 this rank's part).
+  std::string layout() const override {
+    std::string text = std::to_string(mesh_.dp) + " x " + std::to_string(mesh_.pp) + " x " + std::to_string(mesh_.tp) +
+                       " (dp x pp x tp); chunks of layers";
+    for (const LayerRange& r : ranges_) text += " " + std::to_string(r.first) + "-" + std::to_string(r.last);
+    return text;
+  }
+
   std::vector<std::span<float>> state() override {
     std::vector<std::span<float>> out;
     for (auto& chunk : chunks_) {
@@ -412,6 +420,42 @@ class MeshTrainer final : public Trainer {
       const int into = r.transfer->kind == Kind::Activation ? r.transfer->edge + 1 : r.transfer->edge;
       events_.push_back({Event::Receive, r.transfer->micro, into, from, now()});
     }
+  }
+
+  // Each top-level layer's forward and backward time on one micro-batch,
+  // in nanoseconds: rank 0 runs a dense copy of the model three times and
+  // keeps each layer's fastest, and every rank partitions by its figures.
+  std::vector<size_t> measuredLayerTimes(const Model& model, const ModelRecipe& recipe) {
+    std::vector<double> seconds(model.layers(), 0.0);
+    if (comm_.rank() == 0) {
+      MemoryAccount scratch;  // working memory of the measurement, gone with it
+      Model copy(scratch);
+      recipe(copy, nullptr);
+      copy.allocate();
+      std::copy(model.params().begin(), model.params().end(), copy.params().begin());
+      std::vector<float> x(split_.microSize * data_.features()), dlogits;
+      std::vector<int32_t> labels(rows());
+      batch_ = plan_.step(0);
+      gather(data_, samples(0), x, labels);
+      std::vector<double> best(model.layers(), 1e30), spent(model.layers());
+      double from = 0;
+      Model::Hooks hooks;
+      hooks.beforeForward = hooks.beforeBackward = [&](size_t) { from = now(); };
+      hooks.afterForward = hooks.afterBackward = [&](size_t i) { spent[i] += now() - from; };
+      for (int round = 0; round < 3; ++round) {
+        std::fill(spent.begin(), spent.end(), 0.0);
+        const auto logits = copy.forward(x, rows(), &hooks);
+        dlogits.resize(logits.size());
+        crossEntropy(logits, labels, rows(), data_.classes(), dlogits);
+        copy.backward(dlogits, rows(), &hooks);
+        for (size_t i = 0; i < best.size(); ++i) best[i] = std::min(best[i], spent[i]);
+      }
+      seconds = best;
+    }
+    comm_.broadcast(std::span(seconds), 0);
+    std::vector<size_t> out;
+    for (double s : seconds) out.push_back(static_cast<size_t>(s * 1e9) + 1);  // no layer weighs nothing
+    return out;
   }
 
   // Weight tying (Model::tie), as the GPT ties its head to its embedding:

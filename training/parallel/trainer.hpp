@@ -67,7 +67,8 @@ struct TrainConfig {
   uint64_t seed = 1;
   ScheduleKind schedule = ScheduleKind::OneFOneB;  // pp
   int chunks = 1;                                  // pp: model chunks per rank (interleaved)
-  std::string stages;                              // pp: layers per chunk, "3,5,3" (empty: balanced by parameters)
+  std::string stages;                              // pp: layers per chunk, "3,5,3" (empty: balanced)
+  bool balanceByTime = false;                      // pp: balance chunks by measured time, not parameters
   int dp = 0, pp = 0, tp = 0;                      // 3d: the mesh (pp: 1 x N x 1, tp: 1 x 1 x N)
   bool sequenceParallel = false;                   // tp, 3d: rows split outside the tensor-parallel regions
   Mode dataParallel = Mode::Ddp;                   // 3d: ddp, or zero1 (the optimizer sharded over the replicas)
@@ -106,6 +107,8 @@ class Trainer {
   // After state() was filled from a checkpoint: rebuilds what follows from
   // it (ZeRO-1/2 gather the full parameters from the shards).
   virtual void restored() {}
+  // How the model is laid out over the ranks, for a person ("" when whole on each).
+  virtual std::string layout() const { return {}; }
 };
 
 // Builds the layers of `model` again, unallocated (buildGpt(m, shape,
