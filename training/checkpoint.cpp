@@ -54,6 +54,7 @@ class Reader {
   }
   void into(std::span<float> out) {
     need(out.size_bytes());
+    if (out.empty()) return;  // a chunk or shard with no parameters: nothing to copy (and no pointer)
     std::memcpy(out.data(), bytes_.data() + at_, out.size_bytes());
     at_ += out.size_bytes();
   }
@@ -82,7 +83,7 @@ void writeRankState(const std::string& dir, int rank, int ranks, uint64_t step, 
   append(bytes, static_cast<uint64_t>(buffers.size()));
   for (const auto& b : buffers) {
     append(bytes, static_cast<uint64_t>(b.size()));
-    bytes.append(reinterpret_cast<const char*>(b.data()), b.size_bytes());
+    if (!b.empty()) bytes.append(reinterpret_cast<const char*>(b.data()), b.size_bytes());
   }
   Sha256 sha;
   sha.update(std::as_bytes(std::span(bytes.data(), bytes.size())));
