@@ -181,12 +181,14 @@ int run(const cli::Options& o) {
     const StepReport r = trainer->step(step);
     stepSeconds.push_back(r.seconds);
     const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
-    // pp, tp, 3d: every rank's idle share and bytes handed to Loom per axis, side by side.
-    constexpr size_t kPerRank = 4;  // idle, dp, pp and tp bytes
+    // pp, tp, 3d: every rank's idle share, bytes handed to Loom per axis and
+    // activation peak so far, side by side.
+    constexpr size_t kPerRank = 5;  // idle, dp, pp and tp bytes, activation peak
     std::vector<double> all;
     if (mesh) {
       const std::vector<double> mine{r.idleShare, static_cast<double>(r.bytes.dp), static_cast<double>(r.bytes.pp),
-                                     static_cast<double>(r.bytes.tp)};
+                                     static_cast<double>(r.bytes.tp),
+                                     static_cast<double>(account.peak(Category::Activations))};
       all.resize(kPerRank * static_cast<size_t>(ranks));
       comm->allGather(std::span<const double>(mine), std::span(all));
       if (!o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
@@ -201,8 +203,10 @@ int run(const cli::Options& o) {
                   r.loss, r.gradNorm, static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3);
       if (mesh) {
         const auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
-        std::printf("  bubble %3.0f%%  sent dp %.2f pp %.2f tp %.2f MB\n", total(column(0)) / ranks * 100,
-                    total(column(1)) / 1e6, total(column(2)) / 1e6, total(column(3)) / 1e6);
+        const auto activations = column(4);
+        std::printf("  bubble %3.0f%%  sent dp %.2f pp %.2f tp %.2f MB  activations <= %.2f MB\n",
+                    total(column(0)) / ranks * 100, total(column(1)) / 1e6, total(column(2)) / 1e6,
+                    total(column(3)) / 1e6, *std::max_element(activations.begin(), activations.end()) / 1e6);
       } else {
         std::printf("  comm %6.2f ms (%3.0f%% hidden)\n", r.commSeconds * 1e3, hidden * 100);
       }
@@ -218,7 +222,8 @@ int run(const cli::Options& o) {
         return "[" + out + "]";
       };
       perRank = ", \"rank_idle\": " + list(column(0), false) + ", \"rank_sent_bytes\": {\"dp\": " +
-                list(column(1), true) + ", \"pp\": " + list(column(2), true) + ", \"tp\": " + list(column(3), true) + "}";
+                list(column(1), true) + ", \"pp\": " + list(column(2), true) + ", \"tp\": " + list(column(3), true) +
+                "}, \"rank_activation_peak_bytes\": " + list(column(4), true);
     }
     records += std::string(records.empty() ? "" : ",\n    ") + "{\"step\": " + std::to_string(step + 1) +
                ", \"loss\": " + number(r.loss) + ", \"grad_norm\": " + number(r.gradNorm) +
