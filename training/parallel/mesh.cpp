@@ -39,6 +39,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "training/layers/cross_entropy.hpp"
 #include "training/parallel/micro_batch.hpp"
@@ -167,39 +168,102 @@ class MeshTrainer final : public Trainer {
     if (config.balanceByTime && config.stages.empty()) weights = measuredLayerTimes(model, recipe);
     ranges_ = config.stages.empty() ? balanceLayers(weights, parts) : listedLayers(config.stages, model.layers(), parts);
     const std::vector<int> stashes = stashesNeeded(schedule, shape_, mesh_.ppRank);
-    const TensorGroup* tensor = mesh_.tp > 1 ? &tensor_ : nullptr;
     for (int c = 0; c < shape_.chunks; ++c) {
-      const int index = c * shape_.stages + mesh_.ppRank;
-      const LayerRange layers = ranges_[static_cast<size_t>(index)];
-      std::vector<Sequence> copies;
-      for (int k = 0; k < std::max(1, stashes[static_cast<size_t>(c)]); ++k) {
-        Model copy(account);
-        recipe(copy, tensor);
-        copies.push_back(copy.takeLayers(layers.first, layers.last));
-      }
-      const size_t count = copies.front().paramCount();
-      auto chunk = std::make_unique<Chunk>(account, count, shardOf(count, mesh_.dp, mesh_.dpRank, zero1()), config);
-      if (zero1()) chunk->shardGrads.resize(chunk->shard.stride);
-      chunk->index = index;
-      chunk->layers = layers;
-      chunk->twinOffset = model.slices()[layers.first].offset;
-      chunk->twinCount = model.slices()[layers.last].offset + model.slices()[layers.last].count - chunk->twinOffset;
-      if (split_.perRank > 1) chunk->sum.resize(chunk->params.size());
-      for (Sequence& seq : copies) {
-        chunk->stashes.push_back(std::make_unique<Stash>(std::move(seq), account));
-        chunk->stashes.back()->layers.bind(chunk->params.span(), chunk->grads.span());
-      }
-      // Every rank initialized the whole dense model alike; each keeps its share of its chunks.
-      chunk->layout().fromTwin(model.params().subspan(chunk->twinOffset, chunk->twinCount), chunk->params.span());
-      chunk->replicated.resize(chunk->params.size());
-      chunk->layout().markReplicated(chunk->replicated);
-      chunks_.push_back(std::move(chunk));
+      chunks_.push_back(buildChunk(c * shape_.stages + mesh_.ppRank, std::max(1, stashes[static_cast<size_t>(c)]), model,
+                                   recipe, account));
     }
     tieHeadToEmbedding(model);
     model.release();  // the whole model comes back in materialize()
   }
 
+  // A failure names ranks of the group it happened in (a split
+  // communicator numbers its own), and a group without the failed rank
+  // fails only when a neighbour gives up: the message also says which
+  // world rank the job's communicator saw fail, and which world ranks this
+  // rank's groups hold.
   StepReport step(uint64_t step) override {
+    try {
+      return stepOnce(step);
+    } catch (const loom::CallError& e) {
+      throw std::runtime_error(std::string(e.what()) + " [" + failedInTheWorld() + groupsInWorldRanks() + "]");
+    }
+  }
+
+  std::string layout() const override {
+    std::string text = std::to_string(mesh_.dp) + " x " + std::to_string(mesh_.pp) + " x " + std::to_string(mesh_.tp) +
+                       " (dp x pp x tp); chunks of layers";
+    for (const LayerRange& r : ranges_) text += " " + std::to_string(r.first) + "-" + std::to_string(r.last);
+    return text;
+  }
+
+  // Every rank gets the dense model: each stage's tensor group gathers its
+  // shares into the chunk's dense parameters, the stage broadcasts them down
+  // its pipeline (every data-parallel replica holds the same).
+  void materialize() override {
+    model_.allocate();
+    for (int index = 0; index < shape_.modelChunks(); ++index) {
+      const LayerRange layers = ranges_[static_cast<size_t>(index)];
+      const size_t offset = model_.slices()[layers.first].offset;
+      const size_t end = model_.slices()[layers.last].offset + model_.slices()[layers.last].count;
+      const auto dense = model_.params().subspan(offset, end - offset);
+      const int owner = shape_.owner(index);
+      if (owner == mesh_.ppRank) {
+        const Chunk& chunk = chunkAt(index);
+        size_t most = 0;
+        for (int r = 0; r < mesh_.tp; ++r) most = std::max(most, chunk.layout().shareCount(r));
+        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp));
+        std::copy(chunk.params.span().begin(), chunk.params.span().end(), mine.begin());
+        tpComm_.allGather(std::span<const float>(mine), std::span(all));
+        for (int r = 0; r < mesh_.tp; ++r) {
+          const auto share = std::span<const float>(all).subspan(static_cast<size_t>(r) * most, chunk.layout().shareCount(r));
+          chunk.layout().toTwin(r, share, dense);
+        }
+      }
+      ppComm_.broadcast(dense, owner);
+    }
+  }
+
+  // The chunks' parameters (each data-parallel rank's own copy) and
+  // optimizer state (under ZeRO-1 this rank's part).
+  std::vector<std::span<float>> state() override {
+    std::vector<std::span<float>> out;
+    for (auto& chunk : chunks_) {
+      out.push_back(chunk->params.span());
+      out.push_back(chunk->update.optimizer().state());
+    }
+    return out;
+  }
+  // The first chunk's; restored() gives the others its step count.
+  Optimizer& optimizer() override { return chunks_.front()->update.optimizer(); }
+  void restored() override {
+    for (auto& chunk : chunks_) chunk->update.optimizer().setSteps(optimizer().steps());
+  }
+
+ private:
+  // "world rank 1 failed; ", once the job's communicator has learnt it (its
+  // watchdog's heartbeats, LOOM_HEARTBEAT_MS, take a moment): up to 2 s.
+  std::string failedInTheWorld() const {
+    for (int tries = 0; tries < 200; ++tries) {
+      int ranks[4] = {}, count = 0;
+      if (loomCommGetFailedRanks(comm_.get(), ranks, 4, &count) == loomSuccess && count > 0) {
+        return "world rank " + std::to_string(ranks[0]) + " failed; ";
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return "";
+  }
+
+  // "tensor group: world ranks 0 1; pipeline: 1 3; data parallel: 1 5"
+  std::string groupsInWorldRanks() const {
+    const auto world = [&](int d, int p, int t) { return std::to_string((d * mesh_.pp + p) * mesh_.tp + t); };
+    std::string tensor, pipeline, data;
+    for (int t = 0; t < mesh_.tp; ++t) tensor += " " + world(mesh_.dpRank, mesh_.ppRank, t);
+    for (int p = 0; p < mesh_.pp; ++p) pipeline += " " + world(mesh_.dpRank, p, mesh_.tpRank);
+    for (int d = 0; d < mesh_.dp; ++d) data += " " + world(d, mesh_.ppRank, mesh_.tpRank);
+    return "this rank's groups, in world ranks: tensor" + tensor + "; pipeline" + pipeline + "; data parallel" + data;
+  }
+
+  StepReport stepOnce(uint64_t step) {
     const double start = now();
     events_.clear();
     bytes_ = {};
@@ -265,57 +329,6 @@ class MeshTrainer final : public Trainer {
     return report;
   }
 
-  // Every rank gets the dense model: each stage's tensor group gathers its
-  // shares into the chunk's dense parameters, the stage broadcasts them down
-  // its pipeline (every data-parallel replica holds the same).
-  void materialize() override {
-    model_.allocate();
-    for (int index = 0; index < shape_.modelChunks(); ++index) {
-      const LayerRange layers = ranges_[static_cast<size_t>(index)];
-      const size_t offset = model_.slices()[layers.first].offset;
-      const size_t end = model_.slices()[layers.last].offset + model_.slices()[layers.last].count;
-      const auto dense = model_.params().subspan(offset, end - offset);
-      const int owner = shape_.owner(index);
-      if (owner == mesh_.ppRank) {
-        const Chunk& chunk = chunkAt(index);
-        size_t most = 0;
-        for (int r = 0; r < mesh_.tp; ++r) most = std::max(most, chunk.layout().shareCount(r));
-        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp));
-        std::copy(chunk.params.span().begin(), chunk.params.span().end(), mine.begin());
-        tpComm_.allGather(std::span<const float>(mine), std::span(all));
-        for (int r = 0; r < mesh_.tp; ++r) {
-          const auto share = std::span<const float>(all).subspan(static_cast<size_t>(r) * most, chunk.layout().shareCount(r));
-          chunk.layout().toTwin(r, share, dense);
-        }
-      }
-      ppComm_.broadcast(dense, owner);
-    }
-  }
-
-  // The chunks' parameters (each data-parallel rank's own copy) and
-  // optimizer state (under ZeRO-1 this rank's part).
-  std::string layout() const override {
-    std::string text = std::to_string(mesh_.dp) + " x " + std::to_string(mesh_.pp) + " x " + std::to_string(mesh_.tp) +
-                       " (dp x pp x tp); chunks of layers";
-    for (const LayerRange& r : ranges_) text += " " + std::to_string(r.first) + "-" + std::to_string(r.last);
-    return text;
-  }
-
-  std::vector<std::span<float>> state() override {
-    std::vector<std::span<float>> out;
-    for (auto& chunk : chunks_) {
-      out.push_back(chunk->params.span());
-      out.push_back(chunk->update.optimizer().state());
-    }
-    return out;
-  }
-  // The first chunk's; restored() gives the others its step count.
-  Optimizer& optimizer() override { return chunks_.front()->update.optimizer(); }
-  void restored() override {
-    for (auto& chunk : chunks_) chunk->update.optimizer().setSteps(optimizer().steps());
-  }
-
- private:
   Chunk& chunkAt(int index) { return *chunks_[static_cast<size_t>(index / shape_.stages)]; }
   size_t rows() const { return split_.microSize * data_.rowsPerSample(); }
   // Rows of the activations between chunks: this rank's share under
@@ -420,6 +433,36 @@ class MeshTrainer final : public Trainer {
       const int into = r.transfer->kind == Kind::Activation ? r.transfer->edge + 1 : r.transfer->edge;
       events_.push_back({Event::Receive, r.transfer->micro, into, from, now()});
     }
+  }
+
+  // Model chunk `index` as this rank holds it: its tensor share of the
+  // parameters, taken from the dense model (every rank initialized it
+  // alike), and `stashes` copies of its layers bound to them.
+  std::unique_ptr<Chunk> buildChunk(int index, int stashes, const Model& model, const ModelRecipe& recipe,
+                                    MemoryAccount& account) {
+    const LayerRange layers = ranges_[static_cast<size_t>(index)];
+    std::vector<Sequence> copies;
+    for (int k = 0; k < stashes; ++k) {
+      Model copy(account);
+      recipe(copy, mesh_.tp > 1 ? &tensor_ : nullptr);
+      copies.push_back(copy.takeLayers(layers.first, layers.last));
+    }
+    const size_t count = copies.at(0).paramCount();
+    auto chunk = std::make_unique<Chunk>(account, count, shardOf(count, mesh_.dp, mesh_.dpRank, zero1()), config_);
+    if (zero1()) chunk->shardGrads.resize(chunk->shard.stride);
+    chunk->index = index;
+    chunk->layers = layers;
+    chunk->twinOffset = model.slices()[layers.first].offset;
+    chunk->twinCount = model.slices()[layers.last].offset + model.slices()[layers.last].count - chunk->twinOffset;
+    if (split_.perRank > 1) chunk->sum.resize(count);
+    for (Sequence& seq : copies) {
+      chunk->stashes.push_back(std::make_unique<Stash>(std::move(seq), account));
+      chunk->stashes.back()->layers.bind(chunk->params.span(), chunk->grads.span());
+    }
+    chunk->layout().fromTwin(model.params().subspan(chunk->twinOffset, chunk->twinCount), chunk->params.span());
+    chunk->replicated.resize(count);
+    chunk->layout().markReplicated(chunk->replicated);
+    return chunk;
   }
 
   // Each top-level layer's forward and backward time on one micro-batch,
