@@ -20,8 +20,7 @@ Model::Model(MemoryAccount& account, Precision precision)
       grads_(account, Category::Gradients),
       params16_(account, Category::Parameters),
       grads16_(account, Category::Gradients),
-      windowParams_(account, Category::Activations),
-      windowGrads_(account, Category::Activations),
+      window_(account),
       input_(account, Category::Activations) {}
 
 void Model::build(bool allocate) {
@@ -40,8 +39,7 @@ void Model::allocate() {
   grads16_.resize(sequence_.paramCount());
   size_t largest = 0;
   for (const Slice& slice : slices()) largest = std::max(largest, slice.count);
-  windowParams_.resize(largest);
-  windowGrads_.resize(largest);
+  window_.reserve(largest);
   bindLayers(0, sequence_.layers() - 1, params16_.span(), grads16_.span());
 }
 
@@ -65,37 +63,6 @@ void Model::bindLayers(size_t first, size_t last, std::span<bf16> params, std::s
     homes_[i] = {params.subspan(slice.offset - base, slice.count),
                  grads.empty() ? std::span<bf16>() : grads.subspan(slice.offset - base, slice.count)};
   }
-}
-
-void Model::enterWindow(size_t i) {
-  const size_t count = slices()[i].count;
-  const auto params = windowParams_.span().first(count);
-  widen(homes_[i].params, params);
-  sequence_.layer(i).bind(params, windowGrads_.span().first(count));
-}
-
-Model::Hooks Model::windowed(const Hooks* hooks, bool backward) {
-  Hooks out;
-  const auto call = [hooks](LayerDone Hooks::*which, size_t i) {
-    if (hooks != nullptr && hooks->*which) (hooks->*which)(i);
-  };
-  if (!backward) {
-    out.beforeForward = [this, call](size_t i) {
-      call(&Hooks::beforeForward, i);  // ZeRO-3 gathers the layer's home first
-      enterWindow(i);
-    };
-    out.afterForward = [call](size_t i) { call(&Hooks::afterForward, i); };
-    return out;
-  }
-  out.beforeBackward = [this, call](size_t i) {
-    call(&Hooks::beforeBackward, i);
-    enterWindow(i);
-  };
-  out.afterBackward = [this, call](size_t i) {
-    narrow(windowGrads_.span().first(slices()[i].count), homes_[i].grads);
-    call(&Hooks::afterBackward, i);
-  };
-  return out;
 }
 
 std::vector<float> Model::paramsAsFloat() const {
@@ -147,9 +114,9 @@ void Model::init(uint64_t seed) {
       continue;
     }
     // bf16: initialized in float32 in the window, rounded into the home.
-    enterWindow(i);
+    window_.enter(sequence_.layer(i), homes_[i]);
     sequence_.layer(i).init(random);
-    narrow(windowParams_.span().first(slices()[i].count), homes_[i].params);
+    window_.storeParams(homes_[i]);
   }
   for (const Tie& t : ties_) {
     if (precision_ == Precision::Fp32) {
@@ -181,13 +148,13 @@ std::span<const float> Model::forward(std::span<const float> x, size_t rows, con
   input_.resize(x.size());
   std::copy(x.begin(), x.end(), input_.data());
   if (precision_ == Precision::Fp32) return sequence_.forward(input_.span(), rows, hooks);
-  const Hooks around = windowed(hooks, false);
+  const Hooks around = window_.around(sequence_, homes_, hooks, false);
   return sequence_.forward(input_.span(), rows, &around);
 }
 
 void Model::backward(std::span<const float> dlogits, size_t rows, const Hooks* hooks) {
   if (precision_ == Precision::Fp32) return sequence_.backward(dlogits, {}, rows, hooks);
-  const Hooks around = windowed(hooks, true);
+  const Hooks around = window_.around(sequence_, homes_, hooks, true);
   sequence_.backward(dlogits, {}, rows, &around);
 }
 

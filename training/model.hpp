@@ -6,11 +6,7 @@
 // one slice, its sublayers' one after another inside it.
 //
 // In bf16 (mixed precision) the flat buffers hold bf16; layers compute in
-// float32 on a window as large as the largest top-level layer: before each
-// layer's forward and backward its parameters are widened into the window
-// and the layer bound to it, and after its backward its gradients are
-// narrowed out of it. The window is working memory (activations), so the
-// model's parameters and gradients cost 2 + 2 bytes per parameter.
+// float32 on a window as large as the largest top-level layer (window.hpp).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +20,7 @@
 #include "training/math/bf16.hpp"
 #include "training/memory.hpp"
 #include "training/sequence.hpp"
+#include "training/window.hpp"
 
 namespace loom::train {
 
@@ -110,14 +107,6 @@ class Model {
   void backward(std::span<const float> dlogits, size_t rows, const Hooks* hooks = nullptr);
 
  private:
-  struct Home {
-    std::span<bf16> params;
-    std::span<bf16> grads;
-  };
-  // bf16: the hooks the sequence runs, around the caller's.
-  Hooks windowed(const Hooks* hooks, bool backward);
-  // bf16: widens layer i's parameters into the window and binds it there.
-  void enterWindow(size_t i);
 
   Precision precision_;
   Sequence sequence_;
@@ -125,9 +114,8 @@ class Model {
   Tracked<float> grads_;
   Tracked<bf16> params16_;
   Tracked<bf16> grads16_;
-  Tracked<float> windowParams_;  // bf16: one top-level layer's, widened
-  Tracked<float> windowGrads_;
-  std::vector<Home> homes_;      // bf16: each top-level layer's slices
+  Bf16Window window_;            // bf16: one top-level layer's parameters, widened
+  std::vector<Bf16Home> homes_;  // bf16: each top-level layer's slices
   Tracked<float> input_;  // a copy of the last forward's x, which backward still reads
   std::vector<Tie> ties_;
 };
