@@ -40,7 +40,7 @@ const char* usage() {
          "              ddp: data parallel over the ranks, gradient buckets reduced during backward;\n"
          "              zero1, zero2, zero3: ZeRO's stages (optimizer state, + gradients, + parameters sharded);\n"
          "              pp: pipeline parallel, one stage per rank; tp: tensor parallel, every layer split over the\n"
-         "              ranks (gpt); 3d: --dp D replicas of --pp P stages of --tp T tensor ranks (fp32)\n"
+         "              ranks (gpt); 3d: --dp D replicas of --pp P stages of --tp T tensor ranks\n"
          "  --schedule  pp: gpipe, 1f1b (default) or interleaved (--chunks V model chunks per rank, V >= 2,\n"
          "              --micro-batches a multiple of the ranks)\n"
          "  --stages    pp: top-level layers per model chunk, in order (default: balanced, --balance params\n"

@@ -77,6 +77,16 @@ Mesh meshOf(const TrainConfig& config, int rank, int ranks) {
   return {d, p, t, rank / (t * p), rank / t % p, rank % t};
 }
 
+// The two element types of parameters and gradients (fp32, or bf16 with
+// layers computing in a float32 window).
+inline float toFloat(float v) { return v; }
+inline float toFloat(bf16 v) { return widen(v); }
+template <class T>
+T fromFloat(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return narrow(v);
+}
+
 // One micro-batch in flight on a chunk.
 struct Stash {
   Stash(Sequence seq, MemoryAccount& account)
@@ -106,7 +116,9 @@ OptimizerShard shardOf(size_t n, int parts, int part, bool sharded) {
   return {first, std::min(stride, n - first), stride};
 }
 
-// A model chunk this rank holds (its tensor share).
+// A model chunk this rank holds (its tensor share), its parameters and
+// gradients in T.
+template <class T>
 struct Chunk {
   Chunk(MemoryAccount& account, size_t count, OptimizerShard part, const TrainConfig& config)
       : params(account, Category::Parameters, count), grads(account, Category::Gradients, count),
@@ -116,18 +128,25 @@ struct Chunk {
   LayerRange layers{};
   size_t twinOffset = 0;  // where its layers' dense parameters start in the model
   size_t twinCount = 0;
-  Tracked<float> params;
-  Tracked<float> grads;
-  Tracked<float> sum;  // the micro-batches' gradient sum, when there are several
-  OptimizerShard shard;       // what this rank's optimizer steps (all of it without ZeRO-1)
-  Tracked<float> shardGrads;  // ZeRO-1: the replicas' gradient sum, this rank's part
-  Update<float> update;
+  Tracked<T> params;
+  Tracked<T> grads;
+  Tracked<float> sum;     // the micro-batches' gradient sum in float32, when there are several
+  OptimizerShard shard;   // what this rank's optimizer steps (all of it without ZeRO-1)
+  Tracked<T> shardGrads;  // ZeRO-1: the replicas' gradient sum, this rank's part
+  Update<T> update;
+  std::vector<Bf16Home> homes;      // bf16: each layer's slices, which the window widens
   std::vector<uint8_t> replicated;  // tensor parallel: 1 where every tensor rank holds the parameter
   std::vector<std::unique_ptr<Stash>> stashes;
-  std::span<float> reduced() { return sum.size() > 0 ? sum.span() : grads.span(); }
+  // What the replicas reduce: fp32, the sum (or the one micro-batch's
+  // gradients); bf16, the gradients, into which the sum was rounded once.
+  std::span<T> reduced() {
+    if constexpr (std::is_same_v<T, float>) return sum.size() > 0 ? sum.span() : grads.span();
+    else return grads.span();
+  }
   const Sequence& layout() const { return stashes.front()->layers; }
 };
 
+template <class T>
 class MeshTrainer final : public Trainer {
  public:
   MeshTrainer(Model& model, const Dataset& data, const TrainConfig& config, const loom::Comm& comm,
@@ -139,15 +158,12 @@ class MeshTrainer final : public Trainer {
         mesh_(meshOf(config, comm.rank(), comm.size())),
         split_(splitWork(config, model, data, mesh_.dp)),
         plan_(data.size(), config.batch, config.seed),
+        window_(account),
         scratch_(account, Category::Activations) {
     if (config.dataParallel != Mode::Ddp && config.dataParallel != Mode::Zero1) {
       throw std::invalid_argument(std::string("--data-parallel ") + modeName(config.dataParallel) +
                                   ": a pipeline sums every micro-batch's gradients before the replicas reduce "
                                   "them, so only ddp and zero1 shard nothing a pipeline needs (DeepSpeed's rule too)");
-    }
-    if (model.precision() != Precision::Fp32) {
-      throw std::invalid_argument(std::string("--precision bf16: --mode ") + modeName(config.mode) +
-                                  " runs in fp32 only so far");
     }
     // The three kinds of groups; gradients travel on a pipeline communicator of their own (schedule.hpp).
     tpComm_ = comm.split(mesh_.dpRank * mesh_.pp + mesh_.ppRank, mesh_.tpRank);
@@ -168,9 +184,10 @@ class MeshTrainer final : public Trainer {
     if (config.balanceByTime && config.stages.empty()) weights = measuredLayerTimes(model, recipe);
     ranges_ = config.stages.empty() ? balanceLayers(weights, parts) : listedLayers(config.stages, model.layers(), parts);
     const std::vector<int> stashes = stashesNeeded(schedule, shape_, mesh_.ppRank);
+    const std::vector<float> dense = model.paramsAsFloat();  // every rank initialized it alike
     for (int c = 0; c < shape_.chunks; ++c) {
       chunks_.push_back(buildChunk(c * shape_.stages + mesh_.ppRank, std::max(1, stashes[static_cast<size_t>(c)]), model,
-                                   recipe, account));
+                                   dense, recipe, account));
     }
     tieHeadToEmbedding(model);
     model.release();  // the whole model comes back in materialize()
@@ -205,38 +222,45 @@ class MeshTrainer final : public Trainer {
       const LayerRange layers = ranges_[static_cast<size_t>(index)];
       const size_t offset = model_.slices()[layers.first].offset;
       const size_t end = model_.slices()[layers.last].offset + model_.slices()[layers.last].count;
-      const auto dense = model_.params().subspan(offset, end - offset);
+      const auto part = model_.params<T>().subspan(offset, end - offset);
       const int owner = shape_.owner(index);
       if (owner == mesh_.ppRank) {
-        const Chunk& chunk = chunkAt(index);
+        const Chunk<T>& chunk = chunkAt(index);
         size_t most = 0;
         for (int r = 0; r < mesh_.tp; ++r) most = std::max(most, chunk.layout().shareCount(r));
-        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp));
-        std::copy(chunk.params.span().begin(), chunk.params.span().end(), mine.begin());
+        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp)), dense(end - offset);
+        for (size_t i = 0; i < chunk.params.size(); ++i) mine[i] = toFloat(chunk.params[i]);
         tpComm_.allGather(std::span<const float>(mine), std::span(all));
         for (int r = 0; r < mesh_.tp; ++r) {
           const auto share = std::span<const float>(all).subspan(static_cast<size_t>(r) * most, chunk.layout().shareCount(r));
           chunk.layout().toTwin(r, share, dense);
         }
+        for (size_t i = 0; i < dense.size(); ++i) part[i] = fromFloat<T>(dense[i]);  // bf16: exact, they were bf16
       }
-      ppComm_.broadcast(dense, owner);
+      ppComm_.broadcast(part, owner);
     }
   }
 
-  // The chunks' parameters (each data-parallel rank's own copy) and
-  // optimizer state (under ZeRO-1 this rank's part).
+  // Each chunk's parameters (fp32: the rank's whole copy; bf16: the fp32
+  // master weights of its optimizer's part) and optimizer state (under
+  // ZeRO-1 this rank's part).
   std::vector<std::span<float>> state() override {
     std::vector<std::span<float>> out;
     for (auto& chunk : chunks_) {
-      out.push_back(chunk->params.span());
-      out.push_back(chunk->update.optimizer().state());
+      for (const auto s : chunk->update.state(chunk->params.span())) out.push_back(s);
     }
     return out;
   }
   // The first chunk's; restored() gives the others its step count.
   Optimizer& optimizer() override { return chunks_.front()->update.optimizer(); }
+  // bf16: the parameters from the master weights, gathered from every
+  // replica's part under ZeRO-1.
   void restored() override {
-    for (auto& chunk : chunks_) chunk->update.optimizer().setSteps(optimizer().steps());
+    for (auto& chunk : chunks_) {
+      chunk->update.optimizer().setSteps(optimizer().steps());
+      chunk->update.restored(chunk->params.span().subspan(chunk->shard.first, chunk->shard.count));
+      if (zero1()) allGather(*chunk);
+    }
   }
 
  private:
@@ -329,7 +353,8 @@ class MeshTrainer final : public Trainer {
     return report;
   }
 
-  Chunk& chunkAt(int index) { return *chunks_[static_cast<size_t>(index / shape_.stages)]; }
+  Chunk<T>& chunkAt(int index) { return *chunks_[static_cast<size_t>(index / shape_.stages)]; }
+  const Chunk<T>& chunkAt(int index) const { return *chunks_[static_cast<size_t>(index / shape_.stages)]; }
   size_t rows() const { return split_.microSize * data_.rowsPerSample(); }
   // Rows of the activations between chunks: this rank's share under
   // sequence parallelism (every chunk edge lies between the embedding and
@@ -342,7 +367,7 @@ class MeshTrainer final : public Trainer {
   }
 
   // The stash holding `micro` on `chunk`, or a free one for it.
-  Stash& stashFor(Chunk& chunk, int micro) {
+  Stash& stashFor(Chunk<T>& chunk, int micro) {
     Stash* free = nullptr;
     for (auto& s : chunk.stashes) {
       if (s->micro == micro) return *s;
@@ -353,7 +378,7 @@ class MeshTrainer final : public Trainer {
     return *free;
   }
 
-  void forward(int micro, Chunk& chunk) {
+  void forward(int micro, Chunk<T>& chunk) {
     const double from = now();
     Stash& stash = stashFor(chunk, micro);
     const bool first = chunk.index == 0, last = chunk.index == shape_.modelChunks() - 1;
@@ -364,7 +389,8 @@ class MeshTrainer final : public Trainer {
       stash.labels.resize(rows());
       gather(data_, samples(micro), x.span(), stash.labels);
     }
-    stash.output = stash.layers.forward(stash.input.span(), first ? rows() : edgeRows());
+    const Sequence::Hooks widened = windowed(chunk, stash, nullptr, false);
+    stash.output = stash.layers.forward(stash.input.span(), first ? rows() : edgeRows(), mixed() ? &widened : nullptr);
     if (last) {
       stash.dy.resize(stash.output.size());
       lossSum_ += mesh_.tp > 1 ? crossEntropy(stash.output, stash.labels, rows(), data_.classes(), tensor_, stash.dy.span())
@@ -373,18 +399,24 @@ class MeshTrainer final : public Trainer {
     events_.push_back({Event::Forward, micro, chunk.index, from, now()});
   }
 
-  void backward(int micro, Chunk& chunk) {
+  void backward(int micro, Chunk<T>& chunk) {
     const double from = now();
     Stash& stash = stashFor(chunk, micro);
-    const bool several = chunk.sum.size() > 0;
-    Sequence::Hooks hooks;
-    hooks.afterBackward = [&](size_t layer) {
+    const bool several = chunk.sum.size() > 0, last = static_cast<size_t>(micro) + 1 == split_.perRank;
+    // Several micro-batches are summed in float32 in order (bf16: rounded
+    // into the gradients once, after the last), as single sums them.
+    Sequence::Hooks sum;
+    sum.afterBackward = [&](size_t layer) {
       if (!several) return;
       const auto& slice = stash.layers.slices()[layer];
       float* s = chunk.sum.data() + slice.offset;
-      const float* g = chunk.grads.data() + slice.offset;
-      for (size_t i = 0; i < slice.count; ++i) s[i] = micro == 0 ? g[i] : s[i] + g[i];
+      const T* g = chunk.grads.data() + slice.offset;
+      for (size_t i = 0; i < slice.count; ++i) s[i] = micro == 0 ? toFloat(g[i]) : s[i] + toFloat(g[i]);
+      if constexpr (std::is_same_v<T, bf16>) {
+        if (last) narrow(std::span<const float>(s, slice.count), chunk.grads.span().subspan(slice.offset, slice.count));
+      }
     };
+    const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, true) : sum;
     std::span<float> dx;
     if (chunk.index > 0) {
       stash.dx.resize(edgeRows() * stash.layers.inFeatures());
@@ -404,7 +436,7 @@ class MeshTrainer final : public Trainer {
     for (const Transfer& t : transfers) {
       const bool activation = t.kind == Kind::Activation;
       // An activation leaves chunk `edge` and enters edge + 1; a gradient the other way.
-      Chunk& chunk = chunkAt(t.send == activation ? t.edge : t.edge + 1);
+      Chunk<T>& chunk = chunkAt(t.send == activation ? t.edge : t.edge + 1);
       Stash& stash = stashFor(chunk, t.micro);
       const loom::Comm& comm = activation ? ppComm_ : gradComm_;
       if (t.send) {
@@ -438,8 +470,8 @@ class MeshTrainer final : public Trainer {
   // Model chunk `index` as this rank holds it: its tensor share of the
   // parameters, taken from the dense model (every rank initialized it
   // alike), and `stashes` copies of its layers bound to them.
-  std::unique_ptr<Chunk> buildChunk(int index, int stashes, const Model& model, const ModelRecipe& recipe,
-                                    MemoryAccount& account) {
+  std::unique_ptr<Chunk<T>> buildChunk(int index, int stashes, const Model& model, std::span<const float> dense,
+                                       const ModelRecipe& recipe, MemoryAccount& account) {
     const LayerRange layers = ranges_[static_cast<size_t>(index)];
     std::vector<Sequence> copies;
     for (int k = 0; k < stashes; ++k) {
@@ -448,7 +480,7 @@ class MeshTrainer final : public Trainer {
       copies.push_back(copy.takeLayers(layers.first, layers.last));
     }
     const size_t count = copies.at(0).paramCount();
-    auto chunk = std::make_unique<Chunk>(account, count, shardOf(count, mesh_.dp, mesh_.dpRank, zero1()), config_);
+    auto chunk = std::make_unique<Chunk<T>>(account, count, shardOf(count, mesh_.dp, mesh_.dpRank, zero1()), config_);
     if (zero1()) chunk->shardGrads.resize(chunk->shard.stride);
     chunk->index = index;
     chunk->layers = layers;
@@ -457,9 +489,19 @@ class MeshTrainer final : public Trainer {
     if (split_.perRank > 1) chunk->sum.resize(count);
     for (Sequence& seq : copies) {
       chunk->stashes.push_back(std::make_unique<Stash>(std::move(seq), account));
-      chunk->stashes.back()->layers.bind(chunk->params.span(), chunk->grads.span());
+      if constexpr (std::is_same_v<T, float>) chunk->stashes.back()->layers.bind(chunk->params.span(), chunk->grads.span());
     }
-    chunk->layout().fromTwin(model.params().subspan(chunk->twinOffset, chunk->twinCount), chunk->params.span());
+    std::vector<float> mine(count);
+    chunk->layout().fromTwin(dense.subspan(chunk->twinOffset, chunk->twinCount), mine);
+    for (size_t i = 0; i < count; ++i) chunk->params[i] = fromFloat<T>(mine[i]);  // bf16: exact, they were bf16
+    chunk->update.load(chunk->params.span().subspan(chunk->shard.first, chunk->shard.count));
+    if constexpr (std::is_same_v<T, bf16>) {
+      for (const auto& slice : chunk->layout().slices()) {
+        chunk->homes.push_back({chunk->params.span().subspan(slice.offset, slice.count),
+                                chunk->grads.span().subspan(slice.offset, slice.count)});
+        window_.reserve(slice.count);
+      }
+    }
     chunk->replicated.resize(count);
     chunk->layout().markReplicated(chunk->replicated);
     return chunk;
@@ -475,7 +517,8 @@ class MeshTrainer final : public Trainer {
       Model copy(scratch);
       recipe(copy, nullptr);
       copy.allocate();
-      std::copy(model.params().begin(), model.params().end(), copy.params().begin());
+      const std::vector<float> dense = model.paramsAsFloat();
+      std::copy(dense.begin(), dense.end(), copy.params().begin());
       std::vector<float> x(split_.microSize * data_.features()), dlogits;
       std::vector<int32_t> labels(rows());
       batch_ = plan_.step(0);
@@ -529,7 +572,7 @@ class MeshTrainer final : public Trainer {
     const auto head = [&] { return chunkAt(last).reduced().subspan(tie_.head, tie_.count); };
     if (shape_.owner(last) == 0) {  // one stage holds both
       const auto e = wte(), h = head();
-      for (size_t i = 0; i < tie_.count; ++i) e[i] = h[i] = e[i] + h[i];
+      for (size_t i = 0; i < tie_.count; ++i) e[i] = h[i] = fromFloat<T>(toFloat(e[i]) + toFloat(h[i]));
       return;
     }
     const auto mine = mesh_.ppRank == 0 ? wte() : head();
@@ -551,7 +594,7 @@ class MeshTrainer final : public Trainer {
     for (int index = 0; index < chunks; ++index) {
       if (shape_.owner(index) != mesh_.ppRank) continue;
       if (index > 0 && shape_.owner(index - 1) != mesh_.ppRank) ppComm_.recv(std::span(partial), shape_.owner(index - 1));
-      Chunk& chunk = chunkAt(index);
+      Chunk<T>& chunk = chunkAt(index);
       const auto [skip, count] = uncounted(index);
       const auto grads = chunk.reduced();
       partial[0] = chunk.update.sumOfSquares(grads.first(skip), mean, partial[0]);
@@ -565,32 +608,40 @@ class MeshTrainer final : public Trainer {
   }
 
   bool zero1() const { return config_.dataParallel == Mode::Zero1 && mesh_.dp > 1; }
+  static constexpr bool mixed() { return std::is_same_v<T, bf16>; }  // bf16 parameters, float32 layers
+
+  // bf16: hooks that widen each layer of the stash into the window before
+  // it runs (and narrow its gradients after its backward), around `inner`.
+  Sequence::Hooks windowed(Chunk<T>& chunk, Stash& stash, const Sequence::Hooks* inner, bool backward) {
+    if constexpr (mixed()) return window_.around(stash.layers, chunk.homes, inner, backward);
+    return {};
+  }
 
   // The gradients this rank's optimizer steps: the chunk's, or its ZeRO-1 part.
-  std::span<float> stepped(Chunk& chunk) {
+  std::span<T> stepped(Chunk<T>& chunk) {
     return zero1() ? chunk.shardGrads.span().first(chunk.shard.count) : chunk.reduced();
   }
 
   // ZeRO-1 (Rajbhandari et al. 2020) on the data-parallel axis: the
   // replicas' gradients summed, each keeping its part (the chunk padded to
   // D equal parts with zeros)...
-  void reduceScatter(Chunk& chunk) {
+  void reduceScatter(Chunk<T>& chunk) {
     const size_t padded = chunk.shard.stride * static_cast<size_t>(mesh_.dp);
-    Tracked<float> whole(model_.account(), Category::Communication, padded);
+    Tracked<T> whole(model_.account(), Category::Communication, padded);
     const auto grads = chunk.reduced();
     std::copy(grads.begin(), grads.end(), whole.data());
-    dpComm_.reduceScatter(std::span<const float>(whole.span()), chunk.shardGrads.span());
-    bytes_.dp += padded * sizeof(float);
+    dpComm_.reduceScatter(std::span<const T>(whole.span()), chunk.shardGrads.span());
+    bytes_.dp += padded * sizeof(T);
   }
   // ...and after the step, every part gathered back into every replica.
-  void allGather(Chunk& chunk) {
+  void allGather(Chunk<T>& chunk) {
     const size_t n = chunk.params.size(), stride = chunk.shard.stride;
-    Tracked<float> mine(model_.account(), Category::Communication, stride);
-    Tracked<float> whole(model_.account(), Category::Communication, stride * static_cast<size_t>(mesh_.dp));
+    Tracked<T> mine(model_.account(), Category::Communication, stride);
+    Tracked<T> whole(model_.account(), Category::Communication, stride * static_cast<size_t>(mesh_.dp));
     std::copy_n(chunk.params.data() + chunk.shard.first, chunk.shard.count, mine.data());
-    dpComm_.allGather(std::span<const float>(mine.span()), whole.span());
+    dpComm_.allGather(std::span<const T>(mine.span()), whole.span());
     std::copy_n(whole.data(), n, chunk.params.data());
-    bytes_.dp += stride * sizeof(float);
+    bytes_.dp += stride * sizeof(T);
   }
 
   // With tensor shares or ZeRO-1 parts: each parameter counted once, shares
@@ -606,7 +657,7 @@ class MeshTrainer final : public Trainer {
         for (size_t i = 0; i < grads.size(); ++i) {
           if (chunk->replicated[first + i] != 0 && mesh_.tpRank != 0) continue;
           if (first + i >= skip && first + i < skip + count) continue;
-          const float s = grads[i] * mean;
+          const float s = toFloat(grads[i]) * mean;
           sum[0] += static_cast<double>(s) * static_cast<double>(s);
         }
       }
@@ -634,7 +685,8 @@ class MeshTrainer final : public Trainer {
   BatchPlan plan_;
   std::vector<Action> actions_;
   std::vector<LayerRange> ranges_;
-  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::vector<std::unique_ptr<Chunk<T>>> chunks_;
+  Bf16Window window_;  // bf16: the layer being run, widened
   Tracked<float> scratch_;  // the last chunk's samples, read for their labels
   // What the streams are sending. Declared before them, so that it is
   // freed after they finish (a step that threw may have left sends queued).
@@ -651,7 +703,8 @@ class MeshTrainer final : public Trainer {
 
 std::unique_ptr<Trainer> makeMesh(Model& model, const Dataset& data, const TrainConfig& config,
                                   const loom::Comm& comm, MemoryAccount& account, const ModelRecipe& recipe) {
-  return std::make_unique<MeshTrainer>(model, data, config, comm, account, recipe);
+  if (model.precision() == Precision::Bf16) return std::make_unique<MeshTrainer<bf16>>(model, data, config, comm, account, recipe);
+  return std::make_unique<MeshTrainer<float>>(model, data, config, comm, account, recipe);
 }
 
 }  // namespace loom::train
