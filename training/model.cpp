@@ -90,22 +90,6 @@ void Model::tie(size_t a, size_t b, size_t count) {
   ties_.push_back({a, b, count});
 }
 
-template <>
-void sumTiedGradients(const std::vector<Model::Tie>& ties, std::span<float> grads) {
-  for (const Model::Tie& t : ties) {
-    for (size_t i = 0; i < t.count; ++i) grads[t.a + i] = grads[t.b + i] = grads[t.a + i] + grads[t.b + i];
-  }
-}
-
-template <>
-void sumTiedGradients(const std::vector<Model::Tie>& ties, std::span<bf16> grads) {
-  for (const Model::Tie& t : ties) {
-    for (size_t i = 0; i < t.count; ++i) {
-      grads[t.a + i] = grads[t.b + i] = narrow(widen(grads[t.a + i]) + widen(grads[t.b + i]));
-    }
-  }
-}
-
 void Model::init(uint64_t seed) {
   for (size_t i = 0; i < sequence_.layers(); ++i) {
     Random random(seed * 0x100000001B3ull + i);

@@ -120,9 +120,17 @@ class Model {
   std::vector<Tie> ties_;
 };
 
-// g[a + i] = g[b + i] = g[a + i] + g[b + i] for every tie.
+// a[i] = b[i] = a[i] + b[i]: two tied copies' gradients, each given their sum.
 template <class T>
-void sumTiedGradients(const std::vector<Model::Tie>& ties, std::span<T> grads);
+void sumTiedCopies(std::span<T> a, std::span<T> b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] = b[i] = fromFloat<T>(toFloat(a[i]) + toFloat(b[i]));
+}
+
+// Every tie's two copies in `grads`, summed.
+template <class T>
+void sumTiedGradients(const std::vector<Model::Tie>& ties, std::span<T> grads) {
+  for (const Model::Tie& t : ties) sumTiedCopies(grads.subspan(t.a, t.count), grads.subspan(t.b, t.count));
+}
 
 template <>
 inline std::span<float> Model::params<float>() { return params_.span(); }

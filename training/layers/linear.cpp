@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "training/math/bias.hpp"
 #include "training/math/gemm.hpp"
 
 namespace loom::train {
@@ -20,25 +21,13 @@ void Linear::init(Random& random) {
 void Linear::forward(std::span<const float> x, std::span<float> y, size_t rows) {
   x_ = x;
   gemm(Transpose::No, Transpose::Yes, rows, out_, in_, x.data(), params_.data(), y.data());
-  if (!bias_) return;
-  const float* b = params_.data() + in_ * out_;
-  for (size_t r = 0; r < rows; ++r) {
-    float* row = y.data() + r * out_;
-    for (size_t j = 0; j < out_; ++j) row[j] += b[j];
-  }
+  if (bias_) addBias(y, params_.data() + in_ * out_, rows, out_);
 }
 
 void Linear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
   // dW (out x in) = dy^T (out x rows) x (rows x in)
   gemm(Transpose::Yes, Transpose::No, out_, in_, rows, dy.data(), x_.data(), grads_.data());
-  if (bias_) {
-    float* db = grads_.data() + in_ * out_;
-    for (size_t j = 0; j < out_; ++j) db[j] = 0.0f;
-    for (size_t r = 0; r < rows; ++r) {
-      const float* row = dy.data() + r * out_;
-      for (size_t j = 0; j < out_; ++j) db[j] += row[j];
-    }
-  }
+  if (bias_) biasGradient(dy, grads_.data() + in_ * out_, rows, out_);
   // dx (rows x in) = dy (rows x out) x W (out x in)
   if (!dx.empty()) gemm(Transpose::No, Transpose::No, rows, in_, out_, dy.data(), params_.data(), dx.data());
 }

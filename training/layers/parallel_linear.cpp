@@ -1,28 +1,9 @@
 #include "training/layers/parallel_linear.hpp"
 
+#include "training/math/bias.hpp"
 #include "training/math/gemm.hpp"
 
 namespace loom::train {
-namespace {
-
-// y (rows x out) += b, row by row: as Linear adds its bias.
-void addBias(std::span<float> y, const float* b, size_t rows, size_t out) {
-  for (size_t r = 0; r < rows; ++r) {
-    float* row = y.data() + r * out;
-    for (size_t j = 0; j < out; ++j) row[j] += b[j];
-  }
-}
-
-void biasGradient(std::span<const float> dy, float* db, size_t rows, size_t out) {
-  for (size_t j = 0; j < out; ++j) db[j] = 0.0f;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* row = dy.data() + r * out;
-    for (size_t j = 0; j < out; ++j) db[j] += row[j];
-  }
-}
-
-}  // namespace
-
 ColumnParallelLinear::ColumnParallelLinear(size_t in, size_t blocks, size_t units, size_t unit, bool bias,
                                            TensorGroup group, MemoryAccount& account)
     : in_(in), blocks_(blocks), units_(units), unit_(unit), bias_(bias), group_(group),

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 namespace loom::train {
 
@@ -28,6 +29,16 @@ inline bf16 narrow(float v) {
   if ((bits & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((bits >> 16) | 0x40u)};  // quiet NaN
   bits += 0x7fffu + ((bits >> 16) & 1u);  // to nearest, ties to even
   return bf16{static_cast<uint16_t>(bits >> 16)};
+}
+
+// Code written for either precision of parameters (float or bf16) reads
+// and writes them as float32 through these.
+inline float toFloat(float v) { return v; }
+inline float toFloat(bf16 v) { return widen(v); }
+template <class T>
+T fromFloat(float v) {
+  if constexpr (std::is_same_v<T, bf16>) return narrow(v);
+  else return v;
 }
 
 // to[i] = widen(from[i]); narrow likewise. The spans are as long.

@@ -69,7 +69,10 @@ class DataParallel final : public Trainer {
       Model::Hooks hooks;
       hooks.afterBackward = [&](size_t layer) {
         const auto& slice = model_.slices()[layer];
-        if (split_.perRank > 1) accumulate(slice.offset, slice.count, j == 0, last);
+        if (split_.perRank > 1) {
+          sumMicroBatch(model_.grads<T>().subspan(slice.offset, slice.count), sum_.span().subspan(slice.offset, slice.count),
+                        j == 0, last);
+        }
         // The last micro-batch's layers complete buckets: reduce each at once.
         while (last && comm_ != nullptr && nextBucket < buckets_.size() && buckets_[nextBucket].firstLayer >= layer) {
           const Unit& b = buckets_[nextBucket++];
@@ -115,23 +118,6 @@ class DataParallel final : public Trainer {
   void restored() override { update_.restored(model_.params<T>()); }
 
  private:
-  // Micro-batch j's gradients of one layer into the float32 sum: the first
-  // copied, the rest added in order; in bf16 the last rounds the sum into
-  // the gradients, which are what is reduced.
-  void accumulate(size_t offset, size_t count, bool first, bool last) {
-    float* s = sum_.data() + offset;
-    const T* g = model_.grads<T>().data() + offset;
-    for (size_t i = 0; i < count; ++i) {
-      const float v = toFloat(g[i]);
-      s[i] = first ? v : s[i] + v;
-    }
-    if constexpr (std::is_same_v<T, bf16>) {
-      if (last) narrow(std::span<const float>(s, count), model_.grads<T>().subspan(offset, count));
-    }
-  }
-  static float toFloat(float v) { return v; }
-  static float toFloat(bf16 v) { return widen(v); }
-
   Model& model_;
   const Dataset& data_;
   TrainConfig config_;

@@ -36,7 +36,6 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -77,14 +76,14 @@ Mesh meshOf(const TrainConfig& config, int rank, int ranks) {
   return {d, p, t, rank / (t * p), rank / t % p, rank % t};
 }
 
-// The two element types of parameters and gradients (fp32, or bf16 with
-// layers computing in a float32 window).
-inline float toFloat(float v) { return v; }
-inline float toFloat(bf16 v) { return widen(v); }
-template <class T>
-T fromFloat(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return narrow(v);
+// Where layers first..last keep their parameters in the dense model.
+struct DenseRange {
+  size_t offset;
+  size_t count;
+};
+DenseRange denseRange(const Model& model, LayerRange layers) {
+  const size_t offset = model.slices()[layers.first].offset;
+  return {offset, model.slices()[layers.last].offset + model.slices()[layers.last].count - offset};
 }
 
 // One micro-batch in flight on a chunk.
@@ -122,17 +121,16 @@ template <class T>
 struct Chunk {
   Chunk(MemoryAccount& account, size_t count, OptimizerShard part, const TrainConfig& config)
       : params(account, Category::Parameters, count), grads(account, Category::Gradients, count),
-        sum(account, Category::Gradients), shard(part), shardGrads(account, Category::Gradients),
+        sum(account, Category::Gradients), shard(part), padded(account, Category::Communication),
         update(account, part.count, config) {}
   int index = 0;  // in the model
-  LayerRange layers{};
-  size_t twinOffset = 0;  // where its layers' dense parameters start in the model
-  size_t twinCount = 0;
   Tracked<T> params;
   Tracked<T> grads;
-  Tracked<float> sum;     // the micro-batches' gradient sum in float32, when there are several
-  OptimizerShard shard;   // what this rank's optimizer steps (all of it without ZeRO-1)
-  Tracked<T> shardGrads;  // ZeRO-1: the replicas' gradient sum, this rank's part
+  Tracked<float> sum;    // the micro-batches' gradient sum in float32, when there are several
+  OptimizerShard shard;  // what this rank's optimizer steps (all of it without ZeRO-1)
+  // ZeRO-1: the chunk padded to D equal parts, where the replicas' gradients
+  // are reduce-scattered and the stepped parts all-gathered, in place.
+  Tracked<T> padded;
   Update<T> update;
   std::vector<Bf16Home> homes;      // bf16: each layer's slices, which the window widens
   std::vector<uint8_t> replicated;  // tensor parallel: 1 where every tensor rank holds the parameter
@@ -219,16 +217,14 @@ class MeshTrainer final : public Trainer {
   void materialize() override {
     model_.allocate();
     for (int index = 0; index < shape_.modelChunks(); ++index) {
-      const LayerRange layers = ranges_[static_cast<size_t>(index)];
-      const size_t offset = model_.slices()[layers.first].offset;
-      const size_t end = model_.slices()[layers.last].offset + model_.slices()[layers.last].count;
-      const auto part = model_.params<T>().subspan(offset, end - offset);
+      const DenseRange range = denseRange(model_, ranges_[static_cast<size_t>(index)]);
+      const auto part = model_.params<T>().subspan(range.offset, range.count);
       const int owner = shape_.owner(index);
       if (owner == mesh_.ppRank) {
         const Chunk<T>& chunk = chunkAt(index);
         size_t most = 0;
         for (int r = 0; r < mesh_.tp; ++r) most = std::max(most, chunk.layout().shareCount(r));
-        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp)), dense(end - offset);
+        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp)), dense(range.count);
         for (size_t i = 0; i < chunk.params.size(); ++i) mine[i] = toFloat(chunk.params[i]);
         tpComm_.allGather(std::span<const float>(mine), std::span(all));
         for (int r = 0; r < mesh_.tp; ++r) {
@@ -303,7 +299,7 @@ class MeshTrainer final : public Trainer {
     const double sendsFrom = now();
     activationStream_.synchronize();
     gradientStream_.synchronize();
-    outbox_.clear();
+    outboxUsed_ = 0;
     if (now() - sendsFrom > 1e-6) events_.push_back({Event::Send, -1, -1, sendsFrom, now()});
     if (zero1()) {
       // ZeRO-1 sums the tied copies before the replicas do (the same sum, reassociated).
@@ -409,12 +405,8 @@ class MeshTrainer final : public Trainer {
     sum.afterBackward = [&](size_t layer) {
       if (!several) return;
       const auto& slice = stash.layers.slices()[layer];
-      float* s = chunk.sum.data() + slice.offset;
-      const T* g = chunk.grads.data() + slice.offset;
-      for (size_t i = 0; i < slice.count; ++i) s[i] = micro == 0 ? toFloat(g[i]) : s[i] + toFloat(g[i]);
-      if constexpr (std::is_same_v<T, bf16>) {
-        if (last) narrow(std::span<const float>(s, slice.count), chunk.grads.span().subspan(slice.offset, slice.count));
-      }
+      sumMicroBatch(chunk.grads.span().subspan(slice.offset, slice.count),
+                    chunk.sum.span().subspan(slice.offset, slice.count), micro == 0, last);
     };
     const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, true) : sum;
     std::span<float> dx;
@@ -442,10 +434,12 @@ class MeshTrainer final : public Trainer {
       if (t.send) {
         const double from = now();
         const std::span<const float> data = activation ? stash.output : std::span<const float>(stash.dx.span());
-        outbox_.emplace_back(model_.account(), Category::Communication, data.size());
-        std::copy(data.begin(), data.end(), outbox_.back().data());
+        if (outboxUsed_ == outbox_.size()) outbox_.emplace_back(model_.account(), Category::Communication);
+        Tracked<float>& copy = outbox_[outboxUsed_++];  // the same buffer as last step's send in this place
+        copy.resize(data.size());
+        std::copy(data.begin(), data.end(), copy.data());
         if (!activation) stash.micro = -1;  // its last use
-        comm.send(outbox_.back().span(), t.peer, activation ? &activationStream_ : &gradientStream_);
+        comm.send(copy.span(), t.peer, activation ? &activationStream_ : &gradientStream_);
         bytes_.pp += data.size_bytes();
         events_.push_back({Event::Send, t.micro, chunk.index, from, now()});
         continue;
@@ -481,18 +475,16 @@ class MeshTrainer final : public Trainer {
     }
     const size_t count = copies.at(0).paramCount();
     auto chunk = std::make_unique<Chunk<T>>(account, count, shardOf(count, mesh_.dp, mesh_.dpRank, zero1()), config_);
-    if (zero1()) chunk->shardGrads.resize(chunk->shard.stride);
+    if (zero1()) chunk->padded.resize(chunk->shard.stride * static_cast<size_t>(mesh_.dp));
     chunk->index = index;
-    chunk->layers = layers;
-    chunk->twinOffset = model.slices()[layers.first].offset;
-    chunk->twinCount = model.slices()[layers.last].offset + model.slices()[layers.last].count - chunk->twinOffset;
     if (split_.perRank > 1) chunk->sum.resize(count);
     for (Sequence& seq : copies) {
       chunk->stashes.push_back(std::make_unique<Stash>(std::move(seq), account));
       if constexpr (std::is_same_v<T, float>) chunk->stashes.back()->layers.bind(chunk->params.span(), chunk->grads.span());
     }
     std::vector<float> mine(count);
-    chunk->layout().fromTwin(dense.subspan(chunk->twinOffset, chunk->twinCount), mine);
+    const DenseRange range = denseRange(model, layers);
+    chunk->layout().fromTwin(dense.subspan(range.offset, range.count), mine);
     for (size_t i = 0; i < count; ++i) chunk->params[i] = fromFloat<T>(mine[i]);  // bf16: exact, they were bf16
     chunk->update.load(chunk->params.span().subspan(chunk->shard.first, chunk->shard.count));
     if constexpr (std::is_same_v<T, bf16>) {
@@ -570,11 +562,7 @@ class MeshTrainer final : public Trainer {
     const int last = shape_.modelChunks() - 1;
     const auto wte = [&] { return chunkAt(0).reduced().first(tie_.count); };
     const auto head = [&] { return chunkAt(last).reduced().subspan(tie_.head, tie_.count); };
-    if (shape_.owner(last) == 0) {  // one stage holds both
-      const auto e = wte(), h = head();
-      for (size_t i = 0; i < tie_.count; ++i) e[i] = h[i] = fromFloat<T>(toFloat(e[i]) + toFloat(h[i]));
-      return;
-    }
+    if (shape_.owner(last) == 0) return sumTiedCopies(wte(), head());  // one stage holds both
     const auto mine = mesh_.ppRank == 0 ? wte() : head();
     tieComm_.allReduce(mine);
     bytes_.pp += mine.size_bytes();
@@ -619,29 +607,29 @@ class MeshTrainer final : public Trainer {
 
   // The gradients this rank's optimizer steps: the chunk's, or its ZeRO-1 part.
   std::span<T> stepped(Chunk<T>& chunk) {
-    return zero1() ? chunk.shardGrads.span().first(chunk.shard.count) : chunk.reduced();
+    return zero1() ? ownPart(chunk).first(chunk.shard.count) : chunk.reduced();
+  }
+  // ZeRO-1: this replica's part of the padded chunk.
+  std::span<T> ownPart(Chunk<T>& chunk) {
+    return chunk.padded.span().subspan(static_cast<size_t>(mesh_.dpRank) * chunk.shard.stride, chunk.shard.stride);
   }
 
   // ZeRO-1 (Rajbhandari et al. 2020) on the data-parallel axis: the
   // replicas' gradients summed, each keeping its part (the chunk padded to
   // D equal parts with zeros)...
   void reduceScatter(Chunk<T>& chunk) {
-    const size_t padded = chunk.shard.stride * static_cast<size_t>(mesh_.dp);
-    Tracked<T> whole(model_.account(), Category::Communication, padded);
     const auto grads = chunk.reduced();
-    std::copy(grads.begin(), grads.end(), whole.data());
-    dpComm_.reduceScatter(std::span<const T>(whole.span()), chunk.shardGrads.span());
-    bytes_.dp += padded * sizeof(T);
+    std::copy(grads.begin(), grads.end(), chunk.padded.data());  // the padding stays zero
+    dpComm_.reduceScatter(std::span<const T>(chunk.padded.span()), ownPart(chunk));
+    bytes_.dp += chunk.padded.size() * sizeof(T);
   }
   // ...and after the step, every part gathered back into every replica.
   void allGather(Chunk<T>& chunk) {
-    const size_t n = chunk.params.size(), stride = chunk.shard.stride;
-    Tracked<T> mine(model_.account(), Category::Communication, stride);
-    Tracked<T> whole(model_.account(), Category::Communication, stride * static_cast<size_t>(mesh_.dp));
+    const auto mine = ownPart(chunk);
     std::copy_n(chunk.params.data() + chunk.shard.first, chunk.shard.count, mine.data());
-    dpComm_.allGather(std::span<const T>(mine.span()), whole.span());
-    std::copy_n(whole.data(), n, chunk.params.data());
-    bytes_.dp += stride * sizeof(T);
+    dpComm_.allGather(std::span<const T>(mine), chunk.padded.span());
+    std::copy_n(chunk.padded.data(), chunk.params.size(), chunk.params.data());
+    bytes_.dp += mine.size_bytes();
   }
 
   // With tensor shares or ZeRO-1 parts: each parameter counted once, shares
@@ -688,9 +676,11 @@ class MeshTrainer final : public Trainer {
   std::vector<std::unique_ptr<Chunk<T>>> chunks_;
   Bf16Window window_;  // bf16: the layer being run, widened
   Tracked<float> scratch_;  // the last chunk's samples, read for their labels
-  // What the streams are sending. Declared before them, so that it is
-  // freed after they finish (a step that threw may have left sends queued).
+  // What the streams send: a copy of each message, kept for the next step's
+  // send in the same place. Declared before them, so that it is freed
+  // after they finish (a step that threw may have left sends queued).
   std::deque<Tracked<float>> outbox_;
+  size_t outboxUsed_ = 0;
   loom::Stream activationStream_;
   loom::Stream gradientStream_;
   std::vector<size_t> batch_;

@@ -26,6 +26,16 @@ WorkSplit splitWork(const TrainConfig& config, const Model& model, const Dataset
   return {config.microBatches / n, config.batch / config.microBatches};
 }
 
+template <class T>
+void sumMicroBatch(std::span<T> grads, std::span<float> sum, bool first, bool last) {
+  for (size_t i = 0; i < grads.size(); ++i) sum[i] = first ? toFloat(grads[i]) : sum[i] + toFloat(grads[i]);
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (last) narrow(std::span<const float>(sum), grads);
+  }
+}
+template void sumMicroBatch(std::span<float>, std::span<float>, bool, bool);
+template void sumMicroBatch(std::span<bf16>, std::span<float>, bool, bool);
+
 double MicroBatch::run(Model& model, const Dataset& data, std::span<const size_t> samples,
                        const Model::Hooks* hooks) {
   const size_t rows = samples.size() * data.rowsPerSample();

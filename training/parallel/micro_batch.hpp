@@ -22,6 +22,12 @@ struct WorkSplit {
 // std::invalid_argument naming the flag unless the batch splits evenly.
 WorkSplit splitWork(const TrainConfig& config, const Model& model, const Dataset& data, int ranks);
 
+// One micro-batch's gradients into the step's float32 sum, in micro-batch
+// order: the first copied, the rest added. In bf16 the last also rounds the
+// sum into the gradients (once), which are then what the ranks reduce.
+template <class T>
+void sumMicroBatch(std::span<T> grads, std::span<float> sum, bool first, bool last);
+
 class MicroBatch {
  public:
   explicit MicroBatch(MemoryAccount& account) : x_(account, Category::Activations), dlogits_(account, Category::Activations) {}
