@@ -22,6 +22,8 @@ constexpr Variable kVariables[] = {
     {"LOOM_FLIGHT_RECORDER_FILE", "", "When a collective fails, each rank writes its flight recorder (its last 64 collectives: sequence, collective, count, datatype, algorithm, state, start and end times in µs since the epoch, to the kernel's tick, the error) as JSON to this file, %r replaced by the rank (without %r: the name plus .RANK). The record is logged at WARN either way."},
     {"LOOM_HEARTBEAT_MS", "1000", "Each rank sends a heartbeat to the next rank this often, from a thread of its own; one that sends none for 5 periods is declared failed and every rank's operations on the communicator fail with loomRemoteError naming it. A process that dies is noticed at once, heartbeats or not. 0: no heartbeats (a stopped rank is then found only by LOOM_TIMEOUT_MS)."},
     {"LOOM_HOSTID", "", "Overrides the host id (default: a hash of the host name and the kernel boot id); ranks with equal ids count as one node."},
+    {"LOOM_IB_GID_INDEX", "0", "The gid index the verbs transport addresses by on RoCE ports (as NCCL_IB_GID_INDEX); InfiniBand ports route by LID and ignore it."},
+    {"LOOM_IB_HCA", "", "RDMA devices and ports for the verbs transport, in NCCL_IB_HCA's grammar: comma-separated name prefixes with an optional :port (mlx5_0:1,mlx5_1), = in front for exact names, ^ to exclude. Default: the first active port of any device."},
     {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
     {"LOOM_RANK", "", "Rank of this process, for loomCommInitFromEnv (set by loomrun)."},
     {"LOOM_SHM_SINGLE_COPY", "1", "1: messages of more than one step of the shared-memory collectives are read straight from the peers' buffers when every local rank's are reachable (loomMemAlloc'd, or all ranks threads of one process); 0: always staged through the node's segment."},
@@ -32,7 +34,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_TIMEOUT_MS", "300000", "Deadline of every wait, in milliseconds: bootstrap, connection set-up, barriers, and a send or receive whose peer moves nothing for that long."},
     {"LOOM_TOPO_DUMP_FILE", "", "Write the machine and the communicator's plan (system graph, paths, places, ring, trees, NIC per rank) as JSON to this file: rank 0 writes it, or every rank when the name holds %r (replaced by the rank)."},
     {"LOOM_TOPO_FILE", "", "Describe this machine with this hwloc v2.0 XML file (lstopo --of xml) instead of discovering it; ranks are then placed on its GPUs, or its NUMA nodes in blocks, by local rank."},
-    {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only), socket or ucx (where the build found UCX; UCX_* variables reach it untouched). Default: the fastest that reaches each peer (shm within a host; across hosts ucx where UCX has an RDMA device, else socket)."},
+    {"LOOM_TRANSPORT", "", "Forces one transport for every peer: shm (same host only), socket, ucx (where the build found UCX; UCX_* variables reach it untouched) or ibverbs (where an RDMA device has an active port). Default: the fastest that reaches each peer (shm within a host; across hosts ibverbs where a device has an active port, else ucx where UCX has an RDMA device, else socket)."},
     {"LOOM_WORLD_SIZE", "", "Number of ranks, for loomCommInitFromEnv (set by loomrun)."},
 };
 

@@ -82,7 +82,7 @@ Footprint warmUp() {
 class Hygiene : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Hygiene, CommunicatorsLeaveNothingBehind) {
-  ScopedEnv transport("LOOM_TRANSPORT", GetParam());
+  loom::test::TransportScope transport(GetParam());
   ScopedEnv algo("LOOM_ALGO", std::string(GetParam()) == "shm" ? "" : "ring");
   const Footprint before = warmUp();
 
@@ -117,7 +117,7 @@ TEST_P(Hygiene, CommunicatorsLeaveNothingBehind) {
   expectBackTo(before, "a timed-out collective");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Hygiene, ::testing::ValuesIn(loom::test::transportsUnderTest()),
+INSTANTIATE_TEST_SUITE_P(Transports, Hygiene, ::testing::ValuesIn(loom::test::threadTransportsUnderTest()),
                          loom::test::transportName);
 
 // Buffers from loomMemAlloc, read in place by the other ranks (which map

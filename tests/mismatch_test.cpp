@@ -145,7 +145,7 @@ class Mismatches : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Mismatches, EveryRankFailsFastNamingAPeer) {
   const std::string transport = GetParam();
-  ScopedEnv transportEnv("LOOM_TRANSPORT", transport);
+  loom::test::TransportScope transportScope(transport);
   ScopedEnv timeout("LOOM_TIMEOUT_MS", "60000");
   ScopedEnv check("LOOM_CHECK", "0");
   for (const Algorithm& a : kAlgorithms) {
@@ -159,7 +159,7 @@ TEST_P(Mismatches, EveryRankFailsFastNamingAPeer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Mismatches, ::testing::ValuesIn(loom::test::transportsUnderTest()),
+INSTANTIATE_TEST_SUITE_P(Transports, Mismatches, ::testing::ValuesIn(loom::test::threadTransportsUnderTest()),
                          loom::test::transportName);
 
 }  // namespace

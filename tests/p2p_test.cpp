@@ -27,7 +27,7 @@ constexpr loomDataType_t kTypes[] = {loomInt8,  loomUint8,   loomInt32,   loomUi
 
 class P2p : public ::testing::TestWithParam<const char*> {
  protected:
-  ScopedEnv transport_{"LOOM_TRANSPORT", GetParam()};
+  loom::test::TransportScope transport_{GetParam()};
   ScopedEnv smallFifo_{"LOOM_BUFFSIZE", "262144"};  // 8 slots of 32 KiB: big messages pipeline
 };
 
@@ -144,7 +144,7 @@ TEST_P(P2p, MismatchedSizesAreAnErrorNamingBoth) {
   loom::test::destroyAll(comms);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::ValuesIn(loom::test::transportsUnderTest()),
+INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::ValuesIn(loom::test::threadTransportsUnderTest()),
                          loom::test::transportName);
 
 TEST(P2pErrors, BadArgumentsAreNamed) {

@@ -3,6 +3,7 @@
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "transport/handshake.hpp"
+#include "transport/ibverbs/ib_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/socket/socket_transport.hpp"
 #if LOOM_HAVE_UCX
@@ -13,7 +14,7 @@ namespace loom::transport {
 namespace {
 
 // One line per transport, in the order that breaks a tie of preference.
-// Wire ids in use: 1 shm, 2 socket, 4 ucx; reserved: 3 cuda_ipc, 5 ibverbs.
+// Wire ids in use: 1 shm, 2 socket, 4 ucx, 5 ibverbs; reserved: 3 cuda_ipc.
 using Factory = std::unique_ptr<Transport> (*)();
 constexpr Factory kTransports[] = {
     []() -> std::unique_ptr<Transport> { return std::make_unique<shm::ShmTransport>(); },
@@ -21,6 +22,7 @@ constexpr Factory kTransports[] = {
 #if LOOM_HAVE_UCX
     []() -> std::unique_ptr<Transport> { return std::make_unique<ucx::UcxTransport>(); },
 #endif
+    []() -> std::unique_ptr<Transport> { return std::make_unique<ibverbs::IbTransport>(); },
 };
 
 }  // namespace
@@ -43,8 +45,8 @@ Transport& selectTransport(std::span<const std::unique_ptr<Transport>> transport
     for (const auto& t : transports) {
       if (*forced != t->name()) continue;
       if (t->preference(self, peer) <= 0) {
-        throw Error(loomInvalidUsage, "LOOM_TRANSPORT=" + *forced + " cannot reach " + peerName(peer) +
-                                          " (it is on another host)");
+        throw Error(loomInvalidUsage, "LOOM_TRANSPORT=" + *forced + " cannot reach " + peerName(peer) + " (" +
+                                          t->cannotReach(self, peer) + ")");
       }
       return *t;
     }

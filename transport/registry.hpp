@@ -1,6 +1,6 @@
 // The transports this build has, and the choice among them for a path.
-// Each transport is a folder (shm/, socket/, ucx/; later cuda_ipc/,
-// ibverbs/) and one line in registry.cpp; nothing above transport/ names one.
+// Each transport is a folder (shm/, socket/, ucx/, ibverbs/; later
+// cuda_ipc/) and one line in registry.cpp; nothing above transport/ names one.
 #pragma once
 
 #include <memory>

@@ -1,6 +1,6 @@
 // A transport connects two ranks with a Connection (connection.hpp). This is
 // the interface the communicator sees; shm/, socket/ and ucx/ implement it
-// today, verbs and CUDA IPC will tomorrow, each a folder and a line in the
+// today, and ibverbs/; CUDA IPC will tomorrow, each a folder and a line in the
 // registry (registry.cpp), without touching comm/ or the collectives.
 //
 // Connections are one-directional and made lazily: the sender connects to the
@@ -78,6 +78,9 @@ class Transport {
   // else higher is better (NCCL's p2p > shm > net order). The registry picks
   // the highest.
   virtual int preference(const Endpoint& self, const Endpoint& peer) const = 0;
+  // Why preference() is 0 for this path, for the error that LOOM_TRANSPORT
+  // forcing it gives.
+  virtual std::string cannotReach(const Endpoint&, const Endpoint&) const { return "it is on another host"; }
 
   // Sender side: connects to peer's listener, runs the handshake, returns the send end.
   virtual std::unique_ptr<SendConnection> connect(const Endpoint& peer, Channel channel, const Context& context) = 0;
