@@ -8,6 +8,8 @@
 //   NCCL_DEBUG_FILE      LOOM_DEBUG_FILE
 //   NCCL_SOCKET_IFNAME   LOOM_SOCKET_IFNAME  the same grammar
 //   NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS   LOOM_SOCKET_NSOCKS (sockets per peer)
+//   NCCL_IB_HCA          LOOM_IB_HCA         the same grammar
+//   NCCL_IB_GID_INDEX    LOOM_IB_GID_INDEX
 //   NCCL_ALGO            LOOM_ALGO           Ring or Tree (one algorithm; else ignored)
 //   NCCL_BUFFSIZE        LOOM_BUFFSIZE
 //   NCCL_TOPO_FILE       LOOM_TOPO_FILE
@@ -61,6 +63,8 @@ void mapNetwork() {
     const long sockets = (perThread != nullptr ? std::atol(perThread) : 1) * (threads != nullptr ? std::atol(threads) : 1);
     if (sockets >= 1) set("LOOM_SOCKET_NSOCKS", std::to_string(sockets));
   }
+  if (const char* v = get("NCCL_IB_HCA")) set("LOOM_IB_HCA", v);
+  if (const char* v = get("NCCL_IB_GID_INDEX")) set("LOOM_IB_GID_INDEX", v);
   if (const char* v = get("NCCL_SHM_DISABLE"); v != nullptr && std::string(v) == "1") set("LOOM_TRANSPORT", "socket");
 }
 
@@ -89,6 +93,7 @@ std::span<const char* const> mappedVariables() {
       "NCCL_SOCKET_IFNAME",  "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_NTHREADS",
       "NCCL_ALGO",           "NCCL_BUFFSIZE",         "NCCL_TOPO_FILE",
       "NCCL_TOPO_DUMP_FILE", "NCCL_SHM_DISABLE",      "NCCL_COMM_BLOCKING",
+      "NCCL_IB_HCA",         "NCCL_IB_GID_INDEX",
   };
   return kMapped;
 }
