@@ -15,6 +15,8 @@
 #include "base/error.hpp"
 #include "tests/support/ranks.hpp"
 #include "transport/handshake.hpp"
+#include "transport/ibverbs/fake_verbs.hpp"
+#include "transport/ibverbs/ib_transport.hpp"
 #include "transport/listener.hpp"
 #include "transport/registry.hpp"
 #include "transport/shm/shm_connection.hpp"
@@ -348,16 +350,19 @@ TEST(SocketFifo, APeerThatLeavesFailsTheSenderOnlyIfSlotsAreLeft) {
 // the list of what it has.
 TEST(TransportRegistry, PicksTheTransportThatPrefersThePathMost) {
   const auto transports = allTransports();
+  // Across hosts verbs win where a device has an active port, then UCX where
+  // it has an RDMA device, then sockets.
+  transport::ibverbs::Verbs* verbs = transport::ibverbs::realVerbs();
+  const bool ibPort = verbs != nullptr && transport::ibverbs::choosePort(verbs->devices(), "").has_value();
 #if LOOM_TEST_UCX
-  EXPECT_EQ(transportNames(), "shm, socket, ucx");
-  // Across hosts UCX wins where it has an RDMA device, sockets otherwise.
+  EXPECT_EQ(transportNames(), "shm, socket, ucx, ibverbs");
   std::error_code ignored;
   const bool rdma = std::filesystem::exists("/sys/class/infiniband", ignored) &&
                     !std::filesystem::is_empty("/sys/class/infiniband", ignored);
-  const char* acrossHosts = rdma ? "ucx" : "socket";
+  const char* acrossHosts = ibPort ? "ibverbs" : rdma ? "ucx" : "socket";
 #else
-  EXPECT_EQ(transportNames(), "shm, socket");
-  const char* acrossHosts = "socket";
+  EXPECT_EQ(transportNames(), "shm, socket, ibverbs");
+  const char* acrossHosts = ibPort ? "ibverbs" : "socket";
 #endif
   Endpoint self, neighbour, remote;
   self.hostId = neighbour.hostId = 7;
@@ -439,6 +444,8 @@ Context senderContext(Secret secret) {
 }
 
 TEST(Listener, AConnectionWithTheWrongSecretIsRefused) {
+  transport::ibverbs::FakeVerbs fake;  // the verbs transport too, on its fake
+  transport::ibverbs::ScopedVerbs installed(fake);
   ListeningRank rank0(Secret::random());
   for (auto& t : rank0.transports) {
     try {
@@ -453,6 +460,8 @@ TEST(Listener, AConnectionWithTheWrongSecretIsRefused) {
 }
 
 TEST(Listener, AConnectionWithTheRightSecretIsDelivered) {
+  transport::ibverbs::FakeVerbs fake;
+  transport::ibverbs::ScopedVerbs installed(fake);
   Secret secret = Secret::random();
   ListeningRank rank0(secret);
   std::vector<std::unique_ptr<SendConnection>> kept;
