@@ -3,8 +3,13 @@
 //   - the mappings (all-reduce, row all-gather, row reduce-scatter) move
 //     rank-valued integers exactly;
 //   - column-parallel layers and the vocab-parallel embedding are bitwise
-//     their dense twins on the outputs and parameters they hold (the same
-//     dot products, in the same order);
+//     their dense twins on the parameters and gradients they hold (the same
+//     dot products, in the same order); a column-parallel layer's outputs are
+//     the same dot products too, but OpenBLAS's sgemm sums an output column
+//     in an order that depends on where the column falls in its kernel's
+//     block (on this AMD EPYC's Haswell kernel the narrower share's columns
+//     round differently in about one output in two), so they are held to the
+//     reordering bound;
 //   - row-parallel layers, dL/dx of column-parallel ones, the
 //     vocab-parallel cross-entropy and whole GPT blocks sum partial
 //     products in another order: within the bound that reordering allows;
@@ -110,7 +115,7 @@ struct DenseLinear {
   std::vector<float> params, grads, x, dy, y, dx;
 };
 
-TEST(TensorParallel, ColumnParallelLinearIsBitwiseTheDenseLayer) {
+TEST(TensorParallel, ColumnParallelLinearIsTheDenseLayer) {
   constexpr size_t rows = 7;
   // 13 inputs to 17 outputs; and qkv's shape, 3 blocks of 3 heads of 2.
   for (const LinearCase c : {LinearCase{13, 1, 17, 1}, LinearCase{12, 3, 3, 2}}) {
@@ -135,8 +140,11 @@ TEST(TensorParallel, ColumnParallelLinearIsBitwiseTheDenseLayer) {
         layer.forward(dense.x, y, rows);
         for (size_t r = 0; r < rows; ++r) {
           for (size_t j = 0; j < mine; ++j) {
-            EXPECT_EQ(y[r * mine + j], dense.y[r * out + row(j)]) << "row " << r << " output " << j;
-            dy[r * mine + j] = dense.dy[r * out + row(j)];
+            const size_t o = row(j);
+            double absSum = std::fabs(static_cast<double>(dense.params[c.in * out + o]));
+            for (size_t k = 0; k < c.in; ++k) absSum += std::fabs(static_cast<double>(dense.x[r * c.in + k]) * static_cast<double>(dense.params[o * c.in + k]));
+            EXPECT_NEAR(y[r * mine + j], dense.y[r * out + o], reorderBound(c.in + 1, absSum)) << "row " << r << " output " << j;
+            dy[r * mine + j] = dense.dy[r * out + o];
           }
         }
         layer.backward(dy, dx, rows);
