@@ -4,16 +4,21 @@
 // the job's secret put in (the listener has checked it by then); for the
 // socket transport, the rest of the bytes then arrive through a real socket
 // at the SocketRecvConnection, which is progressed and drained until the
-// stream ends. The properties: every defect is a loom::Error, and every slot
-// handed out fits the FIFO's slot size.
+// stream ends; for the verbs transport (on its fake), they are the sender's
+// half of the queue-pair handshake that accept decodes. The properties:
+// every defect is a loom::Error, and every slot handed out fits the FIFO's
+// slot size.
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 
 #include "base/error.hpp"
 #include "transport/handshake.hpp"
+#include "transport/ibverbs/fake_verbs.hpp"
+#include "transport/ibverbs/ib_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/socket/socket_transport.hpp"
 
@@ -64,6 +69,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (hello.transport == shm::ShmTransport::kWireId) {
       shm::ShmTransport().accept(ours, hello, context);
       return 0;  // its slots come through shared memory, not this socket
+    } else if (hello.transport == ibverbs::IbTransport::kWireId) {
+      static ibverbs::FakeVerbs fake;
+      static ibverbs::ScopedVerbs installed(fake);
+      // What fits in the socket's buffer now: accept reads its handshake from it.
+      theirs.sendSome({}, bytes.subspan(Hello::kBytes).first(std::min<size_t>(bytes.size() - Hello::kBytes, 4096)));
+      ::shutdown(theirs.fd(), SHUT_WR);  // and then the end: a short frame fails at once, not at the deadline
+      ibverbs::IbTransport().accept(ours, hello, context);
+      return 0;  // its slots come by RDMA writes, not this socket
     }
   } catch (const Error&) {
     return 0;
