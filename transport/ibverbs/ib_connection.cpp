@@ -56,6 +56,16 @@ void QueuePairEnd::postReceives(uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) qp->postRecv(wrId(Work::Receive, i));
 }
 
+std::span<const Completion> QueuePairEnd::poll(std::span<Completion> out, const std::string& peer, std::string& failure) {
+  const size_t n = cq->poll(out);
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i].status == WcStatus::Success) continue;
+    failure = describe(out[i], peer, *this);
+    throw Error(loomRemoteError, failure);
+  }
+  return out.first(n);
+}
+
 std::string QueuePairEnd::where() const {
   char qpn[16];
   std::snprintf(qpn, sizeof qpn, "0x%x", qp->qpn());
@@ -143,21 +153,14 @@ void IbSendConnection::keepPayloads() {
   }
 }
 
-void IbSendConnection::fail(const Completion& c) {
-  failure_ = describe(c, peerName(), *end_);
-  throw Error(loomRemoteError, failure_);
-}
-
 bool IbSendConnection::progress() {
   if (!failure_.empty()) throw Error(loomRemoteError, failure_);
   end_->cq->takeEvents();  // an event only wakes a sleeper; the completions are polled here
   bool moved = false;
   Completion cs[16];
-  while (const size_t n = end_->cq->poll(cs)) {
+  for (auto done = end_->poll(cs, peerName(), failure_); !done.empty(); done = end_->poll(cs, peerName(), failure_)) {
     moved = true;
-    for (size_t i = 0; i < n; ++i) {
-      const Completion& c = cs[i];
-      if (c.status != WcStatus::Success) fail(c);
+    for (const Completion& c : done) {
       if (kindOf(c.wrId) == Work::Data) {
         // Writes of one queue pair complete in the order they were posted.
         if (numberOf(c.wrId) != (completed_ & ((uint64_t{1} << kKindShift) - 1))) {
@@ -202,21 +205,14 @@ IbRecvConnection::IbRecvConnection(std::shared_ptr<Device> device, std::unique_p
 
 IbRecvConnection::~IbRecvConnection() = default;
 
-void IbRecvConnection::fail(const Completion& c) {
-  failure_ = describe(c, peerName(), *end_);
-  throw Error(loomRemoteError, failure_);
-}
-
 bool IbRecvConnection::progress() {
   if (!failure_.empty()) throw Error(loomRemoteError, failure_);
   end_->cq->takeEvents();
   bool moved = false;
   Completion cs[16];
-  while (const size_t n = end_->cq->poll(cs)) {
+  for (auto done = end_->poll(cs, peerName(), failure_); !done.empty(); done = end_->poll(cs, peerName(), failure_)) {
     moved = true;
-    for (size_t i = 0; i < n; ++i) {
-      const Completion& c = cs[i];
-      if (c.status != WcStatus::Success) fail(c);
+    for (const Completion& c : done) {
       if (kindOf(c.wrId) == Work::Receive) {
         if (c.imm != static_cast<uint32_t>(received_) || received_ - tail_ >= shape_.slots) {
           failure_ = "corrupt slot " + std::to_string(c.imm) + " from " + peerName() + " (expected " +

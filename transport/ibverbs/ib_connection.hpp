@@ -88,6 +88,10 @@ struct QueuePairEnd {
   QueuePairEnd(std::shared_ptr<Device> device, int sendDepth, int recvDepth);
   // Posts `count` receives for immediates (the connections repost each as it completes).
   void postReceives(uint32_t count);
+  // Up to out.size() completions that have come, every one a success: an
+  // error completion becomes `failure` (naming `peer`, this end and the
+  // status) and is thrown as loomRemoteError.
+  std::span<const Completion> poll(std::span<Completion> out, const std::string& peer, std::string& failure);
   // "fake0:1 qp 0x104": how errors name this end.
   std::string where() const;
 };
@@ -127,7 +131,6 @@ class IbSendConnection final : public SendConnection {
 
  private:
   void post(SlotTag tag, std::span<const Sge> payload);
-  [[noreturn]] void fail(const Completion& c);
 
   std::shared_ptr<Device> device_;
   FifoShape shape_;
@@ -164,7 +167,6 @@ class IbRecvConnection final : public RecvConnection {
 
  private:
   void sendCredit();
-  [[noreturn]] void fail(const Completion& c);
 
   std::shared_ptr<Device> device_;
   FifoShape shape_;
