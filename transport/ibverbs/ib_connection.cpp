@@ -144,9 +144,8 @@ void IbSendConnection::keepPayloads() {
           }
         },
         [&](std::chrono::microseconds timeout) {
-          std::vector<WaitFd> fds;
-          addWaitFds(fds);
-          pollfd p{fds.front().fd, POLLIN, 0};
+          end_->cq->arm();  // the device's completions need no peer: only they are waited for
+          pollfd p{end_->cq->eventFd(), POLLIN, 0};
           const timespec sleep = toTimespec(timeout);
           ::ppoll(&p, 1, &sleep, nullptr);
         });
