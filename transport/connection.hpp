@@ -9,10 +9,10 @@
 // Every slot carries a SlotTag; the engine uses it to check that a message's
 // size is what the receiver expects. Transports that move bytes with the CPU
 // (sockets) do it in progress(); shared memory needs no progress at all; UCX
-// sends each slot as a tagged message and progress() drives its worker. A
-// one-sided transport (verbs) would commit with an RDMA write of the slot and
-// its tag into the peer's registered FIFO, and progress() would poll its
-// completion queue.
+// sends each slot as a tagged message and progress() drives its worker. The
+// one-sided verbs transport commits with an RDMA write of the slot and its
+// tag into the peer's registered FIFO, and progress() polls its completion
+// queue.
 //
 // Failures throw loom::Error naming the peer: loomRemoteError when the peer
 // closed, reset or died.

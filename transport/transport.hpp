@@ -1,6 +1,6 @@
 // A transport connects two ranks with a Connection (connection.hpp). This is
-// the interface the communicator sees; shm/, socket/ and ucx/ implement it
-// today, and ibverbs/; CUDA IPC will tomorrow, each a folder and a line in the
+// the interface the communicator sees; shm/, socket/, ucx/ and ibverbs/
+// implement it today, CUDA IPC will tomorrow, each a folder and a line in the
 // registry (registry.cpp), without touching comm/ or the collectives.
 //
 // Connections are one-directional and made lazily: the sender connects to the

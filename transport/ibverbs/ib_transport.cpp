@@ -118,48 +118,47 @@ struct IbTransport::Opened {
 IbTransport::IbTransport() = default;
 IbTransport::~IbTransport() = default;
 
-std::optional<PortChoice> IbTransport::probe(std::string* why) const {
+const IbTransport::Probe& IbTransport::probe() const {
+  std::lock_guard lock(mutex_);
   Verbs* verbs = currentVerbs();
+  if (probe_ && probe_->verbs == verbs) return *probe_;
+  Probe p{.verbs = verbs, .choice = std::nullopt, .why = {}};
   if (verbs == nullptr) {
-    if (why) *why = "this build has no libibverbs";
-    return std::nullopt;
+    p.why = "this build has no libibverbs";
+  } else if (const auto devices = verbs->devices(); devices.empty()) {
+    p.why = "no RDMA device (" + std::string(verbs->name()) + " lists none)";
+  } else {
+    const std::string spec = env::get("LOOM_IB_HCA");
+    p.choice = choosePort(devices, spec);
+    if (!p.choice) {
+      p.why = spec.empty() ? "no RDMA device has an active port" : "LOOM_IB_HCA='" + spec + "' allows no active port";
+    }
   }
-  const auto devices = verbs->devices();
-  if (devices.empty()) {
-    if (why) *why = "no RDMA device (" + std::string(verbs->name()) + " lists none)";
-    return std::nullopt;
-  }
-  const std::string spec = env::get("LOOM_IB_HCA");
-  auto choice = choosePort(devices, spec);
-  if (!choice && why) {
-    *why = spec.empty() ? "no RDMA device has an active port" : "LOOM_IB_HCA='" + spec + "' allows no active port";
-  }
-  return choice;
+  probe_ = std::move(p);
+  return *probe_;
 }
 
 int IbTransport::preference(const Endpoint& self, const Endpoint& peer) const {
-  if (!probe(nullptr)) return 0;
+  if (!probe().choice) return 0;
   // Across hosts above UCX (3) and sockets (1); on one host it reaches the
   // peer, but shared memory serves it better and wins the registry's tie.
   return self.hostId != peer.hostId ? 4 : 1;
 }
 
 std::string IbTransport::cannotReach(const Endpoint&, const Endpoint&) const {
-  std::string why;
-  if (probe(&why)) return "it can";
-  return why;
+  const Probe& p = probe();
+  return p.choice ? "it can" : p.why;
 }
 
 IbTransport::Opened& IbTransport::opened() {
+  const Probe& p = probe();
   std::lock_guard lock(mutex_);
   if (opened_) return *opened_;
-  std::string why;
-  const auto choice = probe(&why);
-  if (!choice) throw Error(loomSystemError, "the verbs transport has no device: " + why);
+  if (!p.choice) throw Error(loomSystemError, "the verbs transport has no device: " + p.why);
   const int gidIndex = static_cast<int>(env::getInt("LOOM_IB_GID_INDEX", 0, 255));
-  auto device = std::shared_ptr<Device>(currentVerbs()->open(choice->device, choice->port, gidIndex));
+  auto device = std::shared_ptr<Device>(p.verbs->open(p.choice->device, p.choice->port, gidIndex));
   auto cache = std::make_shared<RegistrationCache>(*device);
-  LOOM_INFO(Net, "verbs transport on %s:%d (%s)", choice->device.c_str(), choice->port, currentVerbs()->name());
+  LOOM_INFO(Net, "verbs transport on %s:%d (%s)", p.choice->device.c_str(), p.choice->port, p.verbs->name());
   opened_ = std::make_unique<Opened>(Opened{std::move(device), std::move(cache)});
   return *opened_;
 }

@@ -62,12 +62,19 @@ class IbTransport final : public Transport {
 
  private:
   struct Opened;
-  // The port this process would use, or why there is none.
-  std::optional<PortChoice> probe(std::string* why) const;
+  struct Probe {
+    Verbs* verbs = nullptr;
+    std::optional<PortChoice> choice;
+    std::string why;  // without a choice: why there is none
+  };
+  // The port this communicator uses, or why there is none: looked up once
+  // (listing devices opens each one), again only if the verbs in use change.
+  const Probe& probe() const;
   // The device and cache, opened on first use.
   Opened& opened();
 
   mutable std::mutex mutex_;
+  mutable std::optional<Probe> probe_;
   std::unique_ptr<Opened> opened_;
 };
 
