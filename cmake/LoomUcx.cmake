@@ -1,20 +1,5 @@
 # UCX is optional: AUTO uses it when pkg-config finds ucx, ON requires it, OFF
 # never looks. scripts/setup installs Debian's libucx-dev, so the README's
 # commands always build it.
-set(LOOM_UCX AUTO CACHE STRING "UCX transport: AUTO, ON or OFF")
-set_property(CACHE LOOM_UCX PROPERTY STRINGS AUTO ON OFF)
-set(LOOM_HAVE_UCX OFF)
-set(LOOM_UCX_LIBRARIES "")
-if(NOT LOOM_UCX STREQUAL "OFF")
-  find_package(PkgConfig REQUIRED)
-  if(LOOM_UCX STREQUAL "ON")
-    pkg_check_modules(UCX REQUIRED ucx)
-  else()
-    pkg_check_modules(UCX QUIET ucx)
-  endif()
-  if(UCX_FOUND)
-    set(LOOM_HAVE_UCX ON)
-    set(LOOM_UCX_LIBRARIES ${UCX_LIBRARIES})
-  endif()
-endif()
-message(STATUS "Loom: UCX transport ${LOOM_HAVE_UCX} (LOOM_UCX=${LOOM_UCX})")
+include(${CMAKE_CURRENT_LIST_DIR}/LoomOptionalPackage.cmake)
+loom_optional_package(UCX ucx "UCX transport")
