@@ -71,6 +71,8 @@ struct FakeCq final : CompletionQueue {
 
   size_t poll(std::span<Completion> out) override {
     std::lock_guard lock(fabric.mutex);
+    // A device loses an overrun queue and raises an asynchronous error.
+    if (overrun) throw Error(loomSystemError, "completion queue overrun (more than " + std::to_string(depth) + " entries)");
     size_t n = 0;
     for (; n < out.size() && !entries.empty(); ++n) {
       out[n] = entries.front();
@@ -91,7 +93,7 @@ struct FakeCq final : CompletionQueue {
   // With the fabric's mutex held.
   void push(const Completion& c) {
     if (entries.size() >= depth) {
-      overrun = true;  // a device would raise an async error and lose the CQ; the test sees it
+      overrun = true;  // poll() says so
       return;
     }
     entries.push_back(c);
@@ -113,8 +115,8 @@ struct FakeCq final : CompletionQueue {
 struct FakeQp final : QueuePair {
   enum class State { Reset, Ready, Error };
 
-  FakeQp(Fabric& owner, uint64_t domain, FakeCq& queue, int sends, int recvs)
-      : fabric(owner), pd(domain), cq(queue), sendDepth(sends), recvDepth(recvs) {
+  FakeQp(Fabric& owner, uint64_t domain, FakeCq& queue, int recvs)
+      : fabric(owner), pd(domain), cq(queue), recvDepth(recvs) {
     std::lock_guard lock(fabric.mutex);
     number = fabric.nextQpn++;
     fabric.qps[number] = this;
@@ -206,7 +208,6 @@ struct FakeQp final : QueuePair {
   Fabric& fabric;
   uint64_t pd;
   FakeCq& cq;
-  int sendDepth;
   int recvDepth;
   uint32_t number = 0;
   uint32_t remoteQpn = 0;
@@ -244,8 +245,9 @@ class FakeDevice final : public Device {
                         .remoteWrite = remoteWrite, .key = key});
   }
   std::unique_ptr<CompletionQueue> createCq(int depth) override { return std::make_unique<FakeCq>(fabric_, depth); }
-  std::unique_ptr<QueuePair> createQp(CompletionQueue& cq, int sendDepth, int recvDepth) override {
-    return std::make_unique<FakeQp>(fabric_, pd_, static_cast<FakeCq&>(cq), sendDepth, recvDepth);
+  // Writes complete as they are posted, so a send queue never fills: its depth is not kept.
+  std::unique_ptr<QueuePair> createQp(CompletionQueue& cq, int, int recvDepth) override {
+    return std::make_unique<FakeQp>(fabric_, pd_, static_cast<FakeCq&>(cq), recvDepth);
   }
 
  private:

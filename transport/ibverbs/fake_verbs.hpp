@@ -10,7 +10,8 @@
 // status, a device that is not there.
 //
 // It checks what a device checks (lkeys and rkeys against their ranges and
-// protection domains, a receive posted for every immediate, queue depths),
+// protection domains, a receive posted for every immediate, receive-queue
+// and completion-queue depths),
 // and turns each breach into the completion status a device gives, so the
 // transport's error paths run as they would on hardware.
 #pragma once

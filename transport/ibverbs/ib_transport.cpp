@@ -44,11 +44,10 @@ QpAddress getAddress(ByteReader& r) {
   return a;
 }
 
-template <size_t N>
-std::array<std::byte, N> frame(ByteWriter& w) {
-  std::array<std::byte, N> out{};
-  std::memcpy(out.data(), w.bytes().data(), std::min(N, w.bytes().size()));
-  return out;
+// A handshake frame, checked to be the size the peer reads.
+std::span<const std::byte> frame(ByteWriter& w, size_t bytes) {
+  if (w.bytes().size() != bytes) throw Error(loomInternalError, "a verbs handshake frame is not " + std::to_string(bytes) + " bytes");
+  return w.bytes();
 }
 
 constexpr size_t kReceiverFrame = 4 + kAddressBytes + 8 + 4;
@@ -190,7 +189,7 @@ std::unique_ptr<SendConnection> IbTransport::connect(const Endpoint& peer, Chann
   ByteWriter w;
   w.put(kSenderMagic);
   put(w, o.device->address(end->qp->qpn(), psn));
-  control.sendAll(frame<kSenderFrame>(w), deadline, context.cancel);
+  control.sendAll(frame(w, kSenderFrame), deadline, context.cancel);
   std::byte ready{};
   control.recvAll(std::span(&ready, 1), deadline, context.cancel);
   if (ready != std::byte{kReady}) throw Error(loomRemoteError, peerName(peer) + " did not finish the verbs handshake");
@@ -217,7 +216,7 @@ std::unique_ptr<RecvConnection> IbTransport::accept(net::Socket& control, const 
   put(w, o.device->address(end->qp->qpn(), psn));
   w.put(reinterpret_cast<uint64_t>(fifo->bytes.data()));
   w.put(fifo->region->rkey());
-  control.sendAll(frame<kReceiverFrame>(w), deadline, context.cancel);
+  control.sendAll(frame(w, kReceiverFrame), deadline, context.cancel);
 
   std::array<std::byte, kSenderFrame> in{};
   control.recvAll(in, deadline, context.cancel);
