@@ -3,17 +3,21 @@
 // hygiene_test): every collective, type and op across "hosts" (each rank
 // its own LOOM_HOSTID, so every byte crosses UCX, which then reports a dead
 // peer itself) over UCX's tcp, and on one host over UCX's shared memory; a
-// rank killed across hosts; a UCX that cannot start is an error naming it.
+// rank killed across hosts; a UCX that cannot start is an error naming it;
+// a sender that leaves Loom once its send returned still delivers it.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "tests/support/processes.hpp"
+#include "tests/support/ranks.hpp"
 
 #if LOOM_TEST_UCX
 
@@ -109,6 +113,39 @@ TEST(Ucx, ARankKilledAcrossHostsIsNamedWithinTheDeadline) {
     EXPECT_NE(survivor.output.find("rank " + std::to_string(victim)), std::string::npos) << survivor.output;
     EXPECT_LT(survivor.elapsed, 20s);
   }
+}
+
+// A UCX send completes once UCX holds its bytes, not once they left: over
+// tcp with slots larger than the socket's buffers, the tail of the last slot
+// is still UCX's when loomSend returns. Here the sender then stays out of
+// Loom until the receiver has everything: the transport's drainer thread
+// must write that tail, or the receiver times out (transport/ucx/drainer.hpp).
+TEST(Ucx, ASenderThatLeavesLoomOnceItsSendReturnedStillDeliversIt) {
+  using loom::test::ScopedEnv;
+  const ScopedEnv transport("LOOM_TRANSPORT", "ucx"), timeout("LOOM_TIMEOUT_MS", "5000"), tls("UCX_TLS", "tcp"),
+      tx("UCX_TCP_TX_SEG_SIZE", "1m"), rx("UCX_TCP_RX_SEG_SIZE", "1m"), sndbuf("UCX_TCP_SNDBUF", "64k"),
+      rcvbuf("UCX_TCP_RCVBUF", "64k");
+  auto comms = loom::test::initThreadComms(2);
+  constexpr size_t kBytes = 8 << 20;
+  std::atomic<bool> received{false};
+  loom::test::onThreads(2, [&](int rank) {
+    std::vector<uint8_t> buffer(kBytes);
+    if (rank == 0) {
+      for (size_t i = 0; i < kBytes; ++i) buffer[i] = static_cast<uint8_t>(i * 131 + 7);
+      ASSERT_EQ(loomSend(buffer.data(), kBytes, loomUint8, 1, comms[0], nullptr), loomSuccess);
+      const auto until = std::chrono::steady_clock::now() + 30s;  // no Loom call until the peer has it all
+      while (!received.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+      return;
+    }
+    const loomResult_t result = loomRecv(buffer.data(), kBytes, loomUint8, 0, comms[1], nullptr);
+    received = true;
+    ASSERT_EQ(result, loomSuccess) << loomGetLastError(comms[1]);
+    size_t wrong = 0;
+    for (size_t i = 0; i < kBytes; ++i) wrong += buffer[i] != static_cast<uint8_t>(i * 131 + 7);
+    EXPECT_EQ(wrong, 0u);
+  });
+  // Both at once: a UCX endpoint's closing flush waits on its peer's worker.
+  loom::test::onThreads(2, [&](int rank) { EXPECT_EQ(loomCommDestroy(comms[rank]), loomSuccess); });
 }
 
 TEST(Ucx, AUcxThatCannotStartIsAnErrorNamingIt) {

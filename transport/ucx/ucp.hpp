@@ -7,14 +7,18 @@
 // connections are progressed by whichever thread uses them (the caller of a
 // collective, a stream's worker, the progress engine), and one worker shared
 // by those threads needs UCS_THREAD_MODE_MULTI, a lock on every call. A
-// worker of its own makes each connection serial, as the interface promises.
+// worker of its own makes each connection serial, as the interface promises;
+// a sending end's worker is shared only with the transport's drainer
+// (drainer.hpp), which takes it while its connection is idle (Worker::use).
 #pragma once
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +67,18 @@ class Worker {
   // Creates the endpoint to the worker at `peerAddress` (the sending end).
   void connect(std::span<const std::byte> peerAddress, PeerErrors errors, const std::string& peerName);
 
+  // The worker for the calling thread alone while the lock is held: a
+  // connection's own thread takes it for every call into UCX, the
+  // transport's Drainer only once the worker has been left alone a while.
+  std::unique_lock<std::mutex> use() {
+    std::unique_lock lock(mutex_);
+    lastUse_.store(std::chrono::steady_clock::now(), std::memory_order_relaxed);
+    return lock;
+  }
+  std::mutex& mutex() { return mutex_; }
+  // When use() last took the worker.
+  std::chrono::steady_clock::time_point lastUse() const { return lastUse_.load(std::memory_order_relaxed); }
+
   ucp_worker_h get() const { return worker_; }
   ucp_ep_h endpoint() const { return endpoint_; }
   // True if it moved anything.
@@ -94,6 +110,8 @@ class Worker {
   int efd_ = -1;
   std::string failure_;
   bool flushOnClose_ = true;
+  std::mutex mutex_;
+  std::atomic<std::chrono::steady_clock::time_point> lastUse_{};
 };
 
 // A request's state: UCS_OK once complete (and freed), UCS_INPROGRESS, or

@@ -24,15 +24,19 @@ void addFds(const net::Socket& control, Worker& worker, std::vector<WaitFd>& out
 }  // namespace
 
 UcxSendConnection::UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape,
-                                     const Cancellation* cancel)
+                                     const Cancellation* cancel, std::shared_ptr<Drainer> drainer)
     : shape_(shape),
       control_(std::move(control)),
       storage_(shape),
       sends_(shape.slots, nullptr),
       cancel_(cancel),
-      worker_(std::move(worker)) {}
+      drainer_(std::move(drainer)),
+      worker_(std::move(worker)) {
+  drainer_->add(worker_.get());
+}
 
 UcxSendConnection::~UcxSendConnection() {
+  drainer_->remove(worker_.get());
   // A peer gone, or a communicator revoked or aborted (its link may be the
   // dark one): a flush would wait in vain.
   if (!closed_.empty() || control_.peerClosed() || (cancel_ != nullptr && cancel_->cancelled())) {
@@ -82,6 +86,7 @@ bool UcxSendConnection::reapSends() {
 }
 
 std::span<std::byte> UcxSendConnection::reserve() {
+  const auto use = worker_->use();
   if (head_ - credited_ >= shape_.slots && (readCredits(), head_ - credited_ >= shape_.slots)) return {};
   void*& previous = sends_[head_ % shape_.slots];
   if (previous != nullptr && (reapSends(), previous != nullptr)) return {};
@@ -89,6 +94,7 @@ std::span<std::byte> UcxSendConnection::reserve() {
 }
 
 void UcxSendConnection::commit(SlotTag tag) {
+  const auto use = worker_->use();
   tag.sequence = static_cast<uint32_t>(head_);
   std::byte* data = storage_[head_];
   std::memcpy(data + tag.bytes, &tag, sizeof tag);
@@ -103,6 +109,7 @@ void UcxSendConnection::commit(SlotTag tag) {
 }
 
 bool UcxSendConnection::progress() {
+  const auto use = worker_->use();
   bool moved = worker_->progress();
   if (inFlight_ > 0) moved |= reapSends();
   // Credits are read only when half the FIFO waits for them: a recv() per
@@ -112,6 +119,7 @@ bool UcxSendConnection::progress() {
 }
 
 void UcxSendConnection::checkAlive() {
+  const auto use = worker_->use();
   // A peer that took every slot and left finished its part before this
   // rank: only sends in flight, or a full FIFO waiting for credits, need it.
   if (inFlight_ == 0 && head_ - credited_ < shape_.slots) return;
@@ -120,7 +128,10 @@ void UcxSendConnection::checkAlive() {
   if (!closed_.empty()) throw Error(loomRemoteError, peerName() + " closed the connection or died (" + closed_ + ")");
 }
 
-void UcxSendConnection::addWaitFds(std::vector<WaitFd>& out) const { addFds(control_, *worker_, out); }
+void UcxSendConnection::addWaitFds(std::vector<WaitFd>& out) const {
+  const auto use = worker_->use();
+  addFds(control_, *worker_, out);
+}
 
 UcxRecvConnection::UcxRecvConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape)
     : shape_(shape),

@@ -22,6 +22,7 @@
 #include "base/net/socket.hpp"
 #include "transport/connection.hpp"
 #include "transport/transport.hpp"
+#include "transport/ucx/drainer.hpp"
 #include "transport/ucx/ucp.hpp"
 
 namespace loom::transport::ucx {
@@ -42,7 +43,10 @@ class SlotStorage {
 class UcxSendConnection final : public SendConnection {
  public:
   // `cancel`: the communicator's; once it fires nothing sent is worth a flush.
-  UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape, const Cancellation* cancel);
+  // `drainer` writes out what UCX holds of finished sends while this
+  // connection is not in use (drainer.hpp).
+  UcxSendConnection(std::unique_ptr<Worker> worker, net::Socket control, FifoShape shape, const Cancellation* cancel,
+                    std::shared_ptr<Drainer> drainer);
   ~UcxSendConnection() override;
 
   memory::MemoryKind slotKind() const override { return memory::MemoryKind::Host; }
@@ -72,6 +76,7 @@ class UcxSendConnection final : public SendConnection {
   size_t creditBytes_ = 0;
   std::string closed_;              // why the control socket ended, once it has
   const Cancellation* cancel_;
+  std::shared_ptr<Drainer> drainer_;
   std::unique_ptr<Worker> worker_;  // last: it goes first, before the buffers its requests point into
 };
 

@@ -3,6 +3,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "transport/handshake.hpp"
+#include "transport/ucx/drainer.hpp"
 #include "transport/ucx/ucx_connection.hpp"
 
 namespace loom::transport::ucx {
@@ -47,6 +48,12 @@ std::shared_ptr<UcpContext> UcxTransport::ucp() {
   return ucp_;
 }
 
+std::shared_ptr<Drainer> UcxTransport::drainer() {
+  std::lock_guard lock(mutex_);
+  if (!drainer_) drainer_ = std::make_shared<Drainer>();
+  return drainer_;
+}
+
 std::unique_ptr<SendConnection> UcxTransport::connect(const Endpoint& peer, Channel channel, const Context& context) {
   const auto deadline = Deadline::after(context.timeout);
   const PeerErrors errors = peer.hostId == context.self.hostId ? PeerErrors::ByControlSocket : PeerErrors::Reported;
@@ -56,7 +63,8 @@ std::unique_ptr<SendConnection> UcxTransport::connect(const Endpoint& peer, Chan
   if (!reply.ok) throw Error(loomRemoteError, peerName(peer) + " refused a UCX connection: " + reply.detail);
   worker->connect(recvAddress(control, deadline, context.cancel), errors, peerName(peer));
   LOOM_INFO(Net, "UCX connection to %s", peerName(peer).c_str());
-  return std::make_unique<UcxSendConnection>(std::move(worker), std::move(control), context.fifo, context.cancel);
+  return std::make_unique<UcxSendConnection>(std::move(worker), std::move(control), context.fifo, context.cancel,
+                                             drainer());
 }
 
 std::unique_ptr<RecvConnection> UcxTransport::accept(net::Socket& control, const Hello& hello, const Context& context) {

@@ -16,6 +16,7 @@
 namespace loom::transport::ucx {
 
 class UcpContext;
+class Drainer;
 
 class UcxTransport final : public Transport {
  public:
@@ -34,9 +35,12 @@ class UcxTransport final : public Transport {
   // The communicator's UCP context, made on first use (a job that never
   // uses UCX never initializes it).
   std::shared_ptr<UcpContext> ucp();
+  // Its drainer thread, started with the first sending end.
+  std::shared_ptr<Drainer> drainer();
 
   std::mutex mutex_;
   std::shared_ptr<UcpContext> ucp_;
+  std::shared_ptr<Drainer> drainer_;
 };
 
 }  // namespace loom::transport::ucx
