@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -14,10 +15,24 @@ void fail(loomResult_t code, const std::string& what, ucs_status_t status) {
   throw Error(code, what + ": " + ucs_status_string(status));
 }
 
-UcpContext::UcpContext() {
+UcpContext::UcpContext(size_t messageBytes) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);  // UCX_* pass through untouched
   if (status != UCS_OK) fail(loomSystemError, "reading UCX's configuration", status);
+  // tcp's segments hold a whole slot, unless the user says otherwise: with
+  // UCX's 8 KiB each 512 KiB slot is 64 sends, each its own packets, and over
+  // veth a 2-rank sendrecv moved 0.23-0.41 GB/s where whole slots moved
+  // 1.04-1.42 (bench/RESULTS.md, 2026-11-25). UCX holds a segment per
+  // endpoint and direction only while one is in flight: about 1 MB more a
+  // rank with three peers.
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
+    const std::string segment = std::to_string(std::min(messageBytes + kSegmentHeadroom, kMaxSegmentBytes));
+    // The tcp transport's own names: ucp_config_modify finds them without the TCP_ prefix.
+    if (ucp_config_modify(config, "TX_SEG_SIZE", segment.c_str()) != UCS_OK ||
+        ucp_config_modify(config, "RX_SEG_SIZE", segment.c_str()) != UCS_OK) {
+      LOOM_INFO(Net, "UCX has no tcp segment size to set; its default stays");
+    }
+  }
   // Eager for every size, unless the user says otherwise: a slot is at most
   // slotBytes and has a receive posted for it before it is sent (credits),
   // so the rendezvous' handshake buys nothing here, and it costs: over tcp

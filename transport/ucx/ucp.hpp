@@ -34,11 +34,17 @@ namespace loom::transport::ucx {
 // wake-up features, workers of several threads sharing it.
 class UcpContext {
  public:
-  UcpContext();
+  // `messageBytes`: the largest message the transport sends (a slot and its tag).
+  explicit UcpContext(size_t messageBytes);
   ~UcpContext();
   UcpContext(const UcpContext&) = delete;
   UcpContext& operator=(const UcpContext&) = delete;
   ucp_context_h get() const { return context_; }
+
+  // UCX's own headers beside a message in one tcp segment, with room to spare.
+  static constexpr size_t kSegmentHeadroom = 1024;
+  // Larger slots go in several segments.
+  static constexpr size_t kMaxSegmentBytes = size_t{4} << 20;
 
  private:
   ucp_context_h context_ = nullptr;

@@ -42,9 +42,9 @@ int UcxTransport::preference(const Endpoint& self, const Endpoint& peer) const {
   return 1;
 }
 
-std::shared_ptr<UcpContext> UcxTransport::ucp() {
+std::shared_ptr<UcpContext> UcxTransport::ucp(const FifoShape& fifo) {
   std::lock_guard lock(mutex_);
-  if (!ucp_) ucp_ = std::make_shared<UcpContext>();
+  if (!ucp_) ucp_ = std::make_shared<UcpContext>(fifo.slotBytes + sizeof(SlotTag));
   return ucp_;
 }
 
@@ -57,7 +57,7 @@ std::shared_ptr<Drainer> UcxTransport::drainer() {
 std::unique_ptr<SendConnection> UcxTransport::connect(const Endpoint& peer, Channel channel, const Context& context) {
   const auto deadline = Deadline::after(context.timeout);
   const PeerErrors errors = peer.hostId == context.self.hostId ? PeerErrors::ByControlSocket : PeerErrors::Reported;
-  auto worker = std::make_unique<Worker>(ucp());
+  auto worker = std::make_unique<Worker>(ucp(context.fifo));
   auto control = connectWithHello(peer, helloFor(context, peer, channel, kWireId), context, deadline);
   const Reply reply = recvReply(control, deadline, context.cancel);
   if (!reply.ok) throw Error(loomRemoteError, peerName(peer) + " refused a UCX connection: " + reply.detail);
@@ -73,7 +73,7 @@ std::unique_ptr<RecvConnection> UcxTransport::accept(net::Socket& control, const
     throw Error(loomRemoteError, control.label() + " asked for an unsupported UCX FIFO shape");
   }
   const auto deadline = Deadline::after(context.timeout);
-  auto worker = std::make_unique<Worker>(ucp());
+  auto worker = std::make_unique<Worker>(ucp(hello.fifo));
   sendReply(control, {.ok = true, .detail = {}}, deadline, context.cancel);
   sendAddress(control, worker->address(), deadline, context.cancel);
   return std::make_unique<UcxRecvConnection>(std::move(worker), std::move(control), hello.fifo);

@@ -33,8 +33,8 @@ class UcxTransport final : public Transport {
 
  private:
   // The communicator's UCP context, made on first use (a job that never
-  // uses UCX never initializes it).
-  std::shared_ptr<UcpContext> ucp();
+  // uses UCX never initializes it), for slots of `fifo`'s size.
+  std::shared_ptr<UcpContext> ucp(const FifoShape& fifo);
   // Its drainer thread, started with the first sending end.
   std::shared_ptr<Drainer> drainer();
 
