@@ -20,11 +20,9 @@ UcpContext::UcpContext(size_t messageBytes) {
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);  // UCX_* pass through untouched
   if (status != UCS_OK) fail(loomSystemError, "reading UCX's configuration", status);
   // tcp's segments hold a whole slot, unless the user says otherwise: with
-  // UCX's 8 KiB each 512 KiB slot is 64 sends, each its own packets, and over
-  // veth a 2-rank sendrecv moved 0.23-0.41 GB/s where whole slots moved
-  // 1.04-1.42 (bench/RESULTS.md, 2026-11-25). UCX holds a segment per
-  // endpoint and direction only while one is in flight: about 1 MB more a
-  // rank with three peers.
+  // UCX's 8 KiB each 512 KiB slot is 64 sends, each its own packets, and
+  // across namespaces whole slots were 2-3x faster at every size, for about
+  // 4 MB more a rank with three peers (bench/RESULTS.md, 2026-11-25 evening).
   if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
     const std::string segment = std::to_string(std::min(messageBytes + kSegmentHeadroom, kMaxSegmentBytes));
     // The tcp transport's own names: ucp_config_modify finds them without the TCP_ prefix.
