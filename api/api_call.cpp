@@ -1,6 +1,8 @@
 #include "api/api_call.hpp"
 
 #include "base/datatype.hpp"
+#include "base/device/cuda.hpp"
+#include "comm/engine/cuda_stream.hpp"
 #include "base/log.hpp"
 
 namespace loom::api {
@@ -29,12 +31,7 @@ memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name) 
   if (bytes == 0) return memory::MemoryKind::Host;
   requireNonNull(p, name);
   requireInAddressSpace(p, bytes, name);
-  const memory::MemoryKind kind = memory::kindOf(p, bytes);
-  if (!memory::hostReachable(kind)) {
-    throw Error(loomInvalidArgument, std::string(name) + " is " + memory::memoryKindName(kind) +
-                                         " memory, which this build's collectives cannot reach (host memory only)");
-  }
-  return kind;
+  return memory::kindOf(p, bytes);
 }
 
 loomComm& ready(loomComm_t comm) {
@@ -55,6 +52,16 @@ HostStream* hostStream(loomStream_t stream) {
     throw Error(loomInvalidArgument, "stream is neither NULL nor a live loom host stream (loomStreamCreate)");
   }
   return stream;
+}
+
+HostStream* callStream(loomStream_t stream) {
+  if (stream == nullptr || HostStream::isLive(stream)) return stream;
+  if (cuda::deviceCount() == 0) {
+    throw Error(loomInvalidArgument,
+                "stream is neither NULL nor a live loom host stream (loomStreamCreate), and no CUDA device is "
+                "visible for it to be a cudaStream_t");
+  }
+  return &CudaStreamTasks::of(static_cast<void*>(stream));
 }
 
 }  // namespace loom::api

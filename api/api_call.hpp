@@ -22,9 +22,8 @@ const char* lastErrorFor(loomComm_t comm);
 void requireNonNull(const void* p, const char* name);
 
 // A buffer argument of `bytes` (nothing to check when 0): loomInvalidArgument
-// naming it if it is NULL, runs past the address space, or is memory this
-// build's data path cannot reach (a CUDA device's, until the GPU executor).
-// Returns its kind.
+// naming it if it is NULL or runs past the address space. Returns its kind
+// (a CUDA device's memory reaches the data path through pinned copies).
 memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name);
 
 // Throws unless `comm` is a usable communicator.
@@ -36,6 +35,10 @@ loomComm& initialized(loomComm_t comm);
 // The host stream behind `stream`: null for NULL, loomInvalidArgument naming
 // "stream" for anything that is not a live loom host stream.
 HostStream* hostStream(loomStream_t stream);
+// The stream a call runs on: null for NULL (blocking), a loom host stream,
+// or, where a CUDA device is visible, anything else as a cudaStream_t
+// (comm/engine/cuda_stream.hpp); loomInvalidArgument naming "stream" otherwise.
+HostStream* callStream(loomStream_t stream);
 
 template <class Body>
 loomResult_t call(const char* function, loomComm_t comm, Body&& body) noexcept {

@@ -120,7 +120,7 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                     .sendKind = sendKind,
                                     .recvKind = recvKind};
   // A blocking call outside a group runs here: no Call, no std::function to allocate.
-  loom::HostStream* host = hostStream(stream);
+  loom::HostStream* host = loom::api::callStream(stream);
   if (!loom::group::deferred(host)) return loom::coll::runCollective(c, collective);
   loom::group::submit({.comm = &c,
                        .stream = host,

@@ -20,17 +20,18 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
   loom::LogRankScope scope(c.rank());
   const size_t bytes = loom::bufferBytes(count, datatype);
   const char* name = kind == loom::OpKind::Send ? "sendbuff" : "recvbuff";
-  loom::api::requireBuffer(buffer, bytes, name);
+  const auto memoryKind = loom::api::requireBuffer(buffer, bytes, name);
   if (peer < 0 || peer >= c.size()) {
     throw loom::Error(loomInvalidArgument, "peer=" + std::to_string(peer) + " is not a rank of this communicator (0 to " +
                                                std::to_string(c.size() - 1) + ")");
   }
   loom::group::submit({.comm = &c,
-                       .stream = hostStream(stream),
+                       .stream = loom::api::callStream(stream),
                        .what = loom::group::PointToPoint{.kind = kind,
                                                          .peer = peer,
                                                          .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
-                                                         .bytes = bytes}});
+                                                         .bytes = bytes,
+                                                         .device = memoryKind == loom::memory::MemoryKind::CudaDevice}});
 }
 
 }  // namespace

@@ -1,14 +1,22 @@
 // float16 (IEEE binary16) and bfloat16 to and from float32. Reductions of
 // 16-bit types accumulate in float32 and round once, to nearest even, with
 // these. Branch-light so that the reduction loops vectorize around them.
+// The CUDA kernels (collectives/cuda) call the very same functions, so that a
+// device reduction rounds exactly as the host's does.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define LOOM_HOST_DEVICE __host__ __device__
+#else
+#define LOOM_HOST_DEVICE
+#endif
+
 namespace loom::cpu {
 
-inline float halfToFloat(uint16_t h) {
+LOOM_HOST_DEVICE inline float halfToFloat(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t magnitude = h & 0x7fffu;
   // Normal: rebias the exponent (15 -> 127). Subnormal: mantissa x 2^-24,
@@ -22,7 +30,7 @@ inline float halfToFloat(uint16_t h) {
 }
 
 // Selects instead of branches, so that loops around it vectorize.
-inline uint16_t floatToHalf(float value) {
+LOOM_HOST_DEVICE inline uint16_t floatToHalf(float value) {
   uint32_t x = std::bit_cast<uint32_t>(value);
   const uint32_t sign = (x >> 16) & 0x8000u;
   x &= 0x7fffffffu;
@@ -37,9 +45,9 @@ inline uint16_t floatToHalf(float value) {
   return static_cast<uint16_t>(sign | r);
 }
 
-inline float bfloat16ToFloat(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+LOOM_HOST_DEVICE inline float bfloat16ToFloat(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
 
-inline uint16_t floatToBfloat16(float value) {
+LOOM_HOST_DEVICE inline uint16_t floatToBfloat16(float value) {
   uint32_t x = std::bit_cast<uint32_t>(value);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even; overflow carries into infinity

@@ -4,8 +4,11 @@
 #include <cstring>
 #include <string>
 
+#include "base/datatype.hpp"
+#include "base/device/cuda.hpp"
 #include "base/error.hpp"
 #include "base/half.hpp"
+#include "memory/memory_kind.hpp"
 
 namespace loom::coll {
 namespace {
@@ -29,7 +32,14 @@ std::string opText(loomRedOp_t op) { return "op=" + std::to_string(static_cast<i
 
 }  // namespace
 
-double scalarValue(const void* p, loomDataType_t type) {
+double scalarValue(const void* scalar, loomDataType_t type) {
+  // A device's scalar (loomScalarDevice with device memory) is read through a copy.
+  std::byte local[8];
+  const void* p = scalar;
+  if (memory::kindOf(scalar, 1) == memory::MemoryKind::CudaDevice) {
+    cuda::copyFromDevice(local, scalar, datatypeSize(type));
+    p = local;
+  }
   switch (type) {
     case loomInt8: return load<int8_t>(p);
     case loomUint8: return load<uint8_t>(p);

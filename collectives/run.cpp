@@ -12,6 +12,7 @@
 #include "collectives/algorithms/registry.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/comm_state.hpp"
+#include "collectives/device_staging.hpp"
 #include "collectives/signature_check.hpp"
 
 namespace loom::coll {
@@ -133,7 +134,11 @@ void runCollective(Communicator& comm, Collective c) {
   try {
     if (state.checkSignatures) checkSignatures(comm, c, sequence);
     try {
-      runLocked(comm, state, c, sequence, call, entry);
+      if (touchesDevice(c)) {
+        runStaged(comm, c, [&](const Collective& staged) { runLocked(comm, state, staged, sequence, call, entry); });
+      } else {
+        runLocked(comm, state, c, sequence, call, entry);
+      }
     } catch (const Error& e) {
       // Ranks out of step, found in the data path: the connections now hold
       // another call's data. Nobody may wait out a deadline for it.

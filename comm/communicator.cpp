@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "base/affinity.hpp"
+#include "base/deadline.hpp"
 #include "base/device/cuda.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
@@ -260,6 +261,16 @@ Engine& Communicator::engine() {
 const char* Communicator::transportTo(int peer) const {
   requireInitialized();
   return engine_->transportTo(peer);
+}
+
+std::function<void()> Communicator::deviceWaitCheck() const {
+  return [this, deadline = Deadline::after(config_.timeout)] {
+    requireReady();
+    if (deadline.expired()) {
+      throw Error(loomTimeout, "the device's copies (and the work queued before them) took longer than the "
+                               "communicator's timeout");
+    }
+  };
 }
 
 void Communicator::requireReady() const {

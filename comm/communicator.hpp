@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/cancellation.hpp"
+#include "base/device/staging.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/config.hpp"
 #include "comm/engine/engine.hpp"
@@ -140,6 +141,14 @@ class Communicator {
 
   // Where this rank's collectives are; the collectives layer keeps it.
   Progress progress;
+  // The pinned buffers and copy stream through which this rank's device
+  // buffers reach the host data path (the staged device path); host-only
+  // calls never touch it.
+  cuda::StagingArea staging;
+  // What a wait for the device's copies runs between polls: it throws once
+  // the communicator is aborted or revoked, or its timeout has passed since
+  // this was called.
+  std::function<void()> deviceWaitCheck() const;
   // One line per rank of where its collectives are, asked of every rank
   // (at most `within`) but those already known to have failed; just this
   // rank's with a single rank.

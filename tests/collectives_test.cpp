@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/device/staging.hpp"
 #include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"
+#include "tests/support/device_memory.hpp"
 #include "tests/support/ranks.hpp"
 
 namespace loom::test {
@@ -55,8 +58,10 @@ loomResult_t call(const Case& c, const std::byte* send, std::byte* recv, loomRed
 }
 
 // Where a case's buffers come from: loomMemAlloc lets the shared-memory
-// engine read peers' buffers in place.
-enum class Buffers { Heap, LoomMemAlloc };
+// engine read peers' buffers in place; Device puts them on a CUDA device (the
+// fake one without a GPU: support/device_memory.hpp), and DeviceOnEvenRanks
+// there on even ranks only, mixing memory kinds in one call.
+enum class Buffers { Heap, LoomMemAlloc, Device, DeviceOnEvenRanks };
 
 class Buffer {
  public:
@@ -92,7 +97,9 @@ std::string runCase(const Case& c, bool inPlace, loomComm_t comm, Buffers from) 
   const size_t recvBytes = recvElements(c) * size;
   const size_t own = static_cast<size_t>(c.coll == Coll::Gather || c.coll == Coll::Scatter ? c.root : c.rank) *
                      c.count * size;
-  Buffer a(std::max(sendBytes, recvBytes) + 1, from), b(recvBytes + 1, from);
+  const bool device = from == Buffers::Device || (from == Buffers::DeviceOnEvenRanks && c.rank % 2 == 0);
+  // Host buffers; with device memory, the host's images of the device's.
+  Buffer a(std::max(sendBytes, recvBytes) + 1, device ? Buffers::Heap : from), b(recvBytes + 1, device ? Buffers::Heap : from);
   std::byte* send = a.data();
   std::byte* recv = b.data();
   if (inPlace) {
@@ -103,6 +110,20 @@ std::string runCase(const Case& c, bool inPlace, loomComm_t comm, Buffers from) 
     }
   }
   fillSend(c, send);
+  std::optional<DeviceBuffer> da, db;
+  std::byte* callSend = send;
+  std::byte* callRecv = recv;
+  if (device) {
+    da.emplace(std::max(sendBytes, recvBytes) + 1);
+    db.emplace(recvBytes + 1);
+    da->upload(a.data());
+    db->upload(b.data());
+    const auto onDevice = [&](std::byte* p) {
+      return p >= a.data() && p <= a.data() + da->size() ? da->data() + (p - a.data()) : db->data() + (p - b.data());
+    };
+    callSend = onDevice(send);
+    callRecv = onDevice(recv);
+  }
 
   loomRedOp_t op = builtin(c.op);
   std::vector<std::byte> scalar(8);
@@ -113,9 +134,13 @@ std::string runCase(const Case& c, bool inPlace, loomComm_t comm, Buffers from) 
       return std::string("loomRedOpCreatePreMulSum: ") + loomGetLastError(comm);
     }
   }
-  const loomResult_t result = call(c, send, recv, op, comm);
+  const loomResult_t result = call(c, callSend, callRecv, op, comm);
   if (c.op == Op::PreMulSum) loomRedOpDestroy(op, comm);
   if (result != loomSuccess) return std::string("failed: ") + loomGetLastError(comm);
+  if (device) {
+    da->download(a.data());
+    db->download(b.data());
+  }
   return checkResult(c, recv);
 }
 
@@ -281,6 +306,43 @@ TEST(CollectivesOnLoomMemAlloc, StagedWhenSingleCopyIsOff) {
   const Matrix slice{{Coll::AllReduce, Coll::AllGather, Coll::Reduce}, {loomInt8}, {Op::Sum}, {300007}};
   for (int n : kFull ? std::vector<int>{2, 3} : std::vector<int>{2}) {
     runMatrix(n, "shm", kFull ? full : slice, Buffers::LoomMemAlloc);
+  }
+}
+
+// Device buffers (a CUDA device's, or the fake device's where there is
+// none) run every collective through pinned host copies: every type and op,
+// in place and out, on one to four ranks, and ranks that mix device and host
+// memory in one call. Sends and receives: DeviceP2p.
+// The fake device's memory is host memory too: its copies' count shows that
+// the calls took the staged path (a GPU's memory shows it by itself).
+void expectStaged(uint64_t before) {
+  if (std::string(deviceMemoryKind()) == "fake") {
+    EXPECT_GT(cuda::fakeBytesStaged(), before);
+  }
+}
+
+TEST(CollectivesOnDeviceMemory, AreExactForEveryCollectiveTypeAndOp) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  // 1 Mi + 3 elements of every type on a GPU; on the fake device, which only
+  // runs the host-side logic, fewer and smaller cases keep CI's time.
+  const bool gpu = std::string(deviceMemoryKind()) == "cuda";
+  const std::vector<size_t> counts{0, 1, 7, gpu && kFull ? (1u << 20) + 3 : 1023u};
+  const auto types = gpu && kFull ? kAllTypes : kSomeTypes;
+  for (int n : {1, 2, 3, 4}) {
+    const uint64_t before = cuda::fakeBytesStaged();
+    runMatrix(n, "", {{Coll::Reduce, Coll::AllReduce, Coll::ReduceScatter}, types, kAllOps, counts}, Buffers::Device);
+    runMatrix(n, "", {{Coll::Broadcast, Coll::AllGather, Coll::AlltoAll, Coll::Gather, Coll::Scatter}, types, {Op::Sum}, counts},
+              Buffers::Device);
+    expectStaged(before);
+  }
+}
+
+TEST(CollectivesOnDeviceMemory, RanksMayMixDeviceAndHostMemory) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (int n : {2, 3}) {
+    const uint64_t before = cuda::fakeBytesStaged();
+    runMatrix(n, "", {kAllColls, {loomInt32, loomBfloat16}, {Op::Sum, Op::Avg}, {0, 7, 65537}}, Buffers::DeviceOnEvenRanks);
+    expectStaged(before);
   }
 }
 

@@ -2,6 +2,7 @@
 // without a driver or device.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace loom::cuda {
@@ -16,5 +17,31 @@ PointerKind pointerKind(const void* p);
 // The PCI bus id of this thread's current device ("0000:1a:00.0", lower
 // case), or "" without CUDA or a device.
 std::string currentDeviceBusId();
+
+// This thread's current device (0 without CUDA), and making `device` it:
+// a task that runs on another thread for a caller uses the caller's.
+int currentDevice();
+void setCurrentDevice(int device);
+
+// host <- device, `bytes` bytes, returning when they are there; on a stream
+// of its own that waits for no other (memcpy under the fake device).
+// Throws loomUnhandledCudaError.
+void copyFromDevice(void* host, const void* device, size_t bytes);
+// device <- host, likewise.
+void copyToDevice(void* device, const void* host, size_t bytes);
+
+// Whether device memory can reach Loom's data path here: a device is
+// visible, or the tests' fake device is on.
+bool devicePathAvailable();
+
+// The tests' fake device, for machines without a GPU (CI): while on, memory
+// from fakeDeviceAlloc is "device memory" to pointerKind, and the staged
+// path's pinned buffers and copies (staging.hpp) are plain host memory and
+// memcpy, so that the host-side logic of the device path runs everywhere.
+// Never on in a user's process: only tests call it.
+void useFakeDevice(bool on);
+bool fakeDevice();
+void* fakeDeviceAlloc(size_t bytes);
+void fakeDeviceFree(void* p);
 
 }  // namespace loom::cuda

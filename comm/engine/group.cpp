@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "base/device/staging.hpp"
 #include "base/error.hpp"
 #include "comm/engine/wait.hpp"
 
@@ -30,6 +32,40 @@ std::vector<std::pair<Key, std::vector<Call>>> splitBy(const std::vector<Call>& 
   return groups;
 }
 
+// Sends and receives of device memory run over pinned host copies: a
+// send's is filled here, before any op is posted (a receive's is filled by
+// its op), after the work queued before the call (the legacy default
+// stream's for a blocking call; a CUDA stream's task has waited for its own).
+void stageDeviceBuffers(Communicator& comm, const std::vector<Call>& calls, std::vector<P2pOp>& ops,
+                        std::vector<std::optional<cuda::StagingArea::Lease>>& staged) {
+  cuda::DeviceStream* copies = nullptr;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
+    if (p2p == nullptr || !p2p->device || p2p->bytes == 0) continue;
+    if (copies == nullptr) {
+      copies = &comm.staging.stream();
+      if (!cuda::onUserStream()) copies->afterDefaultStream();
+    }
+    staged[i].emplace(comm.staging.lease(p2p->bytes));
+    ops[i].buffer = staged[i]->data();
+    if (p2p->kind == OpKind::Send) copies->copy(ops[i].buffer, p2p->buffer, p2p->bytes);
+  }
+  if (copies != nullptr) copies->synchronize(comm.deviceWaitCheck());
+}
+
+// What the receives of device memory took in goes where the caller asked.
+void unstageReceives(Communicator& comm, const std::vector<Call>& calls, const std::vector<P2pOp>& ops,
+                     const std::vector<std::optional<cuda::StagingArea::Lease>>& staged) {
+  cuda::DeviceStream* copies = nullptr;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
+    if (!staged[i] || p2p->kind != OpKind::Recv) continue;
+    copies = &comm.staging.stream();
+    copies->copy(p2p->buffer, ops[i].buffer, p2p->bytes);
+  }
+  if (copies != nullptr) copies->synchronize(comm.deviceWaitCheck());
+}
+
 // One communicator's calls: the collectives in order, then every
 // point-to-point op posted at once and waited for together.
 void runOneRank(const std::vector<Call>& calls) {
@@ -50,8 +86,11 @@ void runOneRank(const std::vector<Call>& calls) {
   }
   if (pointers.empty()) return;
   Communicator& comm = *calls.front().comm;
+  std::vector<std::optional<cuda::StagingArea::Lease>> staged(calls.size());
+  stageDeviceBuffers(comm, calls, ops, staged);
   try {
     runOps(pointers);
+    unstageReceives(comm, calls, ops, staged);
   } catch (const Error& e) {
     if (e.code() != loomTimeout && e.code() != loomRemoteError) throw;
     // A deadline on a peer that answers nothing out of band either: the
@@ -108,7 +147,18 @@ void runNow(const std::vector<Call>& calls) {
 // One task on `stream`; each communicator counts it as a call in flight, so
 // that destroying or aborting the communicator waits for it.
 void enqueue(HostStream& stream, std::vector<Call> calls) {
-  for (const auto& c : calls) c.comm->streamTasks.fetch_add(1, std::memory_order_acq_rel);
+  std::vector<Communicator*> comms;
+  for (const auto& c : calls) {
+    c.comm->streamTasks.fetch_add(1, std::memory_order_acq_rel);
+    comms.push_back(c.comm);
+  }
+  // A task that first waits for a CUDA stream's work gives up when any of
+  // its communicators is aborted or revoked.
+  auto giveUp = [comms = std::move(comms)] {
+    for (Communicator* comm : comms) {
+      if (comm->cancelled()) comm->requireReady();
+    }
+  };
   stream.enqueue([calls = std::move(calls)] {
     struct Release {
       const std::vector<Call>& calls;
@@ -122,7 +172,7 @@ void enqueue(HostStream& stream, std::vector<Call> calls) {
       for (const auto& c : calls) c.comm->setLastError(e.what());
       throw;
     }
-  });
+  }, std::move(giveUp));
 }
 
 void execute(std::vector<Call> calls) {

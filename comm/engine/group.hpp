@@ -29,6 +29,9 @@ struct PointToPoint {
   int peer = -1;
   std::byte* buffer = nullptr;
   size_t bytes = 0;
+  // The buffer is a CUDA device's: the op runs over a pinned copy of it
+  // (the staged device path), filled before a send, emptied after a receive.
+  bool device = false;
 };
 
 // A collective: runs whole, blocking, in the thread that executes the group.

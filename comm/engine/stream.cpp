@@ -39,7 +39,7 @@ bool HostStream::isLive(const HostStream* stream) {
   return registry().count(stream) != 0;
 }
 
-void HostStream::enqueue(std::function<void()> task) {
+void HostStream::enqueue(std::function<void()> task, std::function<void()> /*giveUp: nothing to wait for*/) {
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(task));

@@ -24,8 +24,11 @@ class HostStream {
   HostStream(const HostStream&) = delete;
   HostStream& operator=(const HostStream&) = delete;
 
-  // `task` throws loom::Error to fail.
-  void enqueue(std::function<void()> task);
+  // `task` throws loom::Error to fail. `giveUp` is for streams whose tasks
+  // first wait for other work (a CUDA stream's, cuda_stream.hpp): it runs
+  // between polls of that wait and throws to abandon it (an abort).
+  virtual void enqueue(std::function<void()> task, std::function<void()> giveUp);
+  void enqueue(std::function<void()> task) { enqueue(std::move(task), {}); }
   // Waits until everything enqueued so far has run; throws the first error
   // recorded since the last call, then forgets it.
   void synchronize();

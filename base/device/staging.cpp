@@ -1,0 +1,194 @@
+#include "base/device/staging.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "base/backoff.hpp"
+#include "base/device/cuda.hpp"
+#include "base/error.hpp"
+
+#ifdef LOOM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace loom::cuda {
+namespace {
+
+thread_local bool userStreamTask = false;
+std::atomic<uint64_t> fakeStaged{0};
+
+#ifdef LOOM_HAVE_CUDA
+void check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw Error(loomUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(error));
+}
+#endif
+
+#ifndef LOOM_HAVE_CUDA
+[[noreturn]] void noCuda(const char* what) {
+  throw Error(loomInvalidUsage, std::string(what) + ": this build of Loom has no CUDA");
+}
+#endif
+
+// How many pinned buffers a staging area keeps when none is lent.
+constexpr size_t kKeep = 4;
+
+}  // namespace
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes), fake_(fakeDevice()) {
+  if (fake_) {
+    data_ = static_cast<std::byte*>(::operator new(std::max<size_t>(bytes, 1)));
+    return;
+  }
+#ifdef LOOM_HAVE_CUDA
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable), "cudaHostAlloc of a staging buffer");
+  data_ = static_cast<std::byte*>(p);
+#else
+  noCuda("a pinned staging buffer");
+#endif
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (fake_) {
+    ::operator delete(data_);
+    return;
+  }
+#ifdef LOOM_HAVE_CUDA
+  if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) (void)cudaGetLastError();
+#endif
+}
+
+struct DeviceStream::Impl {
+  bool fake = fakeDevice();
+#ifdef LOOM_HAVE_CUDA
+  cudaStream_t stream = nullptr;
+  cudaEvent_t legacyDone = nullptr;
+#endif
+};
+
+DeviceStream::DeviceStream() : impl_(std::make_unique<Impl>()) {
+  if (impl_->fake) return;
+#ifdef LOOM_HAVE_CUDA
+  check(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  if (cudaEventCreateWithFlags(&impl_->legacyDone, cudaEventDisableTiming) != cudaSuccess) {
+    cudaStreamDestroy(impl_->stream);
+    check(cudaErrorMemoryAllocation, "cudaEventCreateWithFlags");
+  }
+#else
+  noCuda("a copy stream");
+#endif
+}
+
+DeviceStream::~DeviceStream() {
+#ifdef LOOM_HAVE_CUDA
+  if (impl_->fake) return;
+  cudaEventDestroy(impl_->legacyDone);
+  cudaStreamDestroy(impl_->stream);
+  (void)cudaGetLastError();
+#endif
+}
+
+void DeviceStream::afterDefaultStream() {
+  if (impl_->fake) return;
+#ifdef LOOM_HAVE_CUDA
+  check(cudaEventRecord(impl_->legacyDone, cudaStreamLegacy), "cudaEventRecord on the default stream");
+  check(cudaStreamWaitEvent(impl_->stream, impl_->legacyDone, 0), "cudaStreamWaitEvent");
+#endif
+}
+
+void DeviceStream::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (impl_->fake) {
+    std::memcpy(dst, src, bytes);
+    fakeStaged.fetch_add(bytes, std::memory_order_relaxed);
+    return;
+  }
+#ifdef LOOM_HAVE_CUDA
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, impl_->stream), "cudaMemcpyAsync");
+#endif
+}
+
+void DeviceStream::synchronize(const std::function<void()>& checkWait) {
+  if (impl_->fake) return;
+#ifdef LOOM_HAVE_CUDA
+  Backoff backoff;
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(impl_->stream);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) check(state, "a staging copy");
+    backoff.idle([&](Backoff::Phase) { checkWait(); },
+                 [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
+  }
+#else
+  (void)checkWait;
+#endif
+}
+
+void* DeviceStream::handle() const {
+#ifdef LOOM_HAVE_CUDA
+  return impl_->fake ? nullptr : impl_->stream;
+#else
+  return nullptr;
+#endif
+}
+
+StagingArea::Lease::Lease(StagingArea& owner, std::unique_ptr<PinnedBuffer> buffer)
+    : owner_(&owner), buffer_(std::move(buffer)) {}
+
+StagingArea::Lease::~Lease() {
+  if (buffer_) owner_->giveBack(std::move(buffer_));
+}
+
+StagingArea::Lease StagingArea::lease(size_t bytes) {
+  std::unique_ptr<PinnedBuffer> chosen;
+  {
+    std::lock_guard lock(mutex_);
+    // The smallest kept buffer that is large enough.
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if ((*it)->size() >= bytes && (best == free_.end() || (*it)->size() < (*best)->size())) best = it;
+    }
+    if (best != free_.end()) {
+      chosen = std::move(*best);
+      free_.erase(best);
+    }
+  }
+  // Else a new one, a little larger than asked so that nearby sizes reuse it.
+  if (!chosen) chosen = std::make_unique<PinnedBuffer>(bytes + bytes / 8);
+  return Lease(*this, std::move(chosen));
+}
+
+void StagingArea::giveBack(std::unique_ptr<PinnedBuffer> buffer) {
+  std::lock_guard lock(mutex_);
+  free_.push_back(std::move(buffer));
+  // Freeing pinned memory may wait for the device, which, on a task a
+  // user's stream waits for, would wait for this very thread: such a thread
+  // keeps what it gives back, and the next other one trims.
+  if (free_.size() > kKeep && !onUserStream()) {
+    // Keep the largest: they serve every smaller size too.
+    auto smallest = std::min_element(free_.begin(), free_.end(),
+                                     [](const auto& a, const auto& b) { return a->size() < b->size(); });
+    free_.erase(smallest);
+  }
+}
+
+DeviceStream& StagingArea::stream() {
+  std::lock_guard lock(mutex_);
+  if (!stream_) stream_ = std::make_unique<DeviceStream>();
+  return *stream_;
+}
+
+uint64_t fakeBytesStaged() { return fakeStaged.load(std::memory_order_relaxed); }
+
+bool onUserStream() { return userStreamTask; }
+
+UserStreamScope::UserStreamScope() : previous_(userStreamTask) { userStreamTask = true; }
+UserStreamScope::~UserStreamScope() { userStreamTask = previous_; }
+
+}  // namespace loom::cuda

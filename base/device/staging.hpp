@@ -1,0 +1,121 @@
+// The staged device path's pieces: device buffers reach the host data path
+// through pinned host memory, copied on a CUDA stream of Loom's own. Nothing
+// of CUDA in this header (the stream is behind a pointer to its
+// implementation), so the layers above build the same without it.
+//
+// Loom's stream is non-blocking: it never waits for the legacy default
+// stream on its own. That matters because a user's stream may be held at a
+// gate (stream_gate.hpp) until Loom's host side finishes a call; a copy that
+// waited for the legacy stream, which waits for every blocking stream, would
+// then wait for itself.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace loom::cuda {
+
+// Host memory pinned for the device's copy engines (cudaHostAlloc), freed
+// with the object. Under the fake device, ordinary memory.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool fake_ = false;
+};
+
+// A non-blocking CUDA stream on the device current when it was made, for
+// Loom's own copies.
+class DeviceStream {
+ public:
+  DeviceStream();
+  ~DeviceStream();
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+
+  // Later copies start after the work queued so far on the legacy default
+  // stream: a call on the NULL stream reads its inputs after it, as
+  // cudaMemcpy would.
+  void afterDefaultStream();
+  // dst <- src, queued; any pair of host and device memory.
+  void copy(void* dst, const void* src, size_t bytes);
+  // Returns once every queued copy is done. `check` runs between polls and
+  // throws to give up (an abort, a deadline); a CUDA error throws
+  // loomUnhandledCudaError.
+  void synchronize(const std::function<void()>& check);
+  // The cudaStream_t, for kernels queued beside the copies.
+  void* handle() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One communicator's staging: its copy stream and pinned buffers lent to one
+// call at a time each, kept for the next (allocating pinned memory costs far
+// more than a copy). Safe to use from several threads.
+class StagingArea {
+ public:
+  class Lease {
+   public:
+    Lease(StagingArea& owner, std::unique_ptr<PinnedBuffer> buffer);
+    ~Lease();
+    Lease(Lease&&) = default;
+    Lease& operator=(Lease&&) = delete;
+    std::byte* data() const { return buffer_->data(); }
+
+   private:
+    StagingArea* owner_;
+    std::unique_ptr<PinnedBuffer> buffer_;
+  };
+
+  StagingArea() = default;
+  StagingArea(const StagingArea&) = delete;
+  StagingArea& operator=(const StagingArea&) = delete;
+
+  // A buffer of at least `bytes` for the caller alone until the lease ends.
+  Lease lease(size_t bytes);
+  // Made on first use, on the caller's current device.
+  DeviceStream& stream();
+
+ private:
+  void giveBack(std::unique_ptr<PinnedBuffer> buffer);
+
+  std::mutex mutex_;
+  std::unique_ptr<DeviceStream> stream_;
+  std::vector<std::unique_ptr<PinnedBuffer>> free_;
+};
+
+// Bytes the copy streams have moved under the fake device: the tests' proof
+// that a call took the staged path (fake device memory is host memory too).
+uint64_t fakeBytesStaged();
+
+// Whether this thread is running a task that a user's CUDA stream waits
+// for (stream_gate.hpp): such a task must not wait for the legacy default
+// stream, which may be waiting for it.
+bool onUserStream();
+class UserStreamScope {
+ public:
+  UserStreamScope();
+  ~UserStreamScope();
+  UserStreamScope(const UserStreamScope&) = delete;
+  UserStreamScope& operator=(const UserStreamScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace loom::cuda

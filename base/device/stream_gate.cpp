@@ -1,0 +1,121 @@
+#include "base/device/stream_gate.hpp"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "base/backoff.hpp"
+#include "base/error.hpp"
+
+#ifdef LOOM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "base/device/stream_gate_kernel.hpp"
+#endif
+
+namespace loom::cuda {
+
+#ifdef LOOM_HAVE_CUDA
+namespace {
+
+void check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw Error(loomUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+}  // namespace
+
+struct StreamGate::Impl {
+  cudaStream_t stream = nullptr;
+  uint64_t* released = nullptr;  // pinned, mapped: the kernel reads it
+  std::mutex mutex;
+  uint64_t issued = 0;
+  std::map<uint64_t, cudaEvent_t> marks;  // ticket -> the stream's work before it
+
+  ~Impl() {
+    for (auto& [ticket, event] : marks) cudaEventDestroy(event);
+    if (released != nullptr) cudaFreeHost(released);
+    (void)cudaGetLastError();
+  }
+};
+
+StreamGate::StreamGate(void* stream) : impl_(std::make_unique<Impl>()) {
+  impl_->stream = static_cast<cudaStream_t>(stream);
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc of a stream gate");
+  impl_->released = static_cast<uint64_t*>(p);
+  *impl_->released = 0;
+}
+
+StreamGate::~StreamGate() = default;
+
+uint64_t StreamGate::admit() {
+  std::lock_guard lock(impl_->mutex);
+  cudaEvent_t mark = nullptr;
+  check(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  if (cudaError_t e = cudaEventRecord(mark, impl_->stream); e != cudaSuccess) {
+    cudaEventDestroy(mark);
+    check(e, "cudaEventRecord on the call's stream");
+  }
+  const uint64_t ticket = impl_->issued + 1;
+  if (cudaError_t e = queueHold(impl_->stream, impl_->released, ticket); e != cudaSuccess) {
+    cudaEventDestroy(mark);
+    check(e, "queueing the stream's wait for Loom");
+  }
+  impl_->issued = ticket;
+  impl_->marks.emplace(ticket, mark);
+  return ticket;
+}
+
+void StreamGate::waitStarted(uint64_t ticket, const std::function<void()>& checkWait) {
+  cudaEvent_t mark = nullptr;
+  {
+    std::lock_guard lock(impl_->mutex);
+    auto it = impl_->marks.find(ticket);
+    if (it == impl_->marks.end()) return;
+    mark = it->second;
+  }
+  struct Forget {
+    Impl& impl;
+    uint64_t ticket;
+    ~Forget() {
+      std::lock_guard lock(impl.mutex);
+      auto it = impl.marks.find(ticket);
+      cudaEventDestroy(it->second);
+      impl.marks.erase(it);
+    }
+  } forget{*impl_, ticket};
+  // The user's own work comes first, however long it takes: only an abort
+  // ends this wait early.
+  Backoff backoff;
+  for (;;) {
+    const cudaError_t state = cudaEventQuery(mark);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) check(state, "the work queued before the call on its stream");
+    backoff.idle([&](Backoff::Phase) { checkWait(); },
+                 [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
+  }
+}
+
+void StreamGate::release(uint64_t ticket) noexcept {
+  uint64_t now = __atomic_load_n(impl_->released, __ATOMIC_ACQUIRE);
+  while (now < ticket && !__atomic_compare_exchange_n(impl_->released, &now, ticket, false, __ATOMIC_RELEASE,
+                                                      __ATOMIC_ACQUIRE)) {
+  }
+}
+
+#else
+
+struct StreamGate::Impl {};
+
+StreamGate::StreamGate(void*) { throw Error(loomInvalidUsage, "a CUDA stream: this build of Loom has no CUDA"); }
+StreamGate::~StreamGate() = default;
+uint64_t StreamGate::admit() { return 0; }
+void StreamGate::waitStarted(uint64_t, const std::function<void()>&) {}
+void StreamGate::release(uint64_t) noexcept {}
+
+#endif
+
+}  // namespace loom::cuda

@@ -1,0 +1,224 @@
+// The device kernels of kernels.hpp. One template per (type, op), read as
+// the host's reduceBody (cpu/reduce.cpp): load every source's element (scaled
+// for PreMulSum), fold them left to right in the accumulator type, store once.
+// Two shapes of the same fold: 16-byte vectors (one uint4 per source per
+// step, unpacked to the elements it holds), and single elements for what is
+// left over or misaligned. Grid-stride loops, so one launch covers any count.
+#include "collectives/cuda/kernels.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "base/error.hpp"
+#include "base/half.hpp"
+
+namespace loom::coll::cuda {
+namespace {
+
+using cpu::ReduceOp;
+
+struct Half {};
+struct Bfloat16 {};
+
+template <class T>
+struct Element {
+  using Stored = T;
+  using Acc = T;
+  __device__ static Acc load(Stored v) { return v; }
+  __device__ static Stored store(Acc v) { return v; }
+};
+template <>
+struct Element<Half> {
+  using Stored = uint16_t;
+  using Acc = float;
+  __device__ static Acc load(Stored v) { return cpu::halfToFloat(v); }
+  __device__ static Stored store(Acc v) { return cpu::floatToHalf(v); }
+};
+template <>
+struct Element<Bfloat16> {
+  using Stored = uint16_t;
+  using Acc = float;
+  __device__ static Acc load(Stored v) { return cpu::bfloat16ToFloat(v); }
+  __device__ static Stored store(Acc v) { return cpu::floatToBfloat16(v); }
+};
+
+// The host's combine (cpu/reduce.cpp), operand for operand.
+template <ReduceOp Op, class A>
+__device__ inline A combine(A a, A b) {
+  if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::PreMulSum || Op == ReduceOp::Prod) {
+    if constexpr (std::is_integral_v<A>) {
+      using U = std::make_unsigned_t<A>;  // wraps instead of overflowing
+      if constexpr (Op == ReduceOp::Prod) return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      else return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    } else {
+      return Op == ReduceOp::Prod ? a * b : a + b;
+    }
+  } else {
+    A chosen = Op == ReduceOp::Min ? (a < b ? a : b) : (a > b ? a : b);
+    if constexpr (std::is_floating_point_v<A>) chosen = a != a ? a : chosen;  // NaN wins (b NaN: chosen is b)
+    return chosen;
+  }
+}
+
+// A source's element as the fold takes it: widened, and scaled for PreMulSum.
+template <class T, ReduceOp Op>
+__device__ inline typename Element<T>::Acc take(typename Element<T>::Stored v, typename Element<T>::Acc factor) {
+  using A = typename Element<T>::Acc;
+  A a = Element<T>::load(v);
+  if constexpr (Op == ReduceOp::PreMulSum) {
+    if constexpr (std::is_integral_v<A>) {
+      using U = std::make_unsigned_t<A>;
+      a = static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(factor)));
+    } else {
+      a = a * factor;
+    }
+  }
+  return a;
+}
+
+struct Sources {
+  const void* p[kMaxSources];
+  int n;
+};
+
+__device__ inline size_t firstIndex() { return size_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ inline size_t gridStride() { return size_t(gridDim.x) * blockDim.x; }
+
+// Elements [begin, end), one per thread per step.
+template <class T, ReduceOp Op>
+__global__ void reduceElements(Sources s, void* dst, size_t begin, size_t end, typename Element<T>::Acc factor) {
+  using S = typename Element<T>::Stored;
+  using A = typename Element<T>::Acc;
+  for (size_t i = begin + firstIndex(); i < end; i += gridStride()) {
+    A acc = take<T, Op>(static_cast<const S*>(s.p[0])[i], factor);
+    for (int k = 1; k < s.n; ++k) acc = combine<Op>(acc, take<T, Op>(static_cast<const S*>(s.p[k])[i], factor));
+    static_cast<S*>(dst)[i] = Element<T>::store(acc);
+  }
+}
+
+// 16-byte vectors [0, vectors) of every source (all 16-byte aligned).
+template <class T, ReduceOp Op>
+__global__ void reduceVectors(Sources s, void* dst, size_t vectors, typename Element<T>::Acc factor) {
+  using S = typename Element<T>::Stored;
+  using A = typename Element<T>::Acc;
+  constexpr int kPer = 16 / sizeof(S);
+  for (size_t v = firstIndex(); v < vectors; v += gridStride()) {
+    S in[kPer];
+    A acc[kPer];
+    uint4 raw = static_cast<const uint4*>(s.p[0])[v];
+    memcpy(in, &raw, 16);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) acc[j] = take<T, Op>(in[j], factor);
+    for (int k = 1; k < s.n; ++k) {
+      raw = static_cast<const uint4*>(s.p[k])[v];
+      memcpy(in, &raw, 16);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) acc[j] = combine<Op>(acc[j], take<T, Op>(in[j], factor));
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) in[j] = Element<T>::store(acc[j]);
+    memcpy(&raw, in, 16);
+    static_cast<uint4*>(dst)[v] = raw;
+  }
+}
+
+template <class T>
+__global__ void divideElements(T* dst, size_t count, T divisor) {
+  for (size_t i = firstIndex(); i < count; i += gridStride()) dst[i] = static_cast<T>(dst[i] / divisor);
+}
+
+constexpr unsigned kThreads = 256;
+// Enough blocks to fill any current GPU several times over; the loops stride past them.
+constexpr size_t kMaxBlocks = 4096;
+
+unsigned blocksFor(size_t work) {
+  const size_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+void check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw Error(loomUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(error));
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class T, ReduceOp Op>
+void launchReduce(const Sources& s, void* dst, size_t count, double scalar, cudaStream_t stream) {
+  using S = typename Element<T>::Stored;
+  using A = typename Element<T>::Acc;
+  const A factor = static_cast<A>(scalar);
+  bool vectors = aligned16(dst);
+  for (int k = 0; k < s.n; ++k) vectors = vectors && aligned16(s.p[k]);
+  size_t done = 0;
+  if (vectors) {
+    const size_t n = count * sizeof(S) / 16;
+    if (n != 0) reduceVectors<T, Op><<<blocksFor(n), kThreads, 0, stream>>>(s, dst, n, factor);
+    done = n * 16 / sizeof(S);
+  }
+  if (done < count) reduceElements<T, Op><<<blocksFor(count - done), kThreads, 0, stream>>>(s, dst, done, count, factor);
+  check(cudaGetLastError(), "launching a reduction kernel");
+}
+
+using Launcher = void (*)(const Sources&, void*, size_t, double, cudaStream_t);
+
+#define LOOM_ROW(T)                                                                                   \
+  {launchReduce<T, ReduceOp::Sum>, launchReduce<T, ReduceOp::Prod>, launchReduce<T, ReduceOp::Min>, \
+   launchReduce<T, ReduceOp::Max>, launchReduce<T, ReduceOp::PreMulSum>}
+
+// Indexed by loomDataType_t, then ReduceOp, as the host's table.
+const Launcher kLaunchers[loomNumTypes][5] = {LOOM_ROW(int8_t),  LOOM_ROW(uint8_t), LOOM_ROW(int32_t),
+                                              LOOM_ROW(uint32_t), LOOM_ROW(int64_t), LOOM_ROW(uint64_t),
+                                              LOOM_ROW(Half),    LOOM_ROW(float),   LOOM_ROW(double),
+                                              LOOM_ROW(Bfloat16)};
+#undef LOOM_ROW
+
+template <class T>
+void launchDivide(void* dst, size_t count, uint64_t divisor, cudaStream_t stream) {
+  divideElements<T><<<blocksFor(count), kThreads, 0, stream>>>(static_cast<T*>(dst), count, static_cast<T>(divisor));
+  check(cudaGetLastError(), "launching the divide kernel");
+}
+
+}  // namespace
+
+void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count,
+            double scalar, void* stream) {
+  if (static_cast<unsigned>(type) >= loomNumTypes) {
+    throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(type)) + " is not a loomDataType_t");
+  }
+  if (sources.size() > kMaxSources) {
+    throw Error(loomInvalidArgument, "a device reduction folds at most " + std::to_string(kMaxSources) +
+                                         " sources in one pass, not " + std::to_string(sources.size()));
+  }
+  if (sources.empty() || count == 0) return;
+  Sources s{};
+  s.n = static_cast<int>(sources.size());
+  for (size_t k = 0; k < sources.size(); ++k) s.p[k] = sources[k];
+  kLaunchers[type][static_cast<int>(op)](s, dst, count, scalar, static_cast<cudaStream_t>(stream));
+}
+
+void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void* stream) {
+  if (divisor == 0) throw Error(loomInternalError, "divide by zero");
+  if (count == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case loomInt8: return launchDivide<int8_t>(dst, count, divisor, s);
+    case loomUint8: return launchDivide<uint8_t>(dst, count, divisor, s);
+    case loomInt32: return launchDivide<int32_t>(dst, count, divisor, s);
+    case loomUint32: return launchDivide<uint32_t>(dst, count, divisor, s);
+    case loomInt64: return launchDivide<int64_t>(dst, count, divisor, s);
+    case loomUint64: return launchDivide<uint64_t>(dst, count, divisor, s);
+    default: throw Error(loomInternalError, "divide is for integer types; floats average with PreMulSum");
+  }
+}
+
+void copy(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0 || dst == src) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
+}
+
+}  // namespace loom::coll::cuda

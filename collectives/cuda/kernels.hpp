@@ -1,0 +1,40 @@
+// The device's reduction and copy kernels, behind a header without CUDA in
+// it: the same contract as the host's (cpu/reduce.hpp), element for element
+// and bit for bit. dst = op(src[0], ..., src[n-1]) in one pass over every
+// source; float16 and bfloat16 accumulate in float32 across all sources and
+// round once, to nearest even, through the very conversions of base/half.hpp;
+// integers wrap; min and max propagate NaN; PreMulSum scales each source as
+// it is loaded. No multiply-add is fused (the host fuses none either), so a
+// float reduction has the host's bits.
+//
+// Every pointer must be one the device reaches (its memory, a peer's mapped
+// through CUDA IPC, or pinned host memory). The work is queued on `stream`
+// (a cudaStream_t; nullptr is the legacy default stream) and the call
+// returns without waiting for it. Where every pointer and the count allow,
+// each thread moves 16 bytes per source at a time; the rest, element by element.
+#pragma once
+
+#include <loom/loom.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "collectives/cpu/reduce.hpp"
+
+namespace loom::coll::cuda {
+
+// The most sources one pass folds; more are refused (loomInvalidArgument),
+// since folding them in two passes would round a 16-bit float twice.
+constexpr size_t kMaxSources = 16;
+
+void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count,
+            double scalar, void* stream);
+
+// dst[i] /= divisor for the integer types (averages: sum, then divide, truncating toward zero).
+void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void* stream);
+
+// dst <- src, `bytes` bytes, on `stream` (cudaMemcpyAsync, any direction).
+void copy(void* dst, const void* src, size_t bytes, void* stream);
+
+}  // namespace loom::coll::cuda

@@ -1,0 +1,150 @@
+// The staged device path's host side, on a CUDA device where one is visible
+// and on the fake device elsewhere (support/device_memory.hpp): sends and
+// receives of device memory, in groups and mixed with host memory, a
+// PreMulSum scalar that lives on the device, the staging area's reuse of its
+// pinned buffers, and what a stream that is no stream gets. The collectives:
+// CollectivesOnDeviceMemory (collectives_test); the GPU's own checks: gpu_test.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/device/cuda.hpp"
+#include "base/device/staging.hpp"
+#include "tests/support/device_memory.hpp"
+#include "tests/support/pattern.hpp"
+#include "tests/support/ranks.hpp"
+
+using loom::test::DeviceBuffer;
+using loom::test::firstMismatch;
+using loom::test::fillPattern;
+using loom::test::messageSeed;
+using loom::test::onThreads;
+
+namespace {
+
+// Each of n ranks sends `bytes` to the next and receives from the previous,
+// in one group; even ranks' buffers on the device, odd ranks' on the host
+// when `mixed`.
+void ringOfSends(int n, size_t bytes, bool mixed) {
+  auto comms = loom::test::initThreadComms(n);
+  onThreads(n, [&](int r) {
+    const int next = (r + 1) % n;
+    const int prev = (r + n - 1) % n;
+    std::vector<std::byte> out(bytes), in(bytes);
+    fillPattern(out, messageSeed(r, next, bytes));
+    const bool device = !mixed || r % 2 == 0;
+    DeviceBuffer dout(bytes), din(bytes);
+    dout.upload(out.data());
+    void* sendbuff = device ? static_cast<void*>(dout.data()) : out.data();
+    void* recvbuff = device ? static_cast<void*>(din.data()) : in.data();
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomSend(sendbuff, bytes, loomUint8, next, comms[r], nullptr), loomSuccess);
+    ASSERT_EQ(loomRecv(recvbuff, bytes, loomUint8, prev, comms[r], nullptr), loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+    if (device) din.download(in.data());
+    EXPECT_EQ(firstMismatch(in, messageSeed(prev, r, bytes)), -1)
+        << "rank " << r << " of " << n << ", " << bytes << " bytes, " << (device ? "device" : "host");
+  });
+  loom::test::destroyAll(comms);
+}
+
+// Fake device memory is host memory too: the count of its copies shows the staged path ran.
+void expectStaged(uint64_t before, uint64_t atLeast) {
+  if (std::string(loom::test::deviceMemoryKind()) == "fake") {
+    EXPECT_GE(loom::cuda::fakeBytesStaged() - before, atLeast);
+  }
+}
+
+TEST(DeviceP2p, SendsAndReceivesOfDeviceMemoryArriveExactly) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  for (int n : {2, 3}) {
+    for (size_t bytes : {size_t{1}, size_t{4097}, (size_t{1} << 20) + 3}) {
+      const uint64_t before = loom::cuda::fakeBytesStaged();
+      ringOfSends(n, bytes, false);
+      expectStaged(before, 2 * bytes * static_cast<size_t>(n));  // every send's copy in, every receive's out
+    }
+  }
+}
+
+TEST(DeviceP2p, DeviceAndHostMemoryMixAcrossRanks) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  for (size_t bytes : {size_t{7}, (size_t{1} << 20) + 3}) {
+    const uint64_t before = loom::cuda::fakeBytesStaged();
+    ringOfSends(3, bytes, true);
+    expectStaged(before, 2 * bytes * 2);  // ranks 0 and 2
+  }
+}
+
+// loomScalarDevice with the scalar in device memory: read through a copy, never dereferenced on the host.
+TEST(DevicePreMulSum, AScalarInDeviceMemoryIsReadFromTheDevice) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  auto comms = loom::test::initThreadComms(2);
+  onThreads(2, [&](int r) {
+    const float factor = r == 0 ? 2.0f : 3.0f;
+    DeviceBuffer scalar(sizeof factor), data(4 * sizeof(float));
+    scalar.upload(&factor);
+    const std::vector<float> input{1, 2, 3, 4};
+    data.upload(input.data());
+    loomRedOp_t op;
+    ASSERT_EQ(loomRedOpCreatePreMulSum(&op, scalar.data(), loomFloat32, loomScalarDevice, comms[r]), loomSuccess)
+        << loomGetLastError(comms[r]);
+    ASSERT_EQ(loomAllReduce(data.data(), data.data(), 4, loomFloat32, op, comms[r], nullptr), loomSuccess)
+        << loomGetLastError(comms[r]);
+    std::vector<float> out(4);
+    data.download(out.data());
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(out[i], 5.0f * input[i]) << "element " << i;  // 2x + 3x
+    loomRedOpDestroy(op, comms[r]);
+  });
+  loom::test::destroyAll(comms);
+}
+
+// Pinned memory costs far more to allocate than to fill: a staging area lends
+// the same buffer again for any size it covers, and a larger one when none does.
+TEST(StagingArea, LendsItsBuffersAgain) {
+  loom::test::deviceMemoryKind();  // the fake device, where no GPU is
+  loom::cuda::StagingArea area;
+  std::byte* first = nullptr;
+  {
+    auto lease = area.lease(1000);
+    first = lease.data();
+    std::memset(first, 1, 1000);
+  }
+  {
+    auto again = area.lease(900);
+    EXPECT_EQ(again.data(), first);
+    auto other = area.lease(900);  // the first is out: another
+    EXPECT_NE(other.data(), first);
+  }
+  {
+    auto larger = area.lease(1 << 20);
+    std::memset(larger.data(), 2, 1 << 20);  // as large as asked (ASan would see less)
+  }
+  // Leases from several threads at once: each has its buffer to itself.
+  onThreads(4, [&](int r) {
+    for (int i = 0; i < 50; ++i) {
+      auto lease = area.lease(4096 + static_cast<size_t>(r));
+      std::memset(lease.data(), r, 4096);
+      std::this_thread::yield();
+      for (size_t j = 0; j < 4096; ++j) ASSERT_EQ(static_cast<int>(lease.data()[j]), r);
+    }
+  });
+}
+
+// A stream that is neither NULL nor a loom host stream is a cudaStream_t only
+// where a CUDA device is visible; elsewhere it is refused by name.
+TEST(DeviceStreams, AStreamThatIsNoneIsRefusedWithoutADevice) {
+  if (loom::cuda::deviceCount() > 0) GTEST_SKIP() << "a CUDA device is visible: any handle may be a cudaStream_t";
+  auto comms = loom::test::initThreadComms(1);
+  std::vector<float> x(4, 1.0f);
+  auto* bogus = reinterpret_cast<loomStream_t>(static_cast<uintptr_t>(0x1000));
+  EXPECT_EQ(loomAllReduce(x.data(), x.data(), 4, loomFloat32, loomSum, comms[0], bogus), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("stream"), std::string::npos) << loomGetLastError(comms[0]);
+  EXPECT_EQ(loomSend(x.data(), 4, loomFloat32, 0, comms[0], bogus), loomInvalidArgument);
+  loom::test::destroyAll(comms);
+}
+
+}  // namespace

@@ -1,0 +1,19 @@
+// Device memory for the tests: a CUDA device's where one is visible, else the
+// fake device's (base/device/cuda.hpp), which deviceMemoryKind() turns on for
+// the test process so that the staged device path runs without a GPU too.
+#pragma once
+
+#include "base/device/device_buffer.hpp"
+
+namespace loom::test {
+
+// "cuda" or "fake": what a DeviceBuffer is in this process from now on.
+const char* deviceMemoryKind();
+
+// Made after deviceMemoryKind() has chosen.
+class DeviceBuffer : public cuda::DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : cuda::DeviceBuffer((deviceMemoryKind(), bytes)) {}
+};
+
+}  // namespace loom::test
