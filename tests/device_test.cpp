@@ -102,6 +102,33 @@ TEST(DevicePreMulSum, AScalarInDeviceMemoryIsReadFromTheDevice) {
   loom::test::destroyAll(comms);
 }
 
+// LOOM_DETERMINISTIC=1: a float32 sum of device buffers has the bits of the
+// same sum of host buffers (values whose sum depends on the order).
+TEST(DeviceDeterminism, Float32SumsOfDeviceBuffersHaveTheHostsBits) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
+  constexpr int n = 3;
+  constexpr size_t count = 300007;
+  auto comms = loom::test::initThreadComms(n);
+  onThreads(n, [&](int r) {
+    std::vector<float> input(count);
+    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1);
+    for (float& v : input) {  // magnitudes from 1e-4 to 1e4: rounding depends on the order
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      v = static_cast<float>(static_cast<double>(x % 20001) - 10000.0) * (x % 3 == 0 ? 1e-8f : 1.0f);
+    }
+    std::vector<float> host(count), fromDevice(count);
+    ASSERT_EQ(loomAllReduce(input.data(), host.data(), count, loomFloat32, loomSum, comms[r], nullptr), loomSuccess);
+    DeviceBuffer in(count * 4), out(count * 4);
+    in.upload(input.data());
+    ASSERT_EQ(loomAllReduce(in.data(), out.data(), count, loomFloat32, loomSum, comms[r], nullptr), loomSuccess)
+        << loomGetLastError(comms[r]);
+    out.download(fromDevice.data());
+    EXPECT_EQ(std::memcmp(host.data(), fromDevice.data(), count * 4), 0) << "rank " << r;
+  });
+  loom::test::destroyAll(comms);
+}
+
 // Pinned memory costs far more to allocate than to fill: a staging area lends
 // the same buffer again for any size it covers, and a larger one when none does.
 TEST(StagingArea, LendsItsBuffersAgain) {

@@ -52,6 +52,13 @@ StreamGate::StreamGate(void* stream) : impl_(std::make_unique<Impl>()) {
 StreamGate::~StreamGate() = default;
 
 uint64_t StreamGate::admit() {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(impl_->stream, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) {
+    // A captured call would be a graph node that Loom's host side never sees run.
+    throw Error(loomInvalidUsage, "the stream is being captured into a CUDA graph, which Loom does not support yet: "
+                                  "make the call outside the capture");
+  }
   std::lock_guard lock(impl_->mutex);
   cudaEvent_t mark = nullptr;
   check(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming), "cudaEventCreateWithFlags");

@@ -28,7 +28,9 @@ class StreamGate {
   StreamGate& operator=(const StreamGate&) = delete;
 
   // On the thread making the call: marks the stream's work so far and queues
-  // the wait for this call's ticket behind it.
+  // the wait for this call's ticket behind it. A stream being captured into a
+  // CUDA graph is refused (loomInvalidUsage): the graph would replay the
+  // wait without the host side's work.
   uint64_t admit();
   // Returns once the work the stream held before `ticket` was admitted has
   // finished. `check` runs between polls and throws to give up (an abort);

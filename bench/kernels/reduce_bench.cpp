@@ -1,6 +1,7 @@
 // Google Benchmark: the reduction kernels in GB/s of memory traffic (two
 // sources read, one destination written) beside memcpy (one read, one write)
-// on the same buffer sizes: 1 MiB (cache) and 64 MiB (memory).
+// on the same buffer sizes: 1 MiB (cache) and 64 MiB (memory). CUDA builds
+// add the device's kernels beside cudaMemcpy (cuda_reduce_bench.cpp).
 //   loom-bench-kernels [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 

@@ -144,35 +144,49 @@ void runNow(const std::vector<Call>& calls) {
   if (first) std::rethrow_exception(first);
 }
 
-// One task on `stream`; each communicator counts it as a call in flight, so
-// that destroying or aborting the communicator waits for it.
+// A stream task's place in its communicators' streamTasks (destroying or
+// aborting a communicator waits for zero), held by the task itself: it ends
+// when the task is destroyed, whether the task ran, gave up waiting for its
+// CUDA stream, or was refused.
+class TaskCount {
+ public:
+  explicit TaskCount(std::vector<Communicator*> comms) : comms_(std::move(comms)) {
+    for (Communicator* comm : comms_) comm->streamTasks.fetch_add(1, std::memory_order_acq_rel);
+  }
+  ~TaskCount() {
+    for (Communicator* comm : comms_) comm->streamTasks.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  TaskCount(const TaskCount&) = delete;
+  TaskCount& operator=(const TaskCount&) = delete;
+  const std::vector<Communicator*>& comms() const { return comms_; }
+
+ private:
+  std::vector<Communicator*> comms_;
+};
+
+// One task on `stream`. A stream may refuse it (a CUDA stream being
+// captured into a graph: cuda_stream.hpp), and a task that first waits for
+// a CUDA stream's work gives up when any of its communicators is aborted or
+// revoked.
 void enqueue(HostStream& stream, std::vector<Call> calls) {
   std::vector<Communicator*> comms;
-  for (const auto& c : calls) {
-    c.comm->streamTasks.fetch_add(1, std::memory_order_acq_rel);
-    comms.push_back(c.comm);
-  }
-  // A task that first waits for a CUDA stream's work gives up when any of
-  // its communicators is aborted or revoked.
-  auto giveUp = [comms = std::move(comms)] {
-    for (Communicator* comm : comms) {
+  for (const auto& c : calls) comms.push_back(c.comm);
+  auto count = std::make_shared<const TaskCount>(std::move(comms));
+  auto giveUp = [count] {
+    for (Communicator* comm : count->comms()) {
       if (comm->cancelled()) comm->requireReady();
     }
   };
-  stream.enqueue([calls = std::move(calls)] {
-    struct Release {
-      const std::vector<Call>& calls;
-      ~Release() {
-        for (const auto& c : calls) c.comm->streamTasks.fetch_sub(1, std::memory_order_acq_rel);
-      }
-    } release{calls};
-    try {
-      runNow(calls);
-    } catch (const Error& e) {
-      for (const auto& c : calls) c.comm->setLastError(e.what());
-      throw;
-    }
-  }, std::move(giveUp));
+  stream.enqueue(
+      [calls = std::move(calls), count] {
+        try {
+          runNow(calls);
+        } catch (const Error& e) {
+          for (const auto& c : calls) c.comm->setLastError(e.what());
+          throw;
+        }
+      },
+      std::move(giveUp));
 }
 
 void execute(std::vector<Call> calls) {

@@ -21,10 +21,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "base/device/cuda.hpp"
+#include "base/device/device_buffer.hpp"
+#include "base/device/staging.hpp"
 #include "base/ranges.hpp"
 #include "tools/check/collective_call.hpp"
 #include "tools/check/collective_check.hpp"
@@ -75,6 +79,7 @@ class HostBuffer {
     bytes_ = bytes;
   }
   std::byte* data() const { return data_; }
+  size_t size() const { return bytes_; }
 
  private:
   void release() {
@@ -118,7 +123,9 @@ void iterationStats(std::vector<double>& us, Timing& t) {
 
 class Runner {
  public:
-  Runner(const Options& o, loomComm_t comm, int rank, int size) : o_(o), comm_(comm), rank_(rank), size_(size) {}
+  Runner(const Options& o, loomComm_t comm, int rank, int size) : o_(o), comm_(comm), rank_(rank), size_(size) {
+    if (o.gpu) stream_ = std::make_unique<loom::cuda::DeviceStream>();
+  }
 
   Timing measure(loomDataType_t type, Op reduction, size_t count, bool inPlace) {
     Case c{o_.coll, type, reduction, size_, rank_, o_.root, count};
@@ -135,16 +142,23 @@ class Runner {
         if (o_.freshInputs) loom::perf::rewriteLines(send_, inputBytes);
         const auto start = Clock::now();
         run(c, op);
+        finish();
         us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       }
     } else {
       for (int i = 0; i < o_.iters; ++i) run(c, op);
+      finish();
     }
     t.us = o_.freshInputs ? std::accumulate(each.begin(), each.end(), 0.0) / o_.iters
                           : std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
     if (o_.check) {
       prepare(c, inPlace);
       run(c, op);
+      finish();
+      if (da_) {  // the result, into the host's images
+        da_->download(a_.data());
+        db_->download(b_.data());
+      }
       if (o_.corruptOne && rank_ == 0 && loom::check::hasResult(c) && loom::check::recvElements(c) > 0) {
         recv_[0] = ~recv_[0];
       }
@@ -181,6 +195,24 @@ class Runner {
       }
     }
     loom::check::fillSend(c, send_);
+    callSend_ = send_;
+    callRecv_ = recv_;
+    if (!o_.gpu) return;
+    // The device's buffers mirror the host's images, which hold the inputs.
+    if (!da_ || da_->size() != a_.size()) da_ = std::make_unique<loom::cuda::DeviceBuffer>(a_.size());
+    if (!db_ || db_->size() != b_.size()) db_ = std::make_unique<loom::cuda::DeviceBuffer>(b_.size());
+    da_->upload(a_.data());
+    db_->upload(b_.data());
+    const auto onDevice = [&](std::byte* p) {
+      return p >= a_.data() && p < a_.data() + a_.size() ? da_->data() + (p - a_.data()) : db_->data() + (p - b_.data());
+    };
+    callSend_ = onDevice(send_);
+    callRecv_ = onDevice(recv_);
+  }
+
+  // Waits for the calls queued on the rank's CUDA stream (-G 1); the others returned done.
+  void finish() {
+    if (stream_) stream_->synchronize([] {});
   }
 
   loomRedOp_t makeOp(const Case& c) {
@@ -201,7 +233,8 @@ class Runner {
   void run(const Case& c, loomRedOp_t op) {
     const bool pair = c.coll == Coll::SendRecv;  // a send and a receive, posted together
     if (pair) CHECK(comm_, loomGroupStart());
-    CHECK(comm_, loom::check::callCollective(c, send_, recv_, op, comm_, nullptr));
+    CHECK(comm_, loom::check::callCollective(c, callSend_, callRecv_, op, comm_,
+                                             stream_ ? static_cast<loomStream_t>(stream_->handle()) : nullptr));
     if (pair) CHECK(comm_, loomGroupEnd());
   }
 
@@ -210,8 +243,12 @@ class Runner {
   int rank_;
   int size_;
   HostBuffer a_{o_.loomMemAlloc}, b_{o_.loomMemAlloc};
-  std::byte* send_ = nullptr;
+  std::byte* send_ = nullptr;  // in host memory: the inputs' and results' images with -G 1
   std::byte* recv_ = nullptr;
+  std::byte* callSend_ = nullptr;  // what the calls get: send_ and recv_, or their places on the GPU
+  std::byte* callRecv_ = nullptr;
+  std::unique_ptr<loom::cuda::DeviceBuffer> da_, db_;
+  std::unique_ptr<loom::cuda::DeviceStream> stream_;
   std::byte scalar_[8] = {};
 };
 
@@ -351,6 +388,17 @@ int runRank(const Options& o) {
   if (o.root >= size) {
     if (rank == 0) std::fprintf(stderr, "loom-perf: -r %d is not a rank (0 to %d)\n", o.root, size - 1);
     return 2;
+  }
+  if (o.gpu) {
+    const int devices = loom::cuda::deviceCount();
+    if (devices == 0) {
+      if (rank == 0) std::fprintf(stderr, "loom-perf: -G 1: no CUDA device is visible (this build %s CUDA)\n",
+                                  loom::cuda::compiledWithCuda() ? "has" : "has no");
+      return 2;
+    }
+    loomPeerInfo_t me;
+    CHECK(comm, loomCommGetPeerInfo(comm, rank, &me));
+    loom::cuda::setCurrentDevice(me.localRank % devices);
   }
   int status = o.barrier ? runBarrier(o, comm, rank, size) : runCollective(o, comm, rank, size);
   CHECK(comm, loomCommDestroy(comm));

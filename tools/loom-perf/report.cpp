@@ -41,7 +41,7 @@ void Report::header() const {
   std::printf("# loom-perf %d.%d.%d: %s, %d ranks, %d iterations, %d warm-up, check %d, time: %s over ranks, "
               "buffers from %s%s%s\n",
               LOOM_MAJOR, LOOM_MINOR, LOOM_PATCH, o_.collective.c_str(), nranks_, o_.iters, o_.warmup, o_.check,
-              aggregateName(o_.aggregate), o_.loomMemAlloc ? "loomMemAlloc" : "malloc",
+              aggregateName(o_.aggregate), bufferSource(o_),
               o_.algo.empty() ? "" : ", LOOM_ALGO=", o_.algo.c_str());
   for (size_t r = 0; r < ranks_.size(); ++r) std::printf("#  rank %2zu  %s\n", r, ranks_[r].c_str());
   std::fflush(stdout);
@@ -97,7 +97,7 @@ void Report::writeJson(const std::string& path) const {
   json.field("version", std::to_string(LOOM_MAJOR) + "." + std::to_string(LOOM_MINOR) + "." + std::to_string(LOOM_PATCH));
   json.field("collective", o_.collective).field("ranks", nranks_).field("iterations", o_.iters);
   json.field("warmup", o_.warmup).field("check", o_.check == 1).field("aggregate", aggregateName(o_.aggregate));
-  json.field("buffers", o_.loomMemAlloc ? "loomMemAlloc" : "malloc").field("algo", o_.algo);
+  json.field("buffers", bufferSource(o_)).field("algo", o_.algo);
   json.field("fresh_inputs", o_.freshInputs);
   json.field("bus_factor", busFactor(o_.coll, nranks_));
   json.key("rank_info").beginArray();

@@ -1,0 +1,281 @@
+// The GPU's own checks (ctest label gpu; scripts/run-gpu-tests runs them):
+// skipped, saying why, where no CUDA device is visible; on a GPU they must
+// pass. The device's reduction kernels against the host's, bit for bit; calls
+// on CUDA streams (they return at once, later work on the stream sees their
+// result, an abort ends a call whose stream never gets there, graph capture
+// is refused by name); every collective on device buffers and CUDA streams.
+// The staged path's host-side logic runs everywhere: device_test and
+// CollectivesOnDeviceMemory (collectives_test), which use the GPU here too.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/device/cuda.hpp"
+#include "base/device/device_buffer.hpp"
+#include "base/half.hpp"
+#include "collectives/cpu/reduce.hpp"
+#include "collectives/cuda/kernels.hpp"
+#include "tests/gpu/user_kernels.cuh"
+#include "tests/support/ranks.hpp"
+#include "tools/check/collective_call.hpp"
+#include "tools/check/collective_check.hpp"
+
+namespace loom::test {
+namespace {
+
+using cuda::DeviceBuffer;
+
+#define REQUIRE_GPU()                                                              \
+  do {                                                                             \
+    if (cuda::deviceCount() == 0) GTEST_SKIP() << "no CUDA device visible";        \
+  } while (0)
+
+void ok(cudaError_t e, const char* what) { ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e); }
+
+constexpr loomDataType_t kAllTypes[] = {loomInt8,  loomUint8,   loomInt32,   loomUint32,  loomInt64,
+                                        loomUint64, loomFloat16, loomFloat32, loomFloat64, loomBfloat16};
+const char* const kOpNames[] = {"sum", "prod", "min", "max", "premulsum"};
+
+size_t sizeOf(loomDataType_t t) {
+  switch (t) {
+    case loomInt8: case loomUint8: return 1;
+    case loomFloat16: case loomBfloat16: return 2;
+    case loomInt32: case loomUint32: case loomFloat32: return 4;
+    default: return 8;
+  }
+}
+
+// `count` elements of `type` from `rng`: any bits for integers, finite
+// values in [-4, 4] for floats (products of 16 of them stay finite).
+std::vector<std::byte> randomElements(loomDataType_t type, size_t count, std::mt19937_64& rng) {
+  std::vector<std::byte> out(count * sizeOf(type));
+  std::uniform_real_distribution<double> real(-4.0, 4.0);
+  for (size_t i = 0; i < count; ++i) {
+    std::byte* at = out.data() + i * sizeOf(type);
+    const double v = real(rng);
+    switch (type) {
+      case loomFloat16: { const uint16_t h = cpu::floatToHalf(static_cast<float>(v)); std::memcpy(at, &h, 2); break; }
+      case loomBfloat16: { const uint16_t h = cpu::floatToBfloat16(static_cast<float>(v)); std::memcpy(at, &h, 2); break; }
+      case loomFloat32: { const float f = static_cast<float>(v); std::memcpy(at, &f, 4); break; }
+      case loomFloat64: std::memcpy(at, &v, 8); break;
+      default: { const uint64_t bits = rng(); std::memcpy(at, &bits, sizeOf(type)); break; }
+    }
+  }
+  return out;
+}
+
+// The first element whose bits differ, or -1 (NaN equals NaN: payloads may differ).
+long long firstDifference(loomDataType_t type, const std::byte* a, const std::byte* b, size_t count) {
+  const size_t size = sizeOf(type);
+  for (size_t i = 0; i < count; ++i) {
+    if (std::memcmp(a + i * size, b + i * size, size) == 0) continue;
+    if (type == loomFloat32) {
+      float x, y;
+      std::memcpy(&x, a + i * size, 4);
+      std::memcpy(&y, b + i * size, 4);
+      if (std::isnan(x) && std::isnan(y)) continue;
+    }
+    return static_cast<long long>(i);
+  }
+  return -1;
+}
+
+// The device's kernels fold as the host's do: the same bits for every type,
+// op, number of sources, count (vector body and element tail) and alignment.
+TEST(GpuKernels, ReductionsHaveTheHostsBits) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(2026);
+  for (loomDataType_t type : kAllTypes) {
+    for (int op = 0; op < 5; ++op) {
+      for (size_t nsources : {size_t{1}, size_t{2}, size_t{3}, size_t{8}, size_t{16}}) {
+        for (size_t count : {size_t{1}, size_t{7}, size_t{4099}, size_t{65539}, (size_t{1} << 20) + 3}) {
+          if (count > 65539 && nsources != 2) continue;  // the big one once: the vector body's grid-stride laps
+          for (size_t offset : {size_t{0}, size_t{1}}) {  // aligned (16-byte vectors) and not (elements)
+            const size_t size = sizeOf(type);
+            const size_t bytes = (count + offset) * size;
+            std::vector<std::vector<std::byte>> inputs;
+            std::vector<std::unique_ptr<DeviceBuffer>> device;
+            std::vector<const void*> hostSources, deviceSources;
+            for (size_t s = 0; s < nsources; ++s) {
+              inputs.push_back(randomElements(type, count + offset, rng));
+              device.push_back(std::make_unique<DeviceBuffer>(bytes));
+              device.back()->upload(inputs.back().data());
+              hostSources.push_back(inputs.back().data() + offset * size);
+              deviceSources.push_back(device.back()->data() + offset * size);
+            }
+            const double scalar = type >= loomFloat16 ? 0.75 : 3.0;  // the float types follow the integers
+            const auto reduceOp = static_cast<cpu::ReduceOp>(op);
+            std::vector<std::byte> expected(bytes), got(bytes);
+            cpu::reduce(type, reduceOp, hostSources, expected.data() + offset * size, count, scalar);
+            DeviceBuffer out(bytes);
+            coll::cuda::reduce(type, reduceOp, deviceSources, out.data() + offset * size, count, scalar, nullptr);
+            ok(cudaDeviceSynchronize(), "the reduction");
+            out.download(got.data());
+            const long long wrong = firstDifference(type, got.data() + offset * size, expected.data() + offset * size, count);
+            ASSERT_EQ(wrong, -1) << check::typeName(type) << " " << kOpNames[op] << " of " << nsources << " sources, "
+                                 << count << " elements at offset " << offset;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuKernels, IntegerAveragesDivideAsTheHostDoes) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(7);
+  for (loomDataType_t type : {loomInt8, loomUint8, loomInt32, loomUint32, loomInt64, loomUint64}) {
+    const size_t count = 100003;
+    auto host = randomElements(type, count, rng);
+    DeviceBuffer device(host.size());
+    device.upload(host.data());
+    cpu::divide(type, host.data(), count, 3);
+    coll::cuda::divide(type, device.data(), count, 3, nullptr);
+    ok(cudaDeviceSynchronize(), "the divide");
+    std::vector<std::byte> got(host.size());
+    device.download(got.data());
+    EXPECT_EQ(firstDifference(type, got.data(), host.data(), count), -1) << check::typeName(type);
+  }
+}
+
+// Pinned, mapped host memory that a kernel polls.
+struct HostFlag {
+  int* host = nullptr;
+  HostFlag() {
+    EXPECT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&host), 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
+              cudaSuccess);
+    host[0] = 0;
+    host[1] = 0;
+  }
+  ~HostFlag() { cudaFreeHost(host); }
+  void set() { __atomic_store_n(host, 1, __ATOMIC_RELEASE); }
+  int* go() const { return host; }
+  int* timedOut() const { return host + 1; }
+};
+
+// The user's stream is held by their own kernel, waiting for this host
+// thread: a call on it must return without waiting (or this thread would
+// never let the stream go), and a kernel queued after it must see its result.
+TEST(GpuStreams, ACallOnACudaStreamReturnsAtOnceAndLaterWorkSeesItsResult) {
+  REQUIRE_GPU();
+  for (int n : {2, 4}) {
+    auto comms = initThreadComms(n);
+    onThreads(n, [&](int r) {
+      const size_t count = (size_t{1} << 20) + 3;
+      cudaStream_t stream = nullptr;
+      ok(cudaStreamCreate(&stream), "cudaStreamCreate");  // a blocking stream: the legacy stream waits for it
+      DeviceBuffer in(count * 4), out(count * 4), wrong(8);
+      ok(cudaMemset(wrong.data(), 0, 8), "cudaMemset");
+      HostFlag flag;
+      gpu::holdUntil(stream, flag.go(), flag.timedOut());
+      gpu::fill(stream, reinterpret_cast<float*>(in.data()), count, r);
+      ASSERT_EQ(loomAllReduce(in.data(), out.data(), count, loomFloat32, loomSum, comms[r], reinterpret_cast<loomStream_t>(stream)),
+                loomSuccess)
+          << loomGetLastError(comms[r]);
+      EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the stream went past its user's hold";
+      gpu::countWrongSums(stream, reinterpret_cast<float*>(out.data()), count, n, reinterpret_cast<unsigned long long*>(wrong.data()));
+      flag.set();
+      ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      EXPECT_EQ(flag.timedOut()[0], 0) << "the user's hold timed out";
+      unsigned long long wrongCount = ~0ull;
+      wrong.download(&wrongCount);
+      EXPECT_EQ(wrongCount, 0u) << "rank " << r << " of " << n;
+      ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    });
+    destroyAll(comms);
+  }
+}
+
+// Every collective and a grouped send/receive, each rank on a stream of its
+// own, buffers on the device, results checked after cudaStreamSynchronize.
+TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
+  REQUIRE_GPU();
+  using check::Coll;
+  for (int n : {2, 3}) {
+    auto comms = initThreadComms(n);
+    onThreads(n, [&](int r) {
+      cudaStream_t stream = nullptr;
+      ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      for (Coll coll : {Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather,
+                        Coll::AlltoAll, Coll::Gather, Coll::Scatter, Coll::SendRecv}) {
+        for (loomDataType_t type : {loomFloat32, loomBfloat16, loomInt64}) {
+          for (size_t count : {size_t{0}, size_t{7}, (size_t{1} << 20) + 3}) {
+            const check::Case c{coll, type, check::Op::Sum, n, r, n - 1, count};
+            std::vector<std::byte> send(check::sendElements(c) * sizeOf(type) + 1), recv(check::recvElements(c) * sizeOf(type) + 1);
+            check::fillSend(c, send.data());
+            DeviceBuffer dsend(send.size()), drecv(recv.size());
+            dsend.upload(send.data());
+            const bool pair = coll == Coll::SendRecv;
+            if (pair) {
+              ASSERT_EQ(loomGroupStart(), loomSuccess);
+            }
+            ASSERT_EQ(check::callCollective(c, dsend.data(), drecv.data(), loomSum, comms[r], reinterpret_cast<loomStream_t>(stream)),
+                      loomSuccess)
+                << loomGetLastError(comms[r]);
+            if (pair) {
+              ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+            }
+            ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+            drecv.download(recv.data());
+            if (check::hasResult(c)) {
+              ASSERT_EQ(check::checkResult(c, recv.data()), "")
+                  << check::collName(coll) << " " << check::typeName(type) << " count " << count << " rank " << r << "/" << n;
+            }
+          }
+        }
+      }
+      ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    });
+    destroyAll(comms);
+  }
+}
+
+// A call whose stream never reaches it (the user's kernel before it waits
+// forever) still ends when the communicator is aborted, and the stream goes
+// on once the user's kernel does.
+TEST(GpuStreams, AnAbortEndsACallWhoseStreamNeverGetsThere) {
+  REQUIRE_GPU();
+  auto comms = initThreadComms(1);
+  cudaStream_t stream = nullptr;
+  ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  DeviceBuffer data(4096);
+  HostFlag flag;
+  gpu::holdUntil(stream, flag.go(), flag.timedOut());
+  ASSERT_EQ(loomAllReduce(data.data(), data.data(), 1024, loomFloat32, loomSum, comms[0], reinterpret_cast<loomStream_t>(stream)),
+            loomSuccess);
+  EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);  // returns once the call's task gave up
+  flag.set();
+  ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // Loom's gate let the stream go
+  EXPECT_EQ(flag.timedOut()[0], 0);
+  ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+}
+
+// Capturing a call into a CUDA graph is refused by name, not recorded as a
+// graph that would replay without Loom's host side.
+TEST(GpuStreams, GraphCaptureIsRefusedByName) {
+  REQUIRE_GPU();
+  auto comms = initThreadComms(1);
+  cudaStream_t stream = nullptr;
+  ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  DeviceBuffer data(4096);
+  ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  EXPECT_EQ(loomAllReduce(data.data(), data.data(), 1024, loomFloat32, loomSum, comms[0], reinterpret_cast<loomStream_t>(stream)),
+            loomInvalidUsage);
+  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("CUDA graph"), std::string::npos) << loomGetLastError(comms[0]);
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(stream, &graph);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  destroyAll(comms);
+}
+
+}  // namespace
+}  // namespace loom::test
