@@ -5,6 +5,7 @@
 #include "base/affinity.hpp"
 #include "base/deadline.hpp"
 #include "base/device/cuda.hpp"
+#include "base/device/stream_gate.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -199,6 +200,9 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   self.hostname = host;
   self.bootstrapAddress = listener.localAddress().toString();
   self.cudaDeviceCount = cuda::deviceCount();
+  // Before any call can hold a stream: loading a kernel lazily, or pinning
+  // memory, later could wait for a stream that waits for Loom (stream_gate.hpp).
+  if (self.cudaDeviceCount > 0) cuda::prepareStreamGates();
 
   bootstrap_ = std::make_unique<Bootstrap>(id, rank, nranks, self, std::move(listener), config_.timeout, &cancel_);
   bootstrap_->watch(Watchdog::Settings::fromEnv(config_.timeout),

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
+#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -145,10 +146,18 @@ TEST(GpuKernels, IntegerAveragesDivideAsTheHostDoes) {
   }
 }
 
-// Pinned, mapped host memory that a kernel polls.
+// Waits for the other ranks' threads on the way out, whatever the way.
+struct ArriveOnExit {
+  std::barrier<>& barrier;
+  ~ArriveOnExit() { barrier.arrive_and_wait(); }
+};
+
+// Pinned, mapped host memory that a kernel polls. The test's kernels are
+// loaded first: a lazy load while a stream is held could wait for it.
 struct HostFlag {
   int* host = nullptr;
   HostFlag() {
+    gpu::load();
     EXPECT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&host), 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable),
               cudaSuccess);
     host[0] = 0;
@@ -167,13 +176,18 @@ TEST(GpuStreams, ACallOnACudaStreamReturnsAtOnceAndLaterWorkSeesItsResult) {
   REQUIRE_GPU();
   for (int n : {2, 4}) {
     auto comms = initThreadComms(n);
+    std::barrier ready(n);
     onThreads(n, [&](int r) {
       const size_t count = (size_t{1} << 20) + 3;
       cudaStream_t stream = nullptr;
       ok(cudaStreamCreate(&stream), "cudaStreamCreate");  // a blocking stream: the legacy stream waits for it
       DeviceBuffer in(count * 4), out(count * 4), wrong(8);
       ok(cudaMemset(wrong.data(), 0, 8), "cudaMemset");
+      ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       HostFlag flag;
+      // No rank allocates while another's stream is held (allocating may wait for the device).
+      ready.arrive_and_wait();
+      ArriveOnExit freeTogether{ready};  // nor frees (cudaFree waits for the device)
       gpu::holdUntil(stream, flag.go(), flag.timedOut());
       gpu::fill(stream, reinterpret_cast<float*>(in.data()), count, r);
       ASSERT_EQ(loomAllReduce(in.data(), out.data(), count, loomFloat32, loomSum, comms[r], reinterpret_cast<loomStream_t>(stream)),
@@ -200,9 +214,15 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
   using check::Coll;
   for (int n : {2, 3}) {
     auto comms = initThreadComms(n);
+    std::barrier done(n);
     onThreads(n, [&](int r) {
       cudaStream_t stream = nullptr;
       ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      // Allocated once: cudaFree waits for the whole device, where another
+      // rank's stream may be held for a call that needs this rank's next one.
+      const size_t most = static_cast<size_t>(n) * ((size_t{1} << 20) + 3) * 8 + 1;
+      DeviceBuffer dsend(most), drecv(most);
+      ArriveOnExit freeTogether{done};  // nobody frees while a peer's stream may still be held
       for (Coll coll : {Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather,
                         Coll::AlltoAll, Coll::Gather, Coll::Scatter, Coll::SendRecv}) {
         for (loomDataType_t type : {loomFloat32, loomBfloat16, loomInt64}) {
@@ -210,8 +230,7 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
             const check::Case c{coll, type, check::Op::Sum, n, r, n - 1, count};
             std::vector<std::byte> send(check::sendElements(c) * sizeOf(type) + 1), recv(check::recvElements(c) * sizeOf(type) + 1);
             check::fillSend(c, send.data());
-            DeviceBuffer dsend(send.size()), drecv(recv.size());
-            dsend.upload(send.data());
+            cuda::copyToDevice(dsend.data(), send.data(), send.size());
             const bool pair = coll == Coll::SendRecv;
             if (pair) {
               ASSERT_EQ(loomGroupStart(), loomSuccess);
@@ -223,7 +242,7 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
               ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
             }
             ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-            drecv.download(recv.data());
+            cuda::copyFromDevice(recv.data(), drecv.data(), recv.size());
             if (check::hasResult(c)) {
               ASSERT_EQ(check::checkResult(c, recv.data()), "")
                   << check::collName(coll) << " " << check::typeName(type) << " count " << count << " rank " << r << "/" << n;

@@ -25,7 +25,49 @@ void check(cudaError_t error, const char* what) {
   throw Error(loomUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(error));
 }
 
+// The gates' counters: pages of pinned, mapped memory, pinned ahead of need
+// (prepareStreamGates), a counter each. Kept for the process's life, as the
+// gates that use them are.
+class Counters {
+ public:
+  static Counters& instance() {
+    static auto* counters = new Counters();  // never freed: gates live as long as the process
+    return *counters;
+  }
+  void prepare() {
+    std::lock_guard lock(mutex_);
+    if (!loaded_) {
+      check(loadHoldKernel(), "loading the stream gate's kernel");
+      loaded_ = true;
+    }
+    if (next_ == kPerPage) addPage();
+  }
+  uint64_t* take() {
+    std::lock_guard lock(mutex_);
+    if (next_ == kPerPage) addPage();  // past the first page's gates: pinned now, which may wait
+    uint64_t* counter = page_ + next_++;
+    *counter = 0;
+    return counter;
+  }
+
+ private:
+  static constexpr size_t kPerPage = 512;
+  void addPage() {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, kPerPage * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc of stream gates' counters");
+    page_ = static_cast<uint64_t*>(p);
+    next_ = 0;
+  }
+  std::mutex mutex_;
+  bool loaded_ = false;
+  uint64_t* page_ = nullptr;
+  size_t next_ = kPerPage;
+};
+
 }  // namespace
+
+void prepareStreamGates() { Counters::instance().prepare(); }
 
 struct StreamGate::Impl {
   cudaStream_t stream = nullptr;
@@ -36,17 +78,14 @@ struct StreamGate::Impl {
 
   ~Impl() {
     for (auto& [ticket, event] : marks) cudaEventDestroy(event);
-    if (released != nullptr) cudaFreeHost(released);
     (void)cudaGetLastError();
   }
 };
 
 StreamGate::StreamGate(void* stream) : impl_(std::make_unique<Impl>()) {
   impl_->stream = static_cast<cudaStream_t>(stream);
-  void* p = nullptr;
-  check(cudaHostAlloc(&p, sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc of a stream gate");
-  impl_->released = static_cast<uint64_t*>(p);
-  *impl_->released = 0;
+  Counters::instance().prepare();  // a no-op once a communicator did it
+  impl_->released = Counters::instance().take();
 }
 
 StreamGate::~StreamGate() = default;
@@ -122,6 +161,7 @@ StreamGate::~StreamGate() = default;
 uint64_t StreamGate::admit() { return 0; }
 void StreamGate::waitStarted(uint64_t, const std::function<void()>&) {}
 void StreamGate::release(uint64_t) noexcept {}
+void prepareStreamGates() {}
 
 #endif
 

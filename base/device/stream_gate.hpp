@@ -19,6 +19,14 @@
 
 namespace loom::cuda {
 
+// Loads the gate's kernel and pins the memory of the first gates' counters.
+// Called once a communicator sees a device, before any of its calls can hold
+// a stream: with CUDA's lazy loading, loading a kernel may wait for the whole
+// device to be idle, and so, it is said, may pinning memory; done while a
+// gate held a stream that waits for this very host side, either would wait
+// forever. Idempotent, thread-safe; throws loomUnhandledCudaError.
+void prepareStreamGates();
+
 class StreamGate {
  public:
   // `stream`: the user's cudaStream_t, on the caller's current device.

@@ -12,6 +12,11 @@ __global__ void holdUntil(const volatile unsigned long long* released, unsigned 
 
 }  // namespace
 
+cudaError_t loadHoldKernel() {
+  cudaFuncAttributes attributes{};
+  return cudaFuncGetAttributes(&attributes, holdUntil);
+}
+
 cudaError_t queueHold(cudaStream_t stream, const uint64_t* released, uint64_t ticket) {
   holdUntil<<<1, 1, 0, stream>>>(reinterpret_cast<const volatile unsigned long long*>(released), ticket);
   return cudaGetLastError();

@@ -10,6 +10,10 @@
 
 namespace loom::test::gpu {
 
+// Loads these kernels now: CUDA loads a kernel at its first launch by
+// default, which may wait for the device to be idle, and a stream held by
+// holdUntil() is not.
+void load();
 // data[i] = rank + 1 + i % 7 (floats, exact in any sum of a few ranks).
 void fill(cudaStream_t stream, float* data, size_t count, int rank);
 // Counts into *wrong the elements of an all-reduce sum of fill()'s inputs over `nranks` ranks that differ.
