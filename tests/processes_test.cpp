@@ -143,6 +143,26 @@ TEST(LoomPerf, BadFlagsAreNamed) {
   }
 }
 
+// -G 1 puts the buffers on a GPU (scripts/run-gpu-tests runs it there); it
+// excludes -R 1 and -F 1 by name, and without a device it says so and exits 2.
+TEST(LoomPerf, GpuBuffersAreRefusedWhereTheyCannotBe) {
+  for (const char* other : {"-R", "-F"}) {
+    auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-G", "1", other, "1"});
+    EXPECT_EQ(r.exitCode, 2) << other << "\n" << r.output;
+    EXPECT_NE(r.output.find(other), std::string::npos) << r.output;
+  }
+  auto bad = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-G", "2"});
+  EXPECT_EQ(bad.exitCode, 2) << bad.output;
+  EXPECT_NE(bad.output.find("-G"), std::string::npos) << bad.output;
+  auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-G", "1", "-b", "1K", "-e", "1K"});
+  if (r.output.find("no CUDA device") == std::string::npos) {
+    EXPECT_EQ(r.exitCode, 0) << r.output;  // a machine with a GPU: the run is checked
+    EXPECT_NE(r.output.find("buffers from cuda"), std::string::npos) << r.output;
+  } else {
+    EXPECT_EQ(r.exitCode, 2) << r.output;
+  }
+}
+
 // --algo is LOOM_ALGO for the run: the header says so, the tuner's log
 // shows the forced choice, and a name that is no algorithm is refused.
 TEST(LoomPerf, AlgoFlagSetsTheAlgorithm) {
