@@ -2,8 +2,8 @@
 
 #include "base/datatype.hpp"
 #include "base/device/cuda.hpp"
-#include "comm/engine/cuda_stream.hpp"
 #include "base/log.hpp"
+#include "comm/engine/cuda_stream.hpp"
 
 namespace loom::api {
 namespace {

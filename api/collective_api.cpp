@@ -12,7 +12,6 @@
 #include "comm/engine/group.hpp"
 
 using loom::api::call;
-using loom::api::hostStream;
 using loom::api::ready;
 using loom::api::requireNonNull;
 using loom::coll::CollectiveKind;

@@ -188,7 +188,7 @@ uint64_t fakeBytesStaged() { return fakeStaged.load(std::memory_order_relaxed); 
 
 bool onUserStream() { return userStreamTask; }
 
-UserStreamScope::UserStreamScope() : previous_(userStreamTask) { userStreamTask = true; }
+UserStreamScope::UserStreamScope(bool on) : previous_(userStreamTask) { userStreamTask = on; }
 UserStreamScope::~UserStreamScope() { userStreamTask = previous_; }
 
 }  // namespace loom::cuda

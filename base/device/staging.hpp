@@ -109,7 +109,9 @@ uint64_t fakeBytesStaged();
 bool onUserStream();
 class UserStreamScope {
  public:
-  UserStreamScope();
+  // `on`: whether the scope's work is such a task (a group worker doing a
+  // share of one passes on what its caller was).
+  explicit UserStreamScope(bool on = true);
   ~UserStreamScope();
   UserStreamScope(const UserStreamScope&) = delete;
   UserStreamScope& operator=(const UserStreamScope&) = delete;

@@ -121,7 +121,11 @@ void runNow(const std::vector<Call>& calls) {
   auto ranks = splitBy(calls, &Call::comm);
   for (size_t i = 1; i < ranks.size(); ++i) {
     const std::vector<Call>& share = ranks[i].second;
-    ranks[i].first->groupWorker().enqueue([&share] { runOneRank(share); });
+    // A share of a task a CUDA stream waits for is such a task too (staging.hpp).
+    ranks[i].first->groupWorker().enqueue([&share, onStream = cuda::onUserStream()] {
+      cuda::UserStreamScope scope(onStream);
+      runOneRank(share);
+    });
   }
   // Every worker is waited for before `ranks` goes, whatever failed.
   std::exception_ptr first;
