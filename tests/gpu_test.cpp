@@ -174,7 +174,10 @@ struct HostFlag {
 // never let the stream go), and a kernel queued after it must see its result.
 TEST(GpuStreams, ACallOnACudaStreamReturnsAtOnceAndLaterWorkSeesItsResult) {
   REQUIRE_GPU();
+  for (const char* gate : {"kernel", "memop"})  // LOOM_CUDA_GATE
   for (int n : {2, 4}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_GATE=") + gate);
+    ScopedEnv how("LOOM_CUDA_GATE", gate);
     auto comms = initThreadComms(n);
     std::barrier ready(n);
     onThreads(n, [&](int r) {
@@ -259,8 +262,7 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
 // A call whose stream never reaches it (the user's kernel before it waits
 // forever) still ends when the communicator is aborted, and the stream goes
 // on once the user's kernel does.
-TEST(GpuStreams, AnAbortEndsACallWhoseStreamNeverGetsThere) {
-  REQUIRE_GPU();
+void abortBeforeTheStreamGetsThere() {
   auto comms = initThreadComms(1);
   cudaStream_t stream = nullptr;
   ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -274,6 +276,15 @@ TEST(GpuStreams, AnAbortEndsACallWhoseStreamNeverGetsThere) {
   ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // Loom's gate let the stream go
   EXPECT_EQ(flag.timedOut()[0], 0);
   ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+}
+
+TEST(GpuStreams, AnAbortEndsACallWhoseStreamNeverGetsThere) {
+  REQUIRE_GPU();
+  for (const char* gate : {"kernel", "memop"}) {
+    SCOPED_TRACE(std::string("LOOM_CUDA_GATE=") + gate);
+    ScopedEnv how("LOOM_CUDA_GATE", gate);
+    abortBeforeTheStreamGetsThere();
+  }
 }
 
 // Capturing a call into a CUDA graph is refused by name, not recorded as a

@@ -6,9 +6,11 @@
 #include <thread>
 
 #include "base/backoff.hpp"
+#include "base/env.hpp"
 #include "base/error.hpp"
 
 #ifdef LOOM_HAVE_CUDA
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "base/device/stream_gate_kernel.hpp"
@@ -65,13 +67,38 @@ class Counters {
   size_t next_ = kPerPage;
 };
 
+// LOOM_CUDA_GATE=memop: the stream waits with cuStreamWaitValue64, a driver
+// call reached through the runtime (Loom links no libcuda).
+using WaitValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+
+WaitValue64 waitValue64() {
+  static const WaitValue64 entry = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &fn, 12000, cudaEnableDefault, &found);
+    if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return WaitValue64{nullptr};
+    }
+    return reinterpret_cast<WaitValue64>(fn);
+  }();
+  return entry;
+}
+
+bool gateWithMemops() {
+  const std::string how = env::get("LOOM_CUDA_GATE");
+  if (how == "kernel") return false;
+  if (how == "memop") return true;
+  throw Error(loomInvalidArgument, "LOOM_CUDA_GATE=" + how + " is neither kernel nor memop");
+}
+
 }  // namespace
 
 void prepareStreamGates() { Counters::instance().prepare(); }
 
 struct StreamGate::Impl {
   cudaStream_t stream = nullptr;
-  uint64_t* released = nullptr;  // pinned, mapped: the kernel reads it
+  uint64_t* released = nullptr;  // pinned, mapped: the kernel or the GPU's front end reads it
   std::mutex mutex;
   uint64_t issued = 0;
   std::map<uint64_t, cudaEvent_t> marks;  // ticket -> the stream's work before it
@@ -106,7 +133,21 @@ uint64_t StreamGate::admit() {
     check(e, "cudaEventRecord on the call's stream");
   }
   const uint64_t ticket = impl_->issued + 1;
-  if (cudaError_t e = queueHold(impl_->stream, impl_->released, ticket); e != cudaSuccess) {
+  const bool memop = gateWithMemops();  // per call: a stream's handle outlives the setting it was first used with
+  if (memop && waitValue64() == nullptr) {
+    cudaEventDestroy(mark);
+    throw Error(loomUnhandledCudaError, "LOOM_CUDA_GATE=memop: the driver offers no cuStreamWaitValue64");
+  }
+  if (memop) {
+    const CUresult r = waitValue64()(impl_->stream, reinterpret_cast<CUdeviceptr>(impl_->released), ticket,
+                                     CU_STREAM_WAIT_VALUE_GEQ);
+    if (r != CUDA_SUCCESS) {
+      cudaEventDestroy(mark);
+      throw Error(loomUnhandledCudaError, "LOOM_CUDA_GATE=memop: cuStreamWaitValue64 failed with CUresult " +
+                                              std::to_string(static_cast<int>(r)) +
+                                              " (the device may lack 64-bit stream memory operations: use kernel)");
+    }
+  } else if (cudaError_t e = queueHold(impl_->stream, impl_->released, ticket); e != cudaSuccess) {
     cudaEventDestroy(mark);
     check(e, "queueing the stream's wait for Loom");
   }
