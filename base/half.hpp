@@ -8,11 +8,7 @@
 #include <bit>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define LOOM_HOST_DEVICE __host__ __device__
-#else
-#define LOOM_HOST_DEVICE
-#endif
+#include "base/host_device.hpp"
 
 namespace loom::cpu {
 

@@ -8,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "base/half.hpp"
+#include "collectives/cpu/combine.hpp"
 #include "collectives/cpu/half_block.hpp"
 
 namespace loom::cpu {
@@ -32,23 +33,6 @@ struct Element<Bfloat16> {
   static Acc load(Stored v) { return bfloat16ToFloat(v); }
   static Stored store(Acc v) { return floatToBfloat16(v); }
 };
-
-template <ReduceOp Op, class A>
-inline A combine(A a, A b) {
-  if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::PreMulSum || Op == ReduceOp::Prod) {
-    if constexpr (std::is_integral_v<A>) {
-      using U = std::make_unsigned_t<A>;  // wraps instead of overflowing
-      if constexpr (Op == ReduceOp::Prod) return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      else return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-    } else {
-      return Op == ReduceOp::Prod ? a * b : a + b;
-    }
-  } else {
-    A chosen = Op == ReduceOp::Min ? (a < b ? a : b) : (a > b ? a : b);
-    if constexpr (std::is_floating_point_v<A>) chosen = a != a ? a : chosen;  // NaN wins (b NaN: chosen is b)
-    return chosen;
-  }
-}
 
 // One pass: a block of every source is folded into an accumulator that stays
 // in L1, then written once. dst may be a source: a block is read before it is written.

@@ -14,10 +14,12 @@
 
 #include "base/error.hpp"
 #include "base/half.hpp"
+#include "collectives/cpu/combine.hpp"
 
 namespace loom::coll::cuda {
 namespace {
 
+using cpu::combine;
 using cpu::ReduceOp;
 
 struct Half {};
@@ -44,24 +46,6 @@ struct Element<Bfloat16> {
   __device__ static Acc load(Stored v) { return cpu::bfloat16ToFloat(v); }
   __device__ static Stored store(Acc v) { return cpu::floatToBfloat16(v); }
 };
-
-// The host's combine (cpu/reduce.cpp), operand for operand.
-template <ReduceOp Op, class A>
-__device__ inline A combine(A a, A b) {
-  if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::PreMulSum || Op == ReduceOp::Prod) {
-    if constexpr (std::is_integral_v<A>) {
-      using U = std::make_unsigned_t<A>;  // wraps instead of overflowing
-      if constexpr (Op == ReduceOp::Prod) return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      else return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-    } else {
-      return Op == ReduceOp::Prod ? a * b : a + b;
-    }
-  } else {
-    A chosen = Op == ReduceOp::Min ? (a < b ? a : b) : (a > b ? a : b);
-    if constexpr (std::is_floating_point_v<A>) chosen = a != a ? a : chosen;  // NaN wins (b NaN: chosen is b)
-    return chosen;
-  }
-}
 
 // A source's element as the fold takes it: widened, and scaled for PreMulSum.
 template <class T, ReduceOp Op>
