@@ -99,7 +99,8 @@ std::string runCase(const Case& c, bool inPlace, loomComm_t comm, Buffers from) 
                      c.count * size;
   const bool device = from == Buffers::Device || (from == Buffers::DeviceOnEvenRanks && c.rank % 2 == 0);
   // Host buffers; with device memory, the host's images of the device's.
-  Buffer a(std::max(sendBytes, recvBytes) + 1, device ? Buffers::Heap : from), b(recvBytes + 1, device ? Buffers::Heap : from);
+  const Buffers host = from == Buffers::LoomMemAlloc ? from : Buffers::Heap;
+  Buffer a(std::max(sendBytes, recvBytes) + 1, host), b(recvBytes + 1, host);
   std::byte* send = a.data();
   std::byte* recv = b.data();
   if (inPlace) {
@@ -119,7 +120,7 @@ std::string runCase(const Case& c, bool inPlace, loomComm_t comm, Buffers from) 
     da->upload(a.data());
     db->upload(b.data());
     const auto onDevice = [&](std::byte* p) {
-      return p >= a.data() && p <= a.data() + da->size() ? da->data() + (p - a.data()) : db->data() + (p - b.data());
+      return p >= a.data() && p < a.data() + da->size() ? da->data() + (p - a.data()) : db->data() + (p - b.data());
     };
     callSend = onDevice(send);
     callRecv = onDevice(recv);
