@@ -10,10 +10,16 @@ namespace loom::test {
 // "cuda" or "fake": what a DeviceBuffer is in this process from now on.
 const char* deviceMemoryKind();
 
-// Made after deviceMemoryKind() has chosen.
+// A DeviceBuffer made after deviceMemoryKind() has chosen.
 class DeviceBuffer : public cuda::DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t bytes) : cuda::DeviceBuffer((deviceMemoryKind(), bytes)) {}
+  explicit DeviceBuffer(size_t bytes) : cuda::DeviceBuffer(afterChoosing(bytes)) {}
+
+ private:
+  static size_t afterChoosing(size_t bytes) {
+    deviceMemoryKind();
+    return bytes;
+  }
 };
 
 }  // namespace loom::test
