@@ -8,31 +8,14 @@
 
 #include "base/error.hpp"
 #include "base/half.hpp"
-#include "collectives/cpu/combine.hpp"
+#include "collectives/cpu/fold.hpp"
 #include "collectives/cpu/half_block.hpp"
 
 namespace loom::cpu {
 namespace {
 
-// Element types: how one is stored, and what it is reduced in (float16 has
-// its own block-converting body below).
-struct Half {};
-struct Bfloat16 {};
-
-template <class T>
-struct Element {
-  using Stored = T;
-  using Acc = T;
-  static Acc load(Stored v) { return v; }
-  static Stored store(Acc v) { return v; }
-};
-template <>
-struct Element<Bfloat16> {
-  using Stored = uint16_t;
-  using Acc = float;
-  static Acc load(Stored v) { return bfloat16ToFloat(v); }
-  static Stored store(Acc v) { return floatToBfloat16(v); }
-};
+// Element types (fold.hpp); float16 has its own block-converting body below,
+// which converts through F16C a block at a time instead of Element<Half>.
 
 // One pass: a block of every source is folded into an accumulator that stays
 // in L1, then written once. dst may be a source: a block is read before it is written.

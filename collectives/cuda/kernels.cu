@@ -13,39 +13,16 @@
 #include <type_traits>
 
 #include "base/error.hpp"
-#include "base/half.hpp"
-#include "collectives/cpu/combine.hpp"
+#include "collectives/cpu/fold.hpp"
 
 namespace loom::coll::cuda {
 namespace {
 
+using cpu::Bfloat16;
 using cpu::combine;
+using cpu::Element;
+using cpu::Half;
 using cpu::ReduceOp;
-
-struct Half {};
-struct Bfloat16 {};
-
-template <class T>
-struct Element {
-  using Stored = T;
-  using Acc = T;
-  __device__ static Acc load(Stored v) { return v; }
-  __device__ static Stored store(Acc v) { return v; }
-};
-template <>
-struct Element<Half> {
-  using Stored = uint16_t;
-  using Acc = float;
-  __device__ static Acc load(Stored v) { return cpu::halfToFloat(v); }
-  __device__ static Stored store(Acc v) { return cpu::floatToHalf(v); }
-};
-template <>
-struct Element<Bfloat16> {
-  using Stored = uint16_t;
-  using Acc = float;
-  __device__ static Acc load(Stored v) { return cpu::bfloat16ToFloat(v); }
-  __device__ static Stored store(Acc v) { return cpu::floatToBfloat16(v); }
-};
 
 // A source's element as the fold takes it: widened, and scaled for PreMulSum.
 template <class T, ReduceOp Op>
