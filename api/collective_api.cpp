@@ -104,8 +104,10 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                                std::to_string(n - 1) + ")");
   }
   const Footprint f = footprint(q, n, c.rank());
-  const auto sendKind = loom::api::requireBuffer(q.sendbuff, f.readsSend ? f.sendBytes : 0, "sendbuff");
-  const auto recvKind = loom::api::requireBuffer(q.recvbuff, f.writesRecv ? f.recvBytes : 0, "recvbuff");
+  const size_t sendBytes = f.readsSend ? f.sendBytes : 0;
+  const size_t recvBytes = f.writesRecv ? f.recvBytes : 0;
+  const auto sendKind = loom::api::requireBuffer(q.sendbuff, sendBytes, "sendbuff");
+  const auto recvKind = loom::api::requireBuffer(q.recvbuff, recvBytes, "recvbuff");
   checkOverlap(q, f, q.count * loom::datatypeSize(q.datatype), c.rank());
   auto& state = loom::coll::CommState::of(c);
   loom::coll::Collective collective{.kind = q.kind,
@@ -117,7 +119,9 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                     .reduction = q.reduces ? state.ops.resolve(q.op, q.datatype) : loom::coll::Reduction{},
                                     .root = q.root,
                                     .sendKind = sendKind,
-                                    .recvKind = recvKind};
+                                    .recvKind = recvKind,
+                                    .sendBytes = sendBytes,
+                                    .recvBytes = recvBytes};
   // A blocking call outside a group runs here: no Call, no std::function to allocate.
   loom::HostStream* host = loom::api::callStream(stream);
   if (!loom::group::deferred(host)) return loom::coll::runCollective(c, collective);

@@ -38,9 +38,12 @@ struct Collective {
   size_t typeSize = 4;
   Reduction reduction;
   int root = 0;
-  // What the buffers are (the API checked that the host executor reaches them).
+  // What the buffers are, and the bytes of each this rank reads (send) or
+  // writes (recv): 0 for a buffer it ignores (a non-root's), whose kind is Host.
   memory::MemoryKind sendKind = memory::MemoryKind::Host;
   memory::MemoryKind recvKind = memory::MemoryKind::Host;
+  size_t sendBytes = 0;
+  size_t recvBytes = 0;
 
   size_t blockBytes() const { return count * typeSize; }
 };

@@ -6,37 +6,20 @@
 #include "base/device/staging.hpp"
 
 namespace loom::coll {
-namespace {
 
 using memory::MemoryKind;
-
-// Bytes of sendbuff and recvbuff a rank that touches them spans (loom.h's
-// buffer sizes); the API made the kind of a buffer this rank ignores Host.
-size_t sendSpan(const Collective& c, int n) {
-  const bool blocks = c.kind == CollectiveKind::ReduceScatter || c.kind == CollectiveKind::AlltoAll ||
-                      c.kind == CollectiveKind::Scatter;
-  return c.blockBytes() * (blocks ? static_cast<size_t>(n) : 1);
-}
-size_t recvSpan(const Collective& c, int n) {
-  const bool blocks = c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::AlltoAll ||
-                      c.kind == CollectiveKind::Gather;
-  return c.blockBytes() * (blocks ? static_cast<size_t>(n) : 1);
-}
-
-}  // namespace
 
 bool touchesDevice(const Collective& c) {
   return c.sendKind == MemoryKind::CudaDevice || c.recvKind == MemoryKind::CudaDevice;
 }
 
 void runStaged(Communicator& comm, Collective c, const std::function<void(const Collective&)>& run) {
-  const int n = comm.size();
   cuda::StagingArea& area = comm.staging;
   cuda::DeviceStream& copies = area.stream();
   const bool stageSend = c.sendKind == MemoryKind::CudaDevice;
   const bool stageRecv = c.recvKind == MemoryKind::CudaDevice;
-  const size_t sendBytes = stageSend ? sendSpan(c, n) : 0;
-  const size_t recvBytes = stageRecv ? recvSpan(c, n) : 0;
+  const size_t sendBytes = stageSend ? c.sendBytes : 0;
+  const size_t recvBytes = stageRecv ? c.recvBytes : 0;
   std::byte* const deviceRecv = c.recv;
 
   // In place (the same pointer): one pinned copy serves as both.

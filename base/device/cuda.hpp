@@ -30,10 +30,6 @@ void copyFromDevice(void* host, const void* device, size_t bytes);
 // device <- host, likewise.
 void copyToDevice(void* device, const void* host, size_t bytes);
 
-// Whether device memory can reach Loom's data path here: a device is
-// visible, or the tests' fake device is on.
-bool devicePathAvailable();
-
 // The tests' fake device, for machines without a GPU (CI): while on, memory
 // from fakeDeviceAlloc is "device memory" to pointerKind, and the staged
 // path's pinned buffers and copies (staging.hpp) are plain host memory and
