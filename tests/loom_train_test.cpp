@@ -12,7 +12,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <regex>
 #include <set>
 #include <string>
 #include <tuple>
@@ -20,6 +19,7 @@
 
 #include "tests/support/files.hpp"
 #include "tests/support/processes.hpp"
+#include "tests/support/text_match.hpp"
 
 namespace {
 
@@ -35,10 +35,7 @@ bool haveData() { return ::access("/usr/share/datasets/fashion-mnist/train-image
 // Every "rank R params_sha256 HEX" line's digest.
 std::set<std::string> digests(const std::string& output) {
   std::set<std::string> found;
-  const std::regex line("params_sha256 ([0-9a-f]{64})");
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
-    found.insert((*it)[1]);
-  }
+  for (const auto& m : loom::test::searchAll(output, "params_sha256 ([0-9a-f]{64})")) found.insert(m[1]);
   return found;
 }
 
@@ -180,11 +177,10 @@ TEST(LoomTrain, EveryCutOfThePipelineIsBitwiseTheSingleReference) {
     const auto run = runProcess(command("pp", flags));
     ASSERT_EQ(run.exitCode, 0) << run.output;
     EXPECT_EQ(digests(run.output), digests(single.output)) << cut[1] << ":\n" << run.output;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(run.output, m, std::regex("chunks of layers 0-([0-9]+) ([0-9]+)-([0-9]+) ([0-9]+)-8\n")))
-        << run.output;
-    EXPECT_EQ(std::stoi(m[2]), std::stoi(m[1]) + 1) << run.output;
-    EXPECT_EQ(std::stoi(m[4]), std::stoi(m[3]) + 1) << run.output;
+    const auto m = loom::test::search(run.output, "chunks of layers 0-([0-9]+) ([0-9]+)-([0-9]+) ([0-9]+)-8\n");
+    ASSERT_TRUE(m) << run.output;
+    EXPECT_EQ(std::stoi((*m)[2]), std::stoi((*m)[1]) + 1) << run.output;
+    EXPECT_EQ(std::stoi((*m)[4]), std::stoi((*m)[3]) + 1) << run.output;
     if (cut[0] == "--stages") {
       EXPECT_NE(run.output.find("chunks of layers 0-0 1-1 2-8"), std::string::npos) << run.output;
     }
@@ -225,27 +221,22 @@ TEST(LoomTrain, TiedEmbeddingsStayOneAndMatchTheSingleReference) {
   EXPECT_EQ(digests(ddp.output), digests(single2.output)) << ddp.output;
   const auto mesh = runProcess(command("3d", with({"--dp", "2", "--pp", "2", "--tp", "2", "--micro-batches", "4"}), "gpt"));
   ASSERT_EQ(mesh.exitCode, 0) << mesh.output;
-  const std::regex loss("step +([0-9]+) +loss ([0-9.]+)");
+  const std::string loss = "step +([0-9]+) +loss ([0-9.]+)";
   std::vector<double> a, b;
-  for (auto it = std::sregex_iterator(single4.output.begin(), single4.output.end(), loss); it != std::sregex_iterator(); ++it) {
-    a.push_back(std::stod((*it)[2]));
-  }
-  for (auto it = std::sregex_iterator(mesh.output.begin(), mesh.output.end(), loss); it != std::sregex_iterator(); ++it) {
-    b.push_back(std::stod((*it)[2]));
-  }
+  for (const auto& m : loom::test::searchAll(single4.output, loss)) a.push_back(std::stod(m[2]));
+  for (const auto& m : loom::test::searchAll(mesh.output, loss)) b.push_back(std::stod(m[2]));
   ASSERT_EQ(a.size(), 10u);
   ASSERT_EQ(b.size(), 10u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i] + 1e-6) << "step " << i + 1;  // printed to 6 places
 }
 
 size_t jsonNumber(const std::string& json, const std::string& key) {
-  const std::regex field("\"" + key + "\": ([0-9]+)");
-  std::smatch m;
-  if (!std::regex_search(json, m, field)) {
+  const auto m = loom::test::search(json, "\"" + key + "\": ([0-9]+)");
+  if (!m) {
     ADD_FAILURE() << "no " << key << " in " << json;
     return 0;
   }
-  return std::stoull(m[1]);
+  return std::stoull((*m)[1]);
 }
 
 // Model-state bytes per rank against ZeRO's accounting. Per parameter, e
@@ -333,10 +324,7 @@ TEST(LoomTrain, Bf16TracksFp32) {
     EXPECT_EQ(r.exitCode, 0) << r.output;
     EXPECT_NE(r.output.find(" in " + precision + " on 2 ranks"), std::string::npos) << r.output;
     std::vector<double> out;
-    const std::regex step("step +[0-9]+ +loss ([0-9.]+)");
-    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), step); it != std::sregex_iterator(); ++it) {
-      out.push_back(std::stod((*it)[1]));
-    }
+    for (const auto& m : loom::test::searchAll(r.output, "step +[0-9]+ +loss ([0-9.]+)")) out.push_back(std::stod(m[1]));
     return out;
   };
   const auto fp32 = losses("fp32"), bf16 = losses("bf16");
@@ -355,12 +343,12 @@ TEST(LoomTrain, TheGptsLossFalls) {
                              "--warmup", "5"},
                             {}, std::chrono::seconds(110));
   ASSERT_EQ(r.exitCode, 0) << r.output;
-  const std::regex first("step +1 +loss ([0-9.]+)"), held("held-out loss ([0-9.]+)");
-  std::smatch a, b;
-  ASSERT_TRUE(std::regex_search(r.output, a, first)) << r.output;
-  ASSERT_TRUE(std::regex_search(r.output, b, held)) << r.output;
-  EXPECT_GT(std::stod(a[1]), 4.0) << r.output;  // ln of about 80 characters: nothing learnt yet
-  EXPECT_LT(std::stod(b[1]), 3.0) << r.output;  // character frequencies alone give about 3.3
+  const auto a = loom::test::search(r.output, "step +1 +loss ([0-9.]+)");
+  const auto b = loom::test::search(r.output, "held-out loss ([0-9.]+)");
+  ASSERT_TRUE(a) << r.output;
+  ASSERT_TRUE(b) << r.output;
+  EXPECT_GT(std::stod((*a)[1]), 4.0) << r.output;  // ln of about 80 characters: nothing learnt yet
+  EXPECT_LT(std::stod((*b)[1]), 3.0) << r.output;  // character frequencies alone give about 3.3
 }
 
 // Without LOOM_DETERMINISTIC (rings sum in another order), and with two
@@ -371,17 +359,17 @@ TEST(LoomTrain, WithoutDeterminismTheRanksStillAgreeAndTrackTheReference) {
   if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const auto single = runProcess(command("single", {"--micro-batches", "6"}));
   ASSERT_EQ(single.exitCode, 0) << single.output;
-  const std::regex last("step +10 +loss ([0-9.]+)");
-  std::smatch a;
-  ASSERT_TRUE(std::regex_search(single.output, a, last)) << single.output;
+  const std::string last = "step +10 +loss ([0-9.]+)";
+  const auto a = loom::test::search(single.output, last);
+  ASSERT_TRUE(a) << single.output;
   for (const char* mode : {"ddp", "zero1", "zero2", "zero3"}) {
     const auto run = runProcess(command(mode, {"-N", "3", "--micro-batches", "6"}),
                                 {{"LOOM_DETERMINISTIC", "0"}, {"LOOM_ALGO", "ring"}});
     ASSERT_EQ(run.exitCode, 0) << mode << ": " << run.output;
-    std::smatch b;
-    ASSERT_TRUE(std::regex_search(run.output, b, last)) << run.output;
+    const auto b = loom::test::search(run.output, last);
+    ASSERT_TRUE(b) << run.output;
     // float32 roundings in other orders, amplified a little by 10 Adam steps.
-    EXPECT_NEAR(std::stod(a[1]), std::stod(b[1]), 1e-3) << mode;
+    EXPECT_NEAR(std::stod((*a)[1]), std::stod((*b)[1]), 1e-3) << mode;
   }
 }
 
@@ -393,10 +381,9 @@ TEST(LoomTrain, TheMlpLearnsFashionMnist) {
                              "--batch", "100", "--lr", "2e-3", "--warmup", "20", "--json", json},
                             {}, std::chrono::seconds(110));
   ASSERT_EQ(r.exitCode, 0) << r.output;
-  const std::regex accuracy("test accuracy ([0-9.]+)");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, accuracy)) << r.output;
-  EXPECT_GT(std::stod(m[1]), 0.82) << r.output;  // one epoch; a linear model gets about 0.80
+  const auto m = loom::test::search(r.output, "test accuracy ([0-9.]+)");
+  ASSERT_TRUE(m) << r.output;
+  EXPECT_GT(std::stod((*m)[1]), 0.82) << r.output;  // one epoch; a linear model gets about 0.80
   const std::string record = loom::test::readFile(json);
   EXPECT_NE(record.find("\"params_sha256\": \""), std::string::npos) << record;
   EXPECT_NE(record.find("\"psi\": 203530"), std::string::npos) << record;
@@ -500,7 +487,7 @@ TEST(LoomTrain, AKilledRankStopsTheOthersAndTheJobResumes) {
     // The watchdog's notice ("rank 1 failed: ...") or the node segment's own
     // look at the process ("rank 1 (pid P) exited before step S"), whichever
     // comes first: both name it.
-    EXPECT_TRUE(std::regex_search(out.output, std::regex("rank 1 (failed|\\(pid [0-9]+\\) exited)"))) << out.output;
+    EXPECT_TRUE(loom::test::contains(out.output, "rank 1 (failed|\\(pid [0-9]+\\) exited)")) << out.output;
     EXPECT_LT(out.elapsed, std::chrono::seconds(10)) << out.output;  // not the 60 s deadline
   }
   auto resumed = job(true, std::nullopt);
@@ -515,10 +502,7 @@ TEST(LoomTrain, AKilledRankStopsTheOthersAndTheJobResumes) {
 // Each step's loss in a --json record.
 std::vector<double> losses(const std::string& json) {
   std::vector<double> out;
-  const std::regex loss("\"loss\": ([-0-9.e+]+)");
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), loss); it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stod((*it)[1]));
-  }
+  for (const auto& m : loom::test::searchAll(json, "\"loss\": ([-0-9.e+]+)")) out.push_back(std::stod(m[1]));
   return out;
 }
 
@@ -616,18 +600,13 @@ TEST(LoomTrain, TheMeshsZero1IsItsDdpBitwiseWithHalfTheOptimizer) {
 
 // Every number in the JSON array `key` holds.
 std::vector<double> jsonArray(const std::string& json, const std::string& key) {
-  const std::regex field("\"" + key + "\": \\[([^\\]]*)\\]");
-  std::smatch m;
   std::vector<double> out;
-  if (!std::regex_search(json, m, field)) {
+  const auto m = loom::test::search(json, "\"" + key + "\": \\[([^\\]]*)\\]");
+  if (!m) {
     ADD_FAILURE() << "no " << key << " in " << json;
     return out;
   }
-  const std::string items = m[1];
-  const std::regex number("[-0-9.e+]+");
-  for (auto it = std::sregex_iterator(items.begin(), items.end(), number); it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stod(it->str()));
-  }
+  for (const auto& number : loom::test::searchAll((*m)[1], "[-0-9.e+]+")) out.push_back(std::stod(number.str()));
   return out;
 }
 
@@ -646,8 +625,8 @@ TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
                                                dir + "/" + schedule + ".trace.json"},
                                         "gpt"));
     ASSERT_EQ(run.exitCode, 0) << run.output;
-    EXPECT_TRUE(std::regex_search(run.output,
-                                  std::regex("bubble +[0-9]+%  sent dp 0.00 pp [0-9.]+ tp 0.00 MB  activations <= [0-9.]+ MB")))
+    EXPECT_TRUE(loom::test::contains(run.output,
+                                     "bubble +[0-9]+%  sent dp 0.00 pp [0-9.]+ tp 0.00 MB  activations <= [0-9.]+ MB"))
         << run.output;
     json[schedule] = loom::test::readFile(dir + "/" + schedule + ".json");
   }
@@ -680,8 +659,7 @@ TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
     EXPECT_NE(trace.find(what), std::string::npos) << what;
   }
   // 10 steps x 8 micro-batches forward and backward on each of the 2 ranks.
-  const std::regex forward("\"cat\": \"forward\", \"ph\": \"X\", \"pid\": 0, \"tid\": [01]");
-  EXPECT_EQ(std::distance(std::sregex_iterator(trace.begin(), trace.end(), forward), std::sregex_iterator()), 160);
+  EXPECT_EQ(loom::test::searchAll(trace, "\"cat\": \"forward\", \"ph\": \"X\", \"pid\": 0, \"tid\": [01]").size(), 160u);
   const std::string parse = "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' " + dir + "/1f1b.trace.json";
   if (std::system(parse.c_str()) != 0) {
     ADD_FAILURE() << "the trace is not JSON";
@@ -712,12 +690,12 @@ TEST(LoomTrain, AKilledRankStopsThePipelineAndTheMeshNamingIt) {
     const auto runs = loom::test::runProcesses(argvs, envs, std::chrono::seconds(100),
                                                loom::test::KillRule{static_cast<size_t>(victim), 0, "step   10 "});
     ASSERT_EQ(runs[static_cast<size_t>(victim)].exitCode, 128 + SIGKILL) << runs[static_cast<size_t>(victim)].output;
-    const std::regex named("rank " + std::to_string(victim) + " (failed|\\(pid [0-9]+\\) exited)");
+    const std::string named = "rank " + std::to_string(victim) + " (failed|\\(pid [0-9]+\\) exited)";
     for (int r = 0; r < n; ++r) {
       if (r == victim) continue;
       const auto& out = runs[static_cast<size_t>(r)];
       EXPECT_EQ(out.exitCode, 1) << "rank " << r << ": " << out.output;
-      EXPECT_TRUE(std::regex_search(out.output, named)) << "rank " << r << ": " << out.output;
+      EXPECT_TRUE(loom::test::contains(out.output, named)) << "rank " << r << ": " << out.output;
       EXPECT_LT(out.elapsed, std::chrono::seconds(10)) << out.output;
     }
   };

@@ -2,10 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <regex>
 #include <set>
 
 #include "tests/support/processes.hpp"
+#include "tests/support/text_match.hpp"
 
 using loom::test::runProcess;
 using namespace std::chrono_literals;
@@ -29,10 +29,7 @@ TEST(Loomrun, GivesEveryJobAFreshStoreSecret) {
     auto r = runProcess({LOOMRUN_BIN, "-n", "2", "--", "sh", "-c", "echo secret=$LOOM_STORE_SECRET"}, env);
     EXPECT_EQ(r.exitCode, 0) << r.output;
     std::set<std::string> found;
-    const std::regex line("secret=([0-9a-f]*)");
-    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), line); it != std::sregex_iterator(); ++it) {
-      found.insert((*it)[1]);
-    }
+    for (const auto& m : loom::test::searchAll(r.output, "secret=([0-9a-f]*)")) found.insert(m[1]);
     return found;
   };
   const auto first = secrets({{"LOOM_STORE_SECRET", ""}});

@@ -2,12 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <regex>
 
 #include <unistd.h>
 
 #include "tests/support/files.hpp"
 #include "tests/support/processes.hpp"
+#include "tests/support/text_match.hpp"
 #include "tools/loom-perf/fresh_inputs.hpp"
 
 using loom::test::runProcess;
@@ -33,7 +33,7 @@ TEST(LoomPerf, BarrierSmokeRunReportsEveryRankAndATiming) {
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_NE(r.output.find("#  rank  " + std::to_string(rank) + "  host"), std::string::npos) << r.output;
   }
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("\n +barrier +[0-9.]+ +[0-9.]+\n"))) << r.output;
+  EXPECT_TRUE(loom::test::contains(r.output, "\n +barrier +[0-9.]+ +[0-9.]+\n")) << r.output;
 }
 
 TEST(LoomPerf, UnknownCollectiveIsRefused) {
@@ -49,7 +49,7 @@ TEST(LoomPerf, EveryCollectiveRunsCheckedAcrossProcesses) {
       {"all_reduce", 4.0 / 3}, {"all_gather", 2.0 / 3}, {"reduce_scatter", 2.0 / 3}, {"alltoall", 2.0 / 3},
       {"gather", 2.0 / 3},     {"scatter", 2.0 / 3},    {"broadcast", 1.0},         {"reduce", 1.0},
       {"sendrecv", 1.0}};
-  const std::regex row("\n +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ +-?[0-9]+  +[0-9.]+ +([0-9.]+) +([0-9.]+) +([0-9]+)"
+  const std::string row("\n +[0-9]+ +[0-9]+ +[a-z0-9]+ +[a-z]+ +-?[0-9]+  +[0-9.]+ +([0-9.]+) +([0-9.]+) +([0-9]+)"
                        "(?:  +[0-9.]+ +([0-9.]+) +([0-9.]+) +([0-9]+)|  +n/a +n/a +n/a +n/a)");
   for (auto [collective, factor] : kFactors) {
     auto r = runProcess({LOOM_PERF_BIN, collective, "-N", "3", "-b", "96", "-e", "96K", "-f", "32", "-n", "2", "-w",
@@ -57,13 +57,14 @@ TEST(LoomPerf, EveryCollectiveRunsCheckedAcrossProcesses) {
     ASSERT_EQ(r.exitCode, 0) << collective << "\n" << r.output;
     EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
     int rows = 0;
-    for (std::sregex_iterator it(r.output.begin(), r.output.end(), row), end; it != end; ++it, ++rows) {
+    for (const auto& m : loom::test::searchAll(r.output, row)) {
+      ++rows;
       for (int half : {0, 3}) {
-        if (!(*it)[1 + half].matched) continue;  // all-to-all has no in-place half
-        const double algbw = std::stod((*it)[1 + half]);
-        const double busbw = std::stod((*it)[2 + half]);
-        EXPECT_NEAR(busbw, algbw * factor, 0.011) << collective << ": " << it->str();  // printed to 0.01
-        EXPECT_EQ((*it)[3 + half], "0") << it->str();
+        if (!m.matched(1 + half)) continue;  // all-to-all has no in-place half
+        const double algbw = std::stod(m[1 + half]);
+        const double busbw = std::stod(m[2 + half]);
+        EXPECT_NEAR(busbw, algbw * factor, 0.011) << collective << ": " << m.str();  // printed to 0.01
+        EXPECT_EQ(m[3 + half], "0") << m.str();
       }
     }
     EXPECT_EQ(rows, 3) << collective << "\n" << r.output;
@@ -78,16 +79,15 @@ TEST(LoomPerf, AllTypesAndOpsSweepEveryCombination) {
   EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
   for (const char* type : {"int8", "uint64", "float16", "bfloat16", "float64"}) {
     for (const char* op : {"sum", "prod", "min", "max", "avg", "premulsum"}) {
-      const std::regex row(std::string("\n +1024 +[0-9]+ +") + type + " +" + op + " ");
-      EXPECT_TRUE(std::regex_search(r.output, row)) << type << " " << op << "\n" << r.output;
+      const std::string row = std::string("\n +1024 +[0-9]+ +") + type + " +" + op + " ";
+      EXPECT_TRUE(loom::test::contains(r.output, row)) << type << " " << op << "\n" << r.output;
     }
   }
   // A collective without a reduction sweeps the types once each.
   auto g = runProcess({LOOM_PERF_BIN, "all_gather", "-N", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "-d", "all",
                        "-o", "all"});
   ASSERT_EQ(g.exitCode, 0) << g.output;
-  const std::regex anyRow("\n +1024 +[0-9]+ +[a-z0-9]+ +none ");
-  EXPECT_EQ(std::distance(std::sregex_iterator(g.output.begin(), g.output.end(), anyRow), std::sregex_iterator()), 10);
+  EXPECT_EQ(loom::test::searchAll(g.output, "\n +1024 +[0-9]+ +[a-z0-9]+ +none ").size(), 10u);
 }
 
 // --json and --csv: every collective's rows, read back from the files. In
@@ -102,7 +102,7 @@ TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
   const std::string dir = ::testing::TempDir();
   const std::string json = dir + "loom-perf-" + std::to_string(::getpid()) + ".json";
   const std::string csv = dir + "loom-perf-" + std::to_string(::getpid()) + ".csv";
-  const std::regex half(R"("time_us": ([-0-9.e+]+),\s*"algbw_GBps": ([-0-9.e+]+),\s*"busbw_GBps": ([-0-9.e+]+),\s*)"
+  const std::string half(R"("time_us": ([-0-9.e+]+),\s*"algbw_GBps": ([-0-9.e+]+),\s*"busbw_GBps": ([-0-9.e+]+),\s*)"
                         R"("wrong": ([0-9]+),\s*"min_us": ([-0-9.e+]+),\s*"p50_us": ([-0-9.e+]+),\s*"p99_us": ([-0-9.e+]+))");
   for (auto [collective, factor] : kFactors) {
     auto r = runProcess({LOOM_PERF_BIN, collective, "-N", "3", "-b", "96", "-e", "96K", "-f", "32", "-n", "3", "-w",
@@ -112,11 +112,12 @@ TEST(LoomPerf, JsonAndCsvCarryEveryRowWithBusbwFromAlgbw) {
     EXPECT_NE(text.find("\"collective\": \"" + std::string(collective) + "\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"aggregate\": \"avg\""), std::string::npos) << text;
     int halves = 0;
-    for (std::sregex_iterator it(text.begin(), text.end(), half), end; it != end; ++it, ++halves) {
-      const double algbw = std::stod((*it)[2]), busbw = std::stod((*it)[3]);
-      EXPECT_NEAR(busbw, algbw * factor, 1e-5 * busbw + 1e-9) << collective << ": " << it->str();
-      EXPECT_EQ((*it)[4], "0") << it->str();
-      const double min = std::stod((*it)[5]), p50 = std::stod((*it)[6]), p99 = std::stod((*it)[7]);
+    for (const auto& m : loom::test::searchAll(text, half)) {
+      ++halves;
+      const double algbw = std::stod(m[2]), busbw = std::stod(m[3]);
+      EXPECT_NEAR(busbw, algbw * factor, 1e-5 * busbw + 1e-9) << collective << ": " << m.str();
+      EXPECT_EQ(m[4], "0") << m.str();
+      const double min = std::stod(m[5]), p50 = std::stod(m[6]), p99 = std::stod(m[7]);
       EXPECT_LE(min, p50);
       EXPECT_LE(p50, p99);
     }
