@@ -1,7 +1,9 @@
 # LOOM_SANITIZE applies to every target, so that one preset builds a fully
 # instrumented tree (a half-instrumented TSan build reports false races).
+# Line tables only (-g1, after the build type's -g): a report names file and
+# line, which is all these builds are for (the debug preset is for gdb).
 if(LOOM_SANITIZE)
-  add_compile_options(-fsanitize=${LOOM_SANITIZE} -fno-omit-frame-pointer -g)
+  add_compile_options(-fsanitize=${LOOM_SANITIZE} -fno-omit-frame-pointer -g1)
   add_link_options(-fsanitize=${LOOM_SANITIZE})
   if(LOOM_SANITIZE MATCHES "undefined")
     add_compile_options(-fno-sanitize-recover=undefined)
