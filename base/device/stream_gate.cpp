@@ -133,14 +133,14 @@ uint64_t StreamGate::admit() {
     check(e, "cudaEventRecord on the call's stream");
   }
   const uint64_t ticket = impl_->issued + 1;
-  const bool memop = gateWithMemops();  // per call: a stream's handle outlives the setting it was first used with
-  if (memop && waitValue64() == nullptr) {
-    cudaEventDestroy(mark);
-    throw Error(loomUnhandledCudaError, "LOOM_CUDA_GATE=memop: the driver offers no cuStreamWaitValue64");
-  }
-  if (memop) {
-    const CUresult r = waitValue64()(impl_->stream, reinterpret_cast<CUdeviceptr>(impl_->released), ticket,
-                                     CU_STREAM_WAIT_VALUE_GEQ);
+  if (gateWithMemops()) {  // asked per call: a stream's handle outlives the setting it was first used with
+    const WaitValue64 wait = waitValue64();
+    if (wait == nullptr) {
+      cudaEventDestroy(mark);
+      throw Error(loomUnhandledCudaError, "LOOM_CUDA_GATE=memop: the driver offers no cuStreamWaitValue64");
+    }
+    const CUresult r = wait(impl_->stream, reinterpret_cast<CUdeviceptr>(impl_->released), ticket,
+                            CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) {
       cudaEventDestroy(mark);
       throw Error(loomUnhandledCudaError, "LOOM_CUDA_GATE=memop: cuStreamWaitValue64 failed with CUresult " +
