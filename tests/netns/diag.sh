@@ -87,7 +87,8 @@ run_diag clean
 expect clean 0 "# findings: none" "#   across nodes   all_reduce       4" "# raw TCP stream, rank 0 -> 1" \
   "of a raw TCP stream"
 
-# Rank 1 -> rank 2 only: node 1's egress to 10.77.0.3 at 100 Mbit/s. Every
+# Rank 1 -> rank 2 only: node 1's egress to 10.77.0.3 at 400 Mbit/s (20x below
+# a healthy pair here; 100 Mbit/s found it as surely and took 60 s more). Every
 # node's other traffic goes through the same htb, in a class far above the
 # link, so that the qdisc's own cost (measurable: a node with htb and the
 # others without sends slower) is every node's.
@@ -96,14 +97,14 @@ for i in 0 1 2 3; do
   tc -n "${NETNS_TAG}n$i" qdisc add dev veth0 root handle 1: htb default 20
   tc -n "${NETNS_TAG}n$i" class add dev veth0 parent 1: classid 1:20 htb rate 20gbit 2>/dev/null  # quantum warnings
 done
-tc -n "${NETNS_TAG}n1" class add dev veth0 parent 1: classid 1:10 htb rate 100mbit
+tc -n "${NETNS_TAG}n1" class add dev veth0 parent 1: classid 1:10 htb rate 400mbit
 tc -n "${NETNS_TAG}n1" filter add dev veth0 parent 1: protocol ip u32 match ip dst 10.77.0.3/32 flowid 1:10
 run_diag slow-link
 expect_fault slow-link "link  rank 1 -> 2 moves"
 for i in 0 1 2 3; do tc -n "${NETNS_TAG}n$i" qdisc del dev veth0 root; done
 
-# Everything node 3 sends, at 100 Mbit/s: rank 3 is slow, not three links.
-tc -n "${NETNS_TAG}n3" qdisc add dev veth0 root tbf rate 100mbit burst 64kb latency 400ms
+# Everything node 3 sends, at 400 Mbit/s: rank 3 is slow, not three links.
+tc -n "${NETNS_TAG}n3" qdisc add dev veth0 root tbf rate 400mbit burst 64kb latency 400ms
 run_diag slow-rank
 expect_fault slow-rank "rank  rank 3 is slow sending"
 tc -n "${NETNS_TAG}n3" qdisc del dev veth0 root
