@@ -19,7 +19,7 @@ std::span<const std::byte> tagBytes(const SlotTag& tag) { return std::as_bytes(s
 SocketSendConnection::SocketSendConnection(std::vector<net::Socket> sockets, FifoShape shape, std::string peerName)
     : shape_(shape),
       peerName_(std::move(peerName)),
-      storage_(shape.totalBytes()),
+      storage_(std::make_unique_for_overwrite<std::byte[]>(shape.totalBytes())),
       tags_(shape.slots),
       payloads_(shape.slots, nullptr),
       sent_(shape.slots, 0) {
@@ -93,7 +93,7 @@ void SocketSendConnection::addWaitFds(std::vector<WaitFd>& out) const {
 SocketRecvConnection::SocketRecvConnection(std::vector<net::Socket> sockets, FifoShape shape, std::string peerName)
     : shape_(shape),
       peerName_(std::move(peerName)),
-      storage_(shape.totalBytes()),
+      storage_(std::make_unique_for_overwrite<std::byte[]>(shape.totalBytes())),
       tags_(shape.slots),
       payloads_(shape.slots, nullptr),
       ready_(shape.slots, 0) {

@@ -9,6 +9,7 @@
 // architecture.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "base/net/socket.hpp"
@@ -41,11 +42,11 @@ class SocketSendConnection final : public SendConnection {
     size_t offset = 0;  // bytes of it (tag, then payload) already sent
   };
   bool advance(Lane& lane);
-  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
+  std::byte* slotData(uint64_t slot) { return storage_.get() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
 
   FifoShape shape_;
   std::string peerName_;
-  std::vector<std::byte> storage_;
+  std::unique_ptr<std::byte[]> storage_;  // untouched until a slot is used: a page is only paid for once it carries bytes
   std::vector<SlotTag> tags_;
   std::vector<const std::byte*> payloads_;  // each slot's payload: in storage_, or the caller's (commitFrom)
   std::vector<char> sent_;
@@ -79,11 +80,11 @@ class SocketRecvConnection final : public RecvConnection {
   // Where the payload of `lane`'s slot, whose tag has just come, goes.
   std::byte* bodyOf(const Lane& lane);
   bool advance(Lane& lane);
-  std::byte* slotData(uint64_t slot) { return storage_.data() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
+  std::byte* slotData(uint64_t slot) { return storage_.get() + (slot % shape_.slots) * size_t{shape_.slotBytes}; }
 
   FifoShape shape_;
   std::string peerName_;
-  std::vector<std::byte> storage_;
+  std::unique_ptr<std::byte[]> storage_;  // as the send end's
   std::vector<SlotTag> tags_;
   std::vector<const std::byte*> payloads_;  // of ready slots
   std::vector<char> ready_;

@@ -31,13 +31,13 @@ namespace loom::transport::ucx {
 class SlotStorage {
  public:
   explicit SlotStorage(const FifoShape& shape)
-      : stride_(shape.slotBytes + sizeof(SlotTag)), slots_(shape.slots), bytes_(slots_ * stride_) {}
-  std::byte* operator[](uint64_t slot) { return bytes_.data() + (slot % slots_) * stride_; }
+      : stride_(shape.slotBytes + sizeof(SlotTag)), slots_(shape.slots), bytes_(std::make_unique_for_overwrite<std::byte[]>(slots_ * stride_)) {}
+  std::byte* operator[](uint64_t slot) { return bytes_.get() + (slot % slots_) * stride_; }
 
  private:
   size_t stride_;
   size_t slots_;
-  std::vector<std::byte> bytes_;
+  std::unique_ptr<std::byte[]> bytes_;  // not zeroed: a page costs nothing until a slot lands in it
 };
 
 class UcxSendConnection final : public SendConnection {
