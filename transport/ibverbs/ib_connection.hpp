@@ -44,7 +44,7 @@ namespace loom::transport::ibverbs {
 constexpr size_t kHeaderBytes = 64;
 static_assert(sizeof(SlotTag) <= kHeaderBytes);
 
-// Host memory aligned to a page, owned (registrations want whole pages).
+// Host memory aligned to a page, owned (registrations want whole pages), not zeroed.
 class PageAlignedBytes {
  public:
   explicit PageAlignedBytes(size_t bytes);
