@@ -8,8 +8,6 @@
 namespace loom::topo {
 namespace {
 
-const Node& at(const System& sys, int i) { return sys.nodes[static_cast<size_t>(i)]; }
-
 // NVLink bandwidth between two nodes, summed over their direct links.
 double nvlinkGBs(const System& sys, int a, int b) {
   double total = 0;
@@ -20,7 +18,7 @@ double nvlinkGBs(const System& sys, int a, int b) {
 }
 
 std::optional<Path> nvlinkPath(const System& sys, int a, int b) {
-  const auto isGpu = [&](int i) { return at(sys, i).kind == NodeKind::Gpu; };
+  const auto isGpu = [&](int i) { return sys.node(i).kind == NodeKind::Gpu; };
   if (!isGpu(a) || !isGpu(b)) return std::nullopt;
   if (double direct = nvlinkGBs(sys, a, b); direct > 0) return Path{PathType::NVL, direct, LinkModel::kNvLinkUs};
   // Through NVSwitches: what both GPUs reach of every switch they share.
@@ -38,7 +36,7 @@ std::optional<Path> nvlinkPath(const System& sys, int a, int b) {
 // `i` and its PCI ancestors up to its CPU, nearest first.
 std::vector<int> chainUp(const System& sys, int i) {
   std::vector<int> chain{i};
-  while (at(sys, chain.back()).parent >= 0) chain.push_back(at(sys, chain.back()).parent);
+  while (sys.node(chain.back()).parent >= 0) chain.push_back(sys.node(chain.back()).parent);
   return chain;
 }
 
@@ -67,7 +65,7 @@ Path pathBetween(const System& sys, int a, int b) {
   // The narrowest PCIe link from a node of `chain` up to (not above) chain[stop].
   const auto narrowest = [&](const std::vector<int>& chain, size_t stop) {
     double gbs = std::numeric_limits<double>::infinity();
-    for (size_t k = 0; k < stop; ++k) gbs = std::min(gbs, at(sys, chain[k]).linkGBs);
+    for (size_t k = 0; k < stop; ++k) gbs = std::min(gbs, sys.node(chain[k]).linkGBs);
     return gbs;
   };
   for (size_t i = 0; i < up.size(); ++i) {
@@ -76,18 +74,18 @@ Path pathBetween(const System& sys, int a, int b) {
     const size_t jdx = static_cast<size_t>(j - down.begin());
     const double gbs = std::min(narrowest(up, i), narrowest(down, jdx));
     const double us = static_cast<double>(i + jdx) * LinkModel::kPcieLinkUs;
-    if (at(sys, up[i]).kind == NodeKind::Cpu) return {PathType::PHB, gbs, us};
+    if (sys.node(up[i]).kind == NodeKind::Cpu) return {PathType::PHB, gbs, us};
     // The switches crossed: the common one and every one below it on either side.
     const auto switches = [&](const std::vector<int>& chain, size_t stop) {
       return std::count_if(chain.begin() + 1, chain.begin() + static_cast<long>(stop),
-                           [&](int k) { return at(sys, k).kind == NodeKind::PciSwitch; });
+                           [&](int k) { return sys.node(k).kind == NodeKind::PciSwitch; });
     };
     const long crossed = 1 + switches(up, i) + switches(down, jdx);
     return {crossed == 1 ? PathType::PIX : PathType::PXB, gbs, us};
   }
   // Different CPUs: up to each, then across the link between them.
-  const Node& ca = at(sys, up.back());
-  const Node& cb = at(sys, down.back());
+  const Node& ca = sys.node(up.back());
+  const Node& cb = sys.node(down.back());
   const bool samePackage = ca.package == cb.package;
   const double between = samePackage ? LinkModel::kSamePackage : LinkModel::kInterSocket;
   const double us = static_cast<double>(up.size() + down.size() - 2) * LinkModel::kPcieLinkUs +

@@ -11,13 +11,11 @@
 namespace loom::topo {
 namespace {
 
-const Node& at(const System& sys, int i) { return sys.nodes[static_cast<size_t>(i)]; }
-
 RankPlace onCpu(const System& sys, int cpu) {
   RankPlace p;
   if (cpu >= 0) {
-    p.numa = at(sys, cpu).index;
-    p.package = at(sys, cpu).package;
+    p.numa = sys.node(cpu).index;
+    p.package = sys.node(cpu).package;
   }
   return p;
 }
@@ -64,8 +62,8 @@ Tree relabel(const Tree& t, int n, auto position) {
 }
 
 RankPlace onGpu(const System& sys, int gpu) {
-  RankPlace p = onCpu(sys, at(sys, gpu).cpu);
-  p.gpu = at(sys, gpu).index;
+  RankPlace p = onCpu(sys, sys.node(gpu).cpu);
+  p.gpu = sys.node(gpu).index;
   return p;
 }
 
@@ -87,7 +85,7 @@ RankPlace placeByLocalRank(const System& sys, int localRank, int localSize) {
 
 RankPlace placeThisProcess(const System& sys, int localRank, int localSize, const std::string& gpuBusId) {
   for (int g : sys.all(NodeKind::Gpu)) {
-    if (!gpuBusId.empty() && at(sys, g).busId == gpuBusId) return onGpu(sys, g);
+    if (!gpuBusId.empty() && sys.node(g).busId == gpuBusId) return onGpu(sys, g);
   }
   // A described machine is not this one: its ranks are placed as launched.
   if (!sys.thisMachine) return placeByLocalRank(sys, localRank, localSize);
@@ -112,7 +110,7 @@ std::vector<int> cpusFor(const System& sys, const RankPlace& place, std::span<co
   std::vector<int> cpus;
   const int cpu = place.numa >= 0 ? sys.find(NodeKind::Cpu, place.numa) : -1;
   if (!sys.thisMachine || cpu < 0) return cpus;
-  for (int pu : at(sys, cpu).pus) {
+  for (int pu : sys.node(cpu).pus) {
     if (std::find(allowed.begin(), allowed.end(), pu) != allowed.end()) cpus.push_back(pu);
   }
   return cpus;
@@ -133,8 +131,8 @@ void chooseNics(const System& sys, std::span<RankPlace> local) {
       if (key(k) < key(best)) best = k;
     }
     ++load[best];
-    r.nic = at(sys, nics[best]).index;
-    r.nicName = at(sys, nics[best]).name;
+    r.nic = sys.node(nics[best]).index;
+    r.nicName = sys.node(nics[best]).name;
   }
 }
 

@@ -62,6 +62,7 @@ struct System {
   std::vector<NvLink> nvlinks;
   std::vector<std::string> notes;  // what discovery could not see, one line each
 
+  const Node& node(int i) const { return nodes[static_cast<size_t>(i)]; }  // by node index
   std::vector<int> all(NodeKind kind) const;  // node indexes of that kind, by index
   int count(NodeKind kind) const;
   int find(NodeKind kind, int index) const;   // the node of that kind and index, or -1

@@ -13,6 +13,8 @@
 
 #ifdef LOOM_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "base/device/cuda_error.hpp"
 #endif
 
 namespace loom::cuda {
@@ -20,14 +22,6 @@ namespace {
 
 thread_local bool userStreamTask = false;
 std::atomic<uint64_t> fakeStaged{0};
-
-#ifdef LOOM_HAVE_CUDA
-void check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error(loomUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(error));
-}
-#endif
 
 #ifndef LOOM_HAVE_CUDA
 [[noreturn]] void noCuda(const char* what) {
@@ -47,7 +41,8 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes), fake_(fakeDevice()) {
   }
 #ifdef LOOM_HAVE_CUDA
   void* p = nullptr;
-  check(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable), "cudaHostAlloc of a staging buffer");
+  throwIfFailed(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable),
+                "cudaHostAlloc of a staging buffer");
   data_ = static_cast<std::byte*>(p);
 #else
   noCuda("a pinned staging buffer");
@@ -75,10 +70,10 @@ struct DeviceStream::Impl {
 DeviceStream::DeviceStream() : impl_(std::make_unique<Impl>()) {
   if (impl_->fake) return;
 #ifdef LOOM_HAVE_CUDA
-  check(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  throwIfFailed(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   if (cudaEventCreateWithFlags(&impl_->legacyDone, cudaEventDisableTiming) != cudaSuccess) {
     cudaStreamDestroy(impl_->stream);
-    check(cudaErrorMemoryAllocation, "cudaEventCreateWithFlags");
+    throwIfFailed(cudaErrorMemoryAllocation, "cudaEventCreateWithFlags");
   }
 #else
   noCuda("a copy stream");
@@ -97,8 +92,8 @@ DeviceStream::~DeviceStream() {
 void DeviceStream::afterDefaultStream() {
   if (impl_->fake) return;
 #ifdef LOOM_HAVE_CUDA
-  check(cudaEventRecord(impl_->legacyDone, cudaStreamLegacy), "cudaEventRecord on the default stream");
-  check(cudaStreamWaitEvent(impl_->stream, impl_->legacyDone, 0), "cudaStreamWaitEvent");
+  throwIfFailed(cudaEventRecord(impl_->legacyDone, cudaStreamLegacy), "cudaEventRecord on the default stream");
+  throwIfFailed(cudaStreamWaitEvent(impl_->stream, impl_->legacyDone, 0), "cudaStreamWaitEvent");
 #endif
 }
 
@@ -110,7 +105,7 @@ void DeviceStream::copy(void* dst, const void* src, size_t bytes) {
     return;
   }
 #ifdef LOOM_HAVE_CUDA
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, impl_->stream), "cudaMemcpyAsync");
+  throwIfFailed(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, impl_->stream), "cudaMemcpyAsync");
 #endif
 }
 
@@ -121,7 +116,7 @@ void DeviceStream::synchronize(const std::function<void()>& checkWait) {
   for (;;) {
     const cudaError_t state = cudaStreamQuery(impl_->stream);
     if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) check(state, "a staging copy");
+    if (state != cudaErrorNotReady) throwIfFailed(state, "a staging copy");
     backoff.idle([&](Backoff::Phase) { checkWait(); },
                  [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
   }

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "base/device/cuda_error.hpp"
 #include "base/device/stream_gate_kernel.hpp"
 #endif
 
@@ -20,12 +21,6 @@ namespace loom::cuda {
 
 #ifdef LOOM_HAVE_CUDA
 namespace {
-
-void check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw Error(loomUnhandledCudaError, std::string(what) + ": " + cudaGetErrorString(error));
-}
 
 // The gates' counters: pages of pinned, mapped memory, pinned ahead of need
 // (prepareStreamGates), a counter each. Kept for the process's life, as the
@@ -39,7 +34,7 @@ class Counters {
   void prepare() {
     std::lock_guard lock(mutex_);
     if (!loaded_) {
-      check(loadHoldKernel(), "loading the stream gate's kernel");
+      throwIfFailed(loadHoldKernel(), "loading the stream gate's kernel");
       loaded_ = true;
     }
     if (next_ == kPerPage) addPage();
@@ -56,7 +51,7 @@ class Counters {
   static constexpr size_t kPerPage = 512;
   void addPage() {
     void* p = nullptr;
-    check(cudaHostAlloc(&p, kPerPage * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),
+    throwIfFailed(cudaHostAlloc(&p, kPerPage * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),
           "cudaHostAlloc of stream gates' counters");
     page_ = static_cast<uint64_t*>(p);
     next_ = 0;
@@ -119,7 +114,7 @@ StreamGate::~StreamGate() = default;
 
 uint64_t StreamGate::admit() {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(impl_->stream, &capture), "cudaStreamIsCapturing");
+  throwIfFailed(cudaStreamIsCapturing(impl_->stream, &capture), "cudaStreamIsCapturing");
   if (capture != cudaStreamCaptureStatusNone) {
     // A captured call would be a graph node that Loom's host side never sees run.
     throw Error(loomInvalidUsage, "the stream is being captured into a CUDA graph, which Loom does not support yet: "
@@ -127,10 +122,10 @@ uint64_t StreamGate::admit() {
   }
   std::lock_guard lock(impl_->mutex);
   cudaEvent_t mark = nullptr;
-  check(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  throwIfFailed(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   if (cudaError_t e = cudaEventRecord(mark, impl_->stream); e != cudaSuccess) {
     cudaEventDestroy(mark);
-    check(e, "cudaEventRecord on the call's stream");
+    throwIfFailed(e, "cudaEventRecord on the call's stream");
   }
   const uint64_t ticket = impl_->issued + 1;
   if (gateWithMemops()) {  // asked per call: a stream's handle outlives the setting it was first used with
@@ -149,7 +144,7 @@ uint64_t StreamGate::admit() {
     }
   } else if (cudaError_t e = queueHold(impl_->stream, impl_->released, ticket); e != cudaSuccess) {
     cudaEventDestroy(mark);
-    check(e, "queueing the stream's wait for Loom");
+    throwIfFailed(e, "queueing the stream's wait for Loom");
   }
   impl_->issued = ticket;
   impl_->marks.emplace(ticket, mark);
@@ -180,7 +175,7 @@ void StreamGate::waitStarted(uint64_t ticket, const std::function<void()>& check
   for (;;) {
     const cudaError_t state = cudaEventQuery(mark);
     if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) check(state, "the work queued before the call on its stream");
+    if (state != cudaErrorNotReady) throwIfFailed(state, "the work queued before the call on its stream");
     backoff.idle([&](Backoff::Phase) { checkWait(); },
                  [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
   }

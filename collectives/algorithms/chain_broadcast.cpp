@@ -33,11 +33,13 @@ void chainBroadcast(const Plan& plan) {
 namespace {
 
 // n-1 steps to fill the pipeline; the whole buffer through each link.
-double cost(const CostModel& m, size_t bytes) { return m.overLinks(m.n() - 1, static_cast<double>(bytes)); }
+double chainBroadcastCost(const CostModel& m, size_t bytes) {
+  return m.overLinks(m.n() - 1, static_cast<double>(bytes));
+}
 
 }  // namespace
 
 extern const AlgorithmEntry kChainBroadcast{
-    .name = "ring", .kind = CollectiveKind::Broadcast, .run = chainBroadcast, .costUs = cost};
+    .name = "ring", .kind = CollectiveKind::Broadcast, .run = chainBroadcast, .costUs = chainBroadcastCost};
 
 }  // namespace loom::coll

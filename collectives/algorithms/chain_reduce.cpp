@@ -27,11 +27,11 @@ void chainReduce(const Plan& plan) {
 namespace {
 
 // n-1 steps to fill the pipeline; the whole buffer through each link.
-double cost(const CostModel& m, size_t bytes) { return m.overLinks(m.n() - 1, static_cast<double>(bytes)); }
+double chainReduceCost(const CostModel& m, size_t bytes) { return m.overLinks(m.n() - 1, static_cast<double>(bytes)); }
 
 }  // namespace
 
 extern const AlgorithmEntry kChainReduce{
-    .name = "ring", .kind = CollectiveKind::Reduce, .run = chainReduce, .costUs = cost};
+    .name = "ring", .kind = CollectiveKind::Reduce, .run = chainReduce, .costUs = chainReduceCost};
 
 }  // namespace loom::coll

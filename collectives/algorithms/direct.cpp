@@ -66,23 +66,23 @@ namespace {
 
 // Every peer's message posted at once: one hand-off plus a fraction of one
 // per further peer; n-1 of n blocks cross this rank's link.
-double cost(const CostModel& m, size_t bytes) {
+double directCost(const CostModel& m, size_t bytes) {
   return m.overLinks(1 + CostModel::kPerPeerFraction * (m.n() - 1), (m.n() - 1) / m.n() * static_cast<double>(bytes));
 }
 
 }  // namespace
 
 extern const AlgorithmEntry kDirectAllGather{
-    .name = "direct", .kind = CollectiveKind::AllGather, .run = directAllGather, .costUs = cost,
+    .name = "direct", .kind = CollectiveKind::AllGather, .run = directAllGather, .costUs = directCost,
     .foldsInRankOrder = true};
 extern const AlgorithmEntry kDirectAlltoAll{
-    .name = "direct", .kind = CollectiveKind::AlltoAll, .run = directAlltoAll, .costUs = cost,
+    .name = "direct", .kind = CollectiveKind::AlltoAll, .run = directAlltoAll, .costUs = directCost,
     .foldsInRankOrder = true};
 extern const AlgorithmEntry kDirectGather{
-    .name = "direct", .kind = CollectiveKind::Gather, .run = directGather, .costUs = cost,
+    .name = "direct", .kind = CollectiveKind::Gather, .run = directGather, .costUs = directCost,
     .foldsInRankOrder = true};
 extern const AlgorithmEntry kDirectScatter{
-    .name = "direct", .kind = CollectiveKind::Scatter, .run = directScatter, .costUs = cost,
+    .name = "direct", .kind = CollectiveKind::Scatter, .run = directScatter, .costUs = directCost,
     .foldsInRankOrder = true};
 
 }  // namespace loom::coll

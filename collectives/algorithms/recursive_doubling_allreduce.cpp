@@ -57,7 +57,7 @@ namespace {
 
 // log2(n) whole-buffer exchanges (two more when n is not a power of two),
 // each folded after it arrives: ours and theirs.
-double cost(const CostModel& m, size_t bytes) {
+double recursiveDoublingAllReduceCost(const CostModel& m, size_t bytes) {
   const double s = static_cast<double>(bytes);
   const bool powerOfTwo = std::has_single_bit(static_cast<unsigned>(m.layout.nranks));
   const double steps = CostModel::log2Ceil(m.layout.nranks) + (powerOfTwo ? 0 : 2);
@@ -67,6 +67,9 @@ double cost(const CostModel& m, size_t bytes) {
 }  // namespace
 
 extern const AlgorithmEntry kRecursiveDoublingAllReduce{
-    .name = "rd", .kind = CollectiveKind::AllReduce, .run = recursiveDoublingAllReduce, .costUs = cost};
+    .name = "rd",
+    .kind = CollectiveKind::AllReduce,
+    .run = recursiveDoublingAllReduce,
+    .costUs = recursiveDoublingAllReduceCost};
 
 }  // namespace loom::coll

@@ -33,13 +33,13 @@ void ringAllGather(const Plan& plan) {
 namespace {
 
 // n-1 steps; `bytes` is the whole n-block output, of which n-1 blocks arrive.
-double cost(const CostModel& m, size_t bytes) {
+double ringAllGatherCost(const CostModel& m, size_t bytes) {
   return m.overLinks(m.n() - 1, (m.n() - 1) / m.n() * static_cast<double>(bytes));
 }
 
 }  // namespace
 
 extern const AlgorithmEntry kRingAllGather{
-    .name = "ring", .kind = CollectiveKind::AllGather, .run = ringAllGather, .costUs = cost};
+    .name = "ring", .kind = CollectiveKind::AllGather, .run = ringAllGather, .costUs = ringAllGatherCost};
 
 }  // namespace loom::coll

@@ -51,7 +51,7 @@ void ringAllReduce(const Plan& plan) {
 namespace {
 
 // 2(n-1) steps; each moves a 1/n slice through every rank's link twice.
-double cost(const CostModel& m, size_t bytes) {
+double ringAllReduceCost(const CostModel& m, size_t bytes) {
   const double s = static_cast<double>(bytes);
   return m.overLinks(2 * (m.n() - 1), 2 * (m.n() - 1) / m.n() * s);
 }
@@ -59,6 +59,6 @@ double cost(const CostModel& m, size_t bytes) {
 }  // namespace
 
 extern const AlgorithmEntry kRingAllReduce{
-    .name = "ring", .kind = CollectiveKind::AllReduce, .run = ringAllReduce, .costUs = cost};
+    .name = "ring", .kind = CollectiveKind::AllReduce, .run = ringAllReduce, .costUs = ringAllReduceCost};
 
 }  // namespace loom::coll

@@ -32,13 +32,13 @@ void ringReduceScatter(const Plan& plan) {
 namespace {
 
 // n-1 steps; `bytes` is the whole n-block input, of which n-1 blocks leave.
-double cost(const CostModel& m, size_t bytes) {
+double ringReduceScatterCost(const CostModel& m, size_t bytes) {
   return m.overLinks(m.n() - 1, (m.n() - 1) / m.n() * static_cast<double>(bytes));
 }
 
 }  // namespace
 
 extern const AlgorithmEntry kRingReduceScatter{
-    .name = "ring", .kind = CollectiveKind::ReduceScatter, .run = ringReduceScatter, .costUs = cost};
+    .name = "ring", .kind = CollectiveKind::ReduceScatter, .run = ringReduceScatter, .costUs = ringReduceScatterCost};
 
 }  // namespace loom::coll

@@ -102,13 +102,13 @@ namespace {
 
 // Up and down a tree of depth log2(n); a rank inner in one tree takes in
 // (and sends on) about the whole buffer in each direction.
-double cost(const CostModel& m, size_t bytes) {
+double treeAllReduceCost(const CostModel& m, size_t bytes) {
   return m.overLinks(2 * CostModel::log2Ceil(m.layout.nranks), 2 * static_cast<double>(bytes));
 }
 
 }  // namespace
 
 extern const AlgorithmEntry kTreeAllReduce{
-    .name = "tree", .kind = CollectiveKind::AllReduce, .run = treeAllReduce, .costUs = cost};
+    .name = "tree", .kind = CollectiveKind::AllReduce, .run = treeAllReduce, .costUs = treeAllReduceCost};
 
 }  // namespace loom::coll

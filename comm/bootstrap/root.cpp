@@ -190,7 +190,7 @@ class RootServer {
   std::thread thread_;  // last: starts after every other member exists
 };
 
-struct Registry {
+struct RootRegistry {
   std::mutex mutex;
   std::vector<std::unique_ptr<RootServer>> roots;
 
@@ -199,31 +199,31 @@ struct Registry {
   }
 };
 
-Registry& registry() {
+RootRegistry& rootRegistry() {
   // Log before the registry exists, so the logger is built first and outlives
   // the roots that the registry stops at exit.
   (void)logEnabled(LogLevel::Warn, Subsys::Bootstrap);
-  static Registry instance;
+  static RootRegistry instance;
   return instance;
 }
 
 }  // namespace
 
 void startRendezvousRoot(net::Socket listener, const Secret& secret, std::chrono::milliseconds timeout) {
-  Registry& r = registry();
+  RootRegistry& r = rootRegistry();
   std::lock_guard lock(r.mutex);
   r.reap();
   r.roots.push_back(std::make_unique<RootServer>(std::move(listener), secret, timeout));
 }
 
 void reapRendezvousRoots() {
-  Registry& r = registry();
+  RootRegistry& r = rootRegistry();
   std::lock_guard lock(r.mutex);
   r.reap();
 }
 
 size_t runningRendezvousRoots() {
-  Registry& r = registry();
+  RootRegistry& r = rootRegistry();
   std::lock_guard lock(r.mutex);
   r.reap();
   return r.roots.size();

@@ -10,8 +10,8 @@ namespace {
 
 // Layout: magic u32 | version u16 | address length u16 | secret 16 B |
 // address text (up to 96 B) | zero padding | FNV-1a-64 of bytes [0, 120).
-constexpr uint32_t kMagic = 0x44494d4c;  // "LMID"
-constexpr uint16_t kVersion = 1;
+constexpr uint32_t kIdMagic = 0x44494d4c;  // "LMID"
+constexpr uint16_t kIdVersion = 1;
 constexpr size_t kAddressOffset = 24;
 constexpr size_t kChecksumOffset = LOOM_UNIQUE_ID_BYTES - 8;
 constexpr size_t kMaxAddress = kChecksumOffset - kAddressOffset;
@@ -33,8 +33,8 @@ loomUniqueId encodeUniqueId(const UniqueIdData& data) {
   std::string address = data.root.toString();
   if (address.size() > kMaxAddress) throw Error(loomInternalError, "root address too long for a unique id");
   auto length = static_cast<uint16_t>(address.size());
-  std::memcpy(id.internal, &kMagic, 4);
-  std::memcpy(id.internal + 4, &kVersion, 2);
+  std::memcpy(id.internal, &kIdMagic, 4);
+  std::memcpy(id.internal + 4, &kIdVersion, 2);
   std::memcpy(id.internal + 6, &length, 2);
   std::memcpy(id.internal + 8, data.secret.bytes.data(), 16);
   std::memcpy(id.internal + kAddressOffset, address.data(), address.size());
@@ -51,7 +51,7 @@ UniqueIdData decodeUniqueId(const loomUniqueId& id) {
   std::memcpy(&version, id.internal + 4, 2);
   std::memcpy(&length, id.internal + 6, 2);
   std::memcpy(&sum, id.internal + kChecksumOffset, 8);
-  if (magic != kMagic || version != kVersion || length == 0 || length > kMaxAddress ||
+  if (magic != kIdMagic || version != kIdVersion || length == 0 || length > kMaxAddress ||
       sum != fnv1a(id.internal, kChecksumOffset)) {
     throw Error(loomInvalidArgument,
                 "commId is not a valid unique id (bad magic, version or checksum): pass the bytes of "

@@ -34,15 +34,15 @@ constexpr milliseconds kNotifyTimeout{2000};
 // watching it: a refusal comes at once, so this only bounds a dark host.
 constexpr milliseconds kProbeWithin{200};
 
-class Registry;
-Registry& registry();
+class WatchdogRegistry;
+WatchdogRegistry& watchdogRegistry();
 
 // Every live watchdog of the process, stopped at exit.
-class Registry {
+class WatchdogRegistry {
  public:
   void add(Watchdog* w) {
     std::lock_guard lock(mutex_);
-    if (!hooked_) hooked_ = std::atexit([] { registry().stopAll(); }) == 0;
+    if (!hooked_) hooked_ = std::atexit([] { watchdogRegistry().stopAll(); }) == 0;
     live_.push_back(w);
   }
   void remove(Watchdog* w) {
@@ -60,8 +60,8 @@ class Registry {
   std::vector<Watchdog*> live_;
 };
 
-Registry& registry() {
-  static auto* r = new Registry;  // never destroyed: the atexit hook may run after static destructors
+WatchdogRegistry& watchdogRegistry() {
+  static auto* r = new WatchdogRegistry;  // never destroyed: the atexit hook may run after static destructors
   return *r;
 }
 
@@ -96,11 +96,11 @@ Watchdog::Watchdog(const Secret& secret, int rank, std::vector<std::string> addr
       settings_(settings),
       handlers_(std::move(handlers)) {
   thread_ = std::thread([this] { run(); });
-  registry().add(this);
+  watchdogRegistry().add(this);
 }
 
 Watchdog::~Watchdog() {
-  registry().remove(this);
+  watchdogRegistry().remove(this);
   stop();
 }
 
