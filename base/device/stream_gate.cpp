@@ -52,7 +52,7 @@ class Counters {
   void addPage() {
     void* p = nullptr;
     throwIfFailed(cudaHostAlloc(&p, kPerPage * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable),
-          "cudaHostAlloc of stream gates' counters");
+                  "cudaHostAlloc of stream gates' counters");
     page_ = static_cast<uint64_t*>(p);
     next_ = 0;
   }

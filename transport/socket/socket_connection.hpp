@@ -46,7 +46,7 @@ class SocketSendConnection final : public SendConnection {
 
   FifoShape shape_;
   std::string peerName_;
-  std::unique_ptr<std::byte[]> storage_;  // untouched until a slot is used: a page is only paid for once it carries bytes
+  std::unique_ptr<std::byte[]> storage_;  // not zeroed: a page costs nothing until a slot carries bytes
   std::vector<SlotTag> tags_;
   std::vector<const std::byte*> payloads_;  // each slot's payload: in storage_, or the caller's (commitFrom)
   std::vector<char> sent_;

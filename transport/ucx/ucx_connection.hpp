@@ -31,7 +31,9 @@ namespace loom::transport::ucx {
 class SlotStorage {
  public:
   explicit SlotStorage(const FifoShape& shape)
-      : stride_(shape.slotBytes + sizeof(SlotTag)), slots_(shape.slots), bytes_(std::make_unique_for_overwrite<std::byte[]>(slots_ * stride_)) {}
+      : stride_(shape.slotBytes + sizeof(SlotTag)),
+        slots_(shape.slots),
+        bytes_(std::make_unique_for_overwrite<std::byte[]>(slots_ * stride_)) {}
   std::byte* operator[](uint64_t slot) { return bytes_.get() + (slot % slots_) * stride_; }
 
  private:
