@@ -4,9 +4,11 @@
 // its own LOOM_HOSTID, so every byte crosses UCX, which then reports a dead
 // peer itself) over UCX's tcp, and on one host over UCX's shared memory; a
 // rank killed across hosts; a UCX that cannot start is an error naming it;
-// a sender that leaves Loom once its send returned still delivers it.
+// a sender that leaves Loom once its send returned still delivers it. And a
+// connection's two ends in one process: when credits come back.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +22,11 @@
 #include "tests/support/ranks.hpp"
 
 #if LOOM_TEST_UCX
+
+#include "base/cancellation.hpp"
+#include "transport/ucx/drainer.hpp"
+#include "transport/ucx/ucp.hpp"
+#include "transport/ucx/ucx_connection.hpp"
 
 using loom::test::ProcessResult;
 using namespace std::chrono_literals;
@@ -150,6 +157,73 @@ TEST(Ucx, ASenderThatLeavesLoomOnceItsSendReturnedStillDeliversIt) {
   });
   // Both at once: a UCX endpoint's closing flush waits on its peer's worker.
   loom::test::onThreads(2, [&](int rank) { EXPECT_EQ(loomCommDestroy(comms[rank]), loomSuccess); });
+}
+
+// A UCX connection's two ends in this process, wired as the transport wires
+// them (ucx_transport.cpp): the sending end's endpoint to the receiving
+// end's worker, a socket pair as their control socket.
+struct UcxEnds {
+  loom::Cancellation cancel;  // fired before the ends go: a closing flush would wait for a worker nobody progresses
+  std::unique_ptr<loom::transport::ucx::UcxRecvConnection> receiver;
+  std::unique_ptr<loom::transport::ucx::UcxSendConnection> sender;
+
+  explicit UcxEnds(loom::transport::FifoShape shape) {
+    using namespace loom::transport::ucx;
+    auto context = std::make_shared<UcpContext>(shape.slotBytes + sizeof(loom::transport::SlotTag));
+    auto in = std::make_unique<Worker>(context);
+    auto out = std::make_unique<Worker>(context);
+    out->connect(in->address(), PeerErrors::ByControlSocket, "rank 1");
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+    receiver = std::make_unique<UcxRecvConnection>(std::move(in), loom::net::Socket(fds[0], "rank 0"), shape);
+    sender = std::make_unique<UcxSendConnection>(std::move(out), loom::net::Socket(fds[1], "rank 1"), shape, &cancel,
+                                                 std::make_shared<Drainer>());
+  }
+  ~UcxEnds() { cancel.cancel(); }
+
+  // Progresses both ends until the receiver shows its next slot (at most 10 s).
+  std::optional<loom::transport::RecvSlot> next() {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < until) {
+      sender->progress();
+      receiver->progress();
+      if (auto slot = receiver->peek()) return slot;
+    }
+    return std::nullopt;
+  }
+  void commit(uint32_t bytes) {
+    ASSERT_FALSE(sender->reserve().empty());
+    sender->commit({.messageBytes = bytes, .bytes = bytes});
+  }
+};
+
+// While full slots stream (a message larger than a slot), each release
+// credits the sender at once, which keeps its window full; after short
+// ones, credits come once half the FIFO is free (a write per small message
+// cost latency).
+TEST(UcxFifo, CreditsComeBackPerFullSlotAndPerHalfFifoAfterShortOnes) {
+  const loom::transport::FifoShape shape{.slots = 4, .slotBytes = 4096};
+  UcxEnds ends(shape);
+  for (int i = 0; i < 4; ++i) ends.commit(shape.slotBytes);
+  EXPECT_TRUE(ends.sender->reserve().empty());  // no credit left
+  for (int i = 0; i < 4; ++i) {
+    auto slot = ends.next();
+    ASSERT_TRUE(slot.has_value()) << "slot " << i;
+    EXPECT_EQ(slot->data.size(), shape.slotBytes);
+    ends.receiver->release();
+    // The credit is on the control socket once release() returns; reserve() reads it.
+    ASSERT_FALSE(ends.sender->reserve().empty()) << "no credit after full slot " << i;
+    ends.commit(8);
+  }
+  EXPECT_TRUE(ends.sender->reserve().empty());  // four short slots in flight
+  auto slot = ends.next();
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->data.size(), 8u);
+  ends.receiver->release();
+  EXPECT_TRUE(ends.sender->reserve().empty()) << "a credit after one short slot of four";
+  ASSERT_TRUE(ends.next().has_value());
+  ends.receiver->release();
+  EXPECT_FALSE(ends.sender->reserve().empty()) << "no credit once half the FIFO is free";
 }
 
 TEST(Ucx, AUcxThatCannotStartIsAnErrorNamingIt) {

@@ -12,9 +12,11 @@ namespace {
 
 constexpr ucp_tag_t kEveryBit = ~ucp_tag_t{0};
 
-// Slots released before the receiver tells the sender: half the FIFO, so
-// the sender refills one half while the receiver reads the other.
-uint64_t creditEvery(const FifoShape& shape) { return std::max<uint64_t>(1, shape.slots / 2); }
+// Half the FIFO: the sender reads credits only once that many wait for them
+// (and when it is full), as a recv() per progress call would cost more than
+// the sends it paces; the receiver writes them that often after short slots
+// (UcxRecvConnection::sendCredit).
+uint64_t halfFifo(const FifoShape& shape) { return std::max<uint64_t>(1, shape.slots / 2); }
 
 void addFds(const net::Socket& control, Worker& worker, std::vector<WaitFd>& out) {
   out.push_back({control.fd(), POLLIN});
@@ -112,9 +114,7 @@ bool UcxSendConnection::progress() {
   const auto use = worker_->use();
   bool moved = worker_->progress();
   if (inFlight_ > 0) moved |= reapSends();
-  // Credits are read only when half the FIFO waits for them: a recv() per
-  // call would cost more than the sends it paces.
-  if (head_ - credited_ >= creditEvery(shape_)) moved |= readCredits();
+  if (head_ - credited_ >= halfFifo(shape_)) moved |= readCredits();
   return moved;
 }
 
@@ -197,6 +197,7 @@ std::optional<RecvSlot> UcxRecvConnection::peek() {
 }
 
 void UcxRecvConnection::release() {
+  streaming_ = slots_[tail_ % shape_.slots].info.length == shape_.slotBytes + sizeof(SlotTag);
   post(tail_ + shape_.slots);  // the slot just read waits for its next use
   ++tail_;
   sendCredit();
@@ -204,7 +205,11 @@ void UcxRecvConnection::release() {
 
 void UcxRecvConnection::sendCredit() {
   if (creditBytes_ == sizeof credit_) {  // none half-written
-    if (tail_ - creditSent_ < creditEvery(shape_)) return;
+    // A full slot is part of a message larger than a slot, whose sender
+    // waits for each credit to send more: it gets each at once. After a
+    // short one (a message's end, or a small message) they wait until half
+    // the FIFO is free: a write per small message cost 10 us of latency.
+    if (tail_ - creditSent_ < (streaming_ ? 1 : halfFifo(shape_))) return;
     credit_ = tail_;
     creditBytes_ = 0;
   }

@@ -7,10 +7,14 @@
 // Credits come back on the handshake's control socket, which stays open
 // anyway to tell either end that the other is gone (on one host UCX does
 // not, ucp.hpp): the receiver writes how many slots it has released (a u64)
-// once half of the FIFO is free again, so a sender runs ahead by at most the
-// FIFO's slots and nothing waits in UCX's unexpected queue. They could go
-// over UCX too, but an endpoint back to the sender must be wired up and
-// flushed, and the two ends' teardown would then wait for each other.
+// as it releases them, so a sender runs ahead by at most the FIFO's slots
+// and nothing waits in UCX's unexpected queue. While full slots stream it
+// writes one per slot, which keeps a large message's window full (with eight
+// slots a 16 MiB sendrecv across namespaces moved as much as with sixteen
+// and credits per half FIFO, bench/RESULTS.md, 2026-11-26, night); after
+// short slots, one per half FIFO. Credits could go over UCX too, but an
+// endpoint back to the sender must be wired up and flushed, and the two
+// ends' teardown would then wait for each other.
 #pragma once
 
 #include <chrono>
@@ -117,6 +121,7 @@ class UcxRecvConnection final : public RecvConnection {
   std::vector<Slot> slots_;
   uint64_t tail_ = 0;        // slots released
   uint64_t creditSent_ = 0;  // the released count last written
+  bool streaming_ = false;   // the slot released last was full (sendCredit)
   uint64_t credit_ = 0;      // the count being written, creditBytes_ of it so far
   size_t creditBytes_ = sizeof(uint64_t);
   std::optional<std::chrono::steady_clock::time_point> closedAt_;
