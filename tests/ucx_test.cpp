@@ -109,6 +109,8 @@ TEST(Ucx, CollectivesAreExactOnOneHostOverSharedMemory) {
                                           120s);
     EXPECT_EQ(r.exitCode, 0) << collective << "\n" << r.output;
     EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << collective << "\n" << r.output;
+    // Loom's tcp settings stay out of a UCX that runs no tcp (it warns of each one it did not use).
+    EXPECT_EQ(r.output.find("invalid configurations"), std::string::npos) << collective << "\n" << r.output;
   }
 }
 
@@ -224,6 +226,17 @@ TEST(UcxFifo, CreditsComeBackPerFullSlotAndPerHalfFifoAfterShortOnes) {
   ASSERT_TRUE(ends.next().has_value());
   ends.receiver->release();
   EXPECT_FALSE(ends.sender->reserve().empty()) << "no credit once half the FIFO is free";
+}
+
+// UCX_TLS as UCX reads it: names and aliases, or "^" and the ones to leave out.
+TEST(UcxSettings, TcpSegmentsAreSetOnlyWhereUcxTlsLeavesTcp) {
+  using loom::transport::ucx::tcpMayRun;
+  for (const char* tls : {static_cast<const char*>(nullptr), "", "tcp", "sm,tcp", "rc,tcp:aux", "all", "^sm", "^rc,ud"}) {
+    EXPECT_TRUE(tcpMayRun(tls)) << (tls ? tls : "(unset)");
+  }
+  for (const char* tls : {"sm", "shm,self", "rc,ud", "^tcp", "^sm,tcp", "tcpx", "^all,tcp"}) {
+    EXPECT_FALSE(tcpMayRun(tls)) << tls;
+  }
 }
 
 TEST(Ucx, AUcxThatCannotStartIsAnErrorNamingIt) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "base/log.hpp"
@@ -15,6 +16,21 @@ void fail(loomResult_t code, const std::string& what, ucs_status_t status) {
   throw Error(code, what + ": " + ucs_status_string(status));
 }
 
+bool tcpMayRun(const char* ucxTls) {
+  if (ucxTls == nullptr || *ucxTls == '\0') return true;
+  const bool excluding = ucxTls[0] == '^';
+  std::string_view list(ucxTls + (excluding ? 1 : 0));
+  bool named = false;
+  while (!named && !list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view entry = list.substr(0, comma);
+    const std::string_view name = entry.substr(0, entry.find(':'));  // "tcp:aux" names tcp too
+    named = name == "tcp" || (!excluding && name == "all");
+    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+  }
+  return excluding ? !named : named;
+}
+
 UcpContext::UcpContext(size_t messageBytes) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);  // UCX_* pass through untouched
@@ -23,7 +39,8 @@ UcpContext::UcpContext(size_t messageBytes) {
   // UCX's 8 KiB each 512 KiB slot is 64 sends, each its own packets, and
   // across namespaces whole slots were 2-3x faster at every size, for about
   // 4 MB more a rank with three peers (bench/RESULTS.md, 2026-11-25 evening).
-  if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr &&
+      tcpMayRun(std::getenv("UCX_TLS"))) {
     const std::string segment = std::to_string(std::min(messageBytes + kSegmentHeadroom, kMaxSegmentBytes));
     // The tcp transport's own names: ucp_config_modify finds them without the TCP_ prefix.
     if (ucp_config_modify(config, "TX_SEG_SIZE", segment.c_str()) != UCS_OK ||

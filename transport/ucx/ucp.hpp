@@ -124,6 +124,11 @@ class Worker {
 // the error it ended with (freed too). nullptr (completed at once) is UCS_OK.
 ucs_status_t poll(void*& request);
 
+// Whether UCX_TLS (`ucxTls`: UCX's list of transports and aliases, "^..." to
+// exclude them, nullptr when unset) leaves UCX its tcp transport. Loom's tcp
+// settings go only where it does: UCX warns of each setting no transport took.
+bool tcpMayRun(const char* ucxTls);
+
 // Whether UCX has an RDMA device to use here (/sys/class/infiniband is not
 // empty): the registry then prefers UCX to sockets across hosts.
 bool rdmaDevicePresent();
