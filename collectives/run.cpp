@@ -12,6 +12,7 @@
 #include "collectives/algorithms/registry.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/comm_state.hpp"
+#include "collectives/cpu/host_executor.hpp"
 #include "collectives/device_staging.hpp"
 #include "collectives/signature_check.hpp"
 
@@ -41,11 +42,39 @@ namespace {
 // How long rank 0's survey after a failure waits for answers: a stopped rank never answers.
 constexpr std::chrono::milliseconds kSurveyWithin{1000};
 
+// The bytes the tuner chooses by: all-gather's whole output, else what enters the collective per rank.
+size_t tunedBytes(const Collective& c, int nranks) {
+  return c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(nranks)
+                                             : contributionBytes(c, nranks);
+}
+
+void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
+               FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice);
+
 // One collective, under the state's runMutex; `entry` learns its algorithm.
+// A call on device memory is chosen for as the host executor would run it,
+// as every rank of the call chooses whatever memory its buffers are in; then
+// its buffers are staged through pinned host memory, unless the algorithm
+// takes device buffers as they are (AlgorithmEntry::readsDevice) and the
+// reduction needs no scratch of the host's (PreMulSum) or division after it.
 void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry) {
+  const bool onDevice = touchesDevice(c);
+  const Executor& executor = onDevice ? hostExecutor() : executorFor(c);
+  const Choice choice = comm.size() > 1 ? state.tuner.choose(c.kind, tunedBytes(c, comm.size()), executor) : Choice{};
+  const bool plain = c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average;
+  if (onDevice && !(choice.algorithm != nullptr && choice.algorithm->readsDevice && plain)) {
+    runStaged(comm, c, [&](const Collective& staged) {
+      runChosen(comm, state, staged, sequence, call, entry, executor, choice);
+    });
+    return;
+  }
+  runChosen(comm, state, c, sequence, call, entry, executor, choice);
+}
+
+void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
+               FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice) {
   const int n = comm.size();
-  const Executor& executor = executorFor(c);
   const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
                        c.kind == CollectiveKind::ReduceScatter;
 
@@ -67,9 +96,6 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     entry.algorithm = "alone";
     executor.copy(c.recv, c.send, c.blockBytes());  // with one rank, every collective is a copy of its own block
   } else {
-    const size_t bytes = c.kind == CollectiveKind::AllGather ? c.blockBytes() * static_cast<size_t>(n)
-                                                             : contributionBytes(c, n);
-    const Choice choice = state.tuner.choose(c.kind, bytes, executor);
     // Rebuilt in place each call: the string keeps its capacity, so naming
     // the call allocates nothing once warm.
     std::string& what = state.callName;
@@ -134,11 +160,7 @@ void runCollective(Communicator& comm, Collective c) {
   try {
     if (state.checkSignatures) checkSignatures(comm, c, sequence);
     try {
-      if (touchesDevice(c)) {
-        runStaged(comm, c, [&](const Collective& staged) { runLocked(comm, state, staged, sequence, call, entry); });
-      } else {
-        runLocked(comm, state, c, sequence, call, entry);
-      }
+      runLocked(comm, state, c, sequence, call, entry);
     } catch (const Error& e) {
       // Ranks out of step, found in the data path: the connections now hold
       // another call's data. Nobody may wait out a deadline for it.

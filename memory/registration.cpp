@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/device/cuda.hpp"
 #include "base/error.hpp"
 #include "memory/shared_buffers.hpp"
 
@@ -21,6 +22,9 @@ void Handle::serialize(ByteWriter& w) const {
   w.put(mapBytes);
   w.put(offset);
   w.put(address);
+  w.put(device);
+  w.put(static_cast<uint8_t>(hasIpc));
+  w.putBytes(ipc);
 }
 
 Handle Handle::deserialize(ByteReader& r) {
@@ -36,6 +40,9 @@ Handle Handle::deserialize(ByteReader& r) {
   h.mapBytes = r.get<uint64_t>();
   h.offset = r.get<uint64_t>();
   h.address = r.get<uint64_t>();
+  h.device = r.get<uint64_t>();
+  h.hasIpc = r.get<uint8_t>() != 0;
+  for (std::byte& b : h.ipc) b = r.get<std::byte>();
   return h;
 }
 
@@ -51,12 +58,29 @@ Handle handleOf(const void* p, size_t bytes) {
             .offset = a->offset,
             .address = address};
   }
-  return {.kind = MemoryKind::Host, .pid = static_cast<int32_t>(::getpid()), .address = address};
+  const MemoryKind kind = kindOf(p, bytes);
+  Handle h{.kind = kind, .pid = static_cast<int32_t>(::getpid()), .address = address};
+  if (kind != MemoryKind::CudaDevice) return h;
+  h.device = cuda::deviceIdOf(p);
+  if (auto fake = cuda::fakeAllocationOf(p)) {
+    h.fd = fake->fd;
+    h.serial = fake->serial;
+    h.mapBytes = fake->bytes;
+    h.offset = fake->offset;
+  } else if (auto exported = cuda::exportIpc(p)) {
+    h.hasIpc = true;
+    h.ipc = exported->handle;
+    h.offset = exported->offset;
+  }
+  return h;
 }
 
 Mappings::~Mappings() {
+  closeDeviceMappings();
   for (const auto& m : mappings_) ::munmap(m.data, m.bytes);
 }
+
+void Mappings::closeDeviceMappings() noexcept { opened_.clear(); }
 
 const std::byte* Mappings::map(const Handle& handle) {
   if (handle.pid == ::getpid()) return reinterpret_cast<const std::byte*>(handle.address);
@@ -64,6 +88,11 @@ const std::byte* Mappings::map(const Handle& handle) {
     throw Error(loomInvalidUsage, std::string(memoryKindName(handle.kind)) + " memory of pid " +
                                       std::to_string(handle.pid) + " cannot be mapped by another process");
   }
+  if (handle.kind == MemoryKind::CudaDevice && handle.hasIpc) {
+    opened_.push_back(std::make_unique<cuda::OpenedIpc>(handle.ipc));
+    return opened_.back()->base() + handle.offset;
+  }
+  const char* what = handle.kind == MemoryKind::HostShared ? "loomMemAlloc buffer" : "fake device buffer";
   for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
     if (it->pid == handle.pid && it->serial == handle.serial) {
       mappings_.splice(mappings_.begin(), mappings_, it);
@@ -75,13 +104,13 @@ const std::byte* Mappings::map(const Handle& handle) {
   const std::string path = "/proc/" + std::to_string(handle.pid) + "/fd/" + std::to_string(handle.fd);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw Error(loomSystemError, "cannot open the loomMemAlloc buffer of pid " + std::to_string(handle.pid) + " (" +
-                                     path + "): " + std::strerror(errno));
+    throw Error(loomSystemError, std::string("cannot open the ") + what + " of pid " + std::to_string(handle.pid) +
+                                     " (" + path + "): " + std::strerror(errno));
   }
   void* p = ::mmap(nullptr, handle.mapBytes, PROT_READ, MAP_SHARED, fd, 0);
   const int e = errno;
   ::close(fd);
-  if (p == MAP_FAILED) throwSystemError("mmap of the loomMemAlloc buffer of pid " + std::to_string(handle.pid), e);
+  if (p == MAP_FAILED) throwSystemError(std::string("mmap of the ") + what + " of pid " + std::to_string(handle.pid), e);
   if (mappings_.size() == kCapacity) {
     ::munmap(mappings_.back().data, mappings_.back().bytes);
     mappings_.pop_back();

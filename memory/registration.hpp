@@ -1,7 +1,8 @@
 // Registrations: how a peer reaches memory of this rank directly. A Handle
-// names a range by its kind and what that kind's importer needs (a memfd's
-// owner, fd and offsets today; a CUDA IPC handle, an ibv_mr's rkey or a UCX
-// rkey tomorrow, each a kind of its own). Handles are plain values of one
+// names a range by its kind and what that kind's importer needs: a memfd's
+// owner, fd and offsets (loomMemAlloc's host memory, the tests' fake device
+// memory), or a CUDA IPC handle and offset (device memory; an ibv_mr's rkey
+// or a UCX rkey may come later, each a kind of its own). Handles are plain values of one
 // size, so they travel in the node segment as they are and serialise into
 // handshakes; Mappings is the importer's side, which turns a peer's handle
 // into a local address and keeps the mapping.
@@ -12,8 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <memory>
+#include <vector>
 
 #include "base/bytes.hpp"
+#include "base/device/ipc.hpp"
 #include "memory/memory_kind.hpp"
 
 namespace loom::memory {
@@ -21,14 +25,19 @@ namespace loom::memory {
 struct Handle {
   MemoryKind kind = MemoryKind::Host;
   int32_t pid = 0;        // the owner; 0: no range (nothing published)
-  int32_t fd = -1;        // HostShared: the allocation's memfd in the owner
-  uint64_t serial = 0;    // HostShared: unique per allocation in its process
-  uint64_t mapBytes = 0;  // HostShared: the whole allocation
+  int32_t fd = -1;        // HostShared, fake CudaDevice: the allocation's memfd in the owner
+  uint64_t serial = 0;    // with fd: unique per allocation in its process
+  uint64_t mapBytes = 0;  // with fd: the whole allocation
   uint64_t offset = 0;    // of the range, from the allocation's start
   uint64_t address = 0;   // of the range in its owner
+  uint64_t device = 0;    // CudaDevice: which GPU (cuda::deviceIdOf), 0 unknown
+  bool hasIpc = false;    // CudaDevice: `ipc` is the allocation's CUDA IPC handle
+  cuda::IpcHandle ipc{};
 
   // Whether a process other than the owner can map it.
-  bool reachableByPeers() const { return kind == MemoryKind::HostShared; }
+  bool reachableByPeers() const {
+    return kind == MemoryKind::HostShared || (kind == MemoryKind::CudaDevice && (fd >= 0 || hasIpc));
+  }
   bool empty() const { return pid == 0; }
 
   void serialize(ByteWriter& w) const;
@@ -37,13 +46,16 @@ struct Handle {
 };
 
 // The handle of [p, p + bytes) in this process: loomMemAlloc's registration
-// (HostShared) when it gave the range, else a Host handle that only threads
-// of this process can use (its address). Empty for an empty range.
+// (HostShared) when it gave the range; for device memory a CudaDevice handle,
+// with CUDA's IPC export where CUDA gives one (the fake device's memfd under
+// the fake); else a handle of its kind that only threads of this process can
+// use (its address). Empty for an empty range.
 Handle handleOf(const void* p, size_t bytes);
 
 class Mappings {
  public:
-  static constexpr size_t kCapacity = 16;
+  // Two per local rank of a call, for calls of up to 32 ranks on a node.
+  static constexpr size_t kCapacity = 64;
 
   Mappings() = default;
   ~Mappings();
@@ -51,11 +63,16 @@ class Mappings {
   Mappings& operator=(const Mappings&) = delete;
 
   // The start of the range `handle` names, readable here: the address itself
-  // in its own process, else a mapping of its allocation (the last
-  // kCapacity kept). Throws loom::Error (loomSystemError naming the owner's
-  // pid) if it cannot be mapped, loomInvalidUsage for a kind peers cannot
-  // reach.
+  // in its own process, else a mapping of its allocation (memfds: the last
+  // kCapacity kept) or its opened CUDA IPC handle (kept until
+  // closeDeviceMappings). Throws loom::Error (loomSystemError naming the
+  // owner's pid, loomUnhandledCudaError) if it cannot be mapped,
+  // loomInvalidUsage for a kind peers cannot reach.
   const std::byte* map(const Handle& handle);
+
+  // Closes the CUDA IPC handles map() opened: their owners may free the
+  // memory once the call that published them is over.
+  void closeDeviceMappings() noexcept;
 
  private:
   struct Mapping {
@@ -65,6 +82,7 @@ class Mappings {
     size_t bytes;
   };
   std::list<Mapping> mappings_;
+  std::vector<std::unique_ptr<cuda::OpenedIpc>> opened_;
 };
 
 }  // namespace loom::memory

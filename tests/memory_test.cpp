@@ -1,6 +1,7 @@
 // Memory kinds and registrations: what a buffer is, the handle a peer
 // reaches it by, and the importer's refusals.
 #include <loom/loom.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/device/cuda.hpp"
 #include "base/error.hpp"
 #include "memory/memory_kind.hpp"
 #include "memory/registration.hpp"
@@ -75,6 +77,49 @@ TEST(Registration, HeapMemoryOfAnotherProcessIsRefusedByKind) {
     EXPECT_NE(std::string(e.what()).find("host memory of pid"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(handleOf(heap.data(), 0).empty());
+}
+
+// The fake device's memory stands where a GPU's would: a CudaDevice handle that
+// peers reach (its memfd for CUDA IPC's handle), on one "GPU", surviving
+// serialisation; and a peer process maps it, as resolveBuffers would.
+TEST(Registration, FakeDeviceMemoryIsReachableByPeersAsOneGpu) {
+  if (cuda::deviceCount() > 0) GTEST_SKIP() << "a CUDA device is visible: the fake device stays off";
+  cuda::useFakeDevice(true);
+  void* device = cuda::fakeDeviceAlloc(1 << 16);
+  ASSERT_NE(device, nullptr);
+  const Handle h = handleOf(static_cast<std::byte*>(device) + 256, 1024);
+  EXPECT_EQ(h.kind, MemoryKind::CudaDevice);
+  EXPECT_TRUE(h.reachableByPeers());
+  EXPECT_GE(h.fd, 0);
+  EXPECT_EQ(h.offset, 256u);
+  EXPECT_EQ(h.mapBytes, 1u << 16);
+  EXPECT_EQ(h.device, 1u);
+  EXPECT_FALSE(h.hasIpc);
+  ByteWriter w;
+  h.serialize(w);
+  ByteReader r(w.bytes(), "handle");
+  const Handle back = Handle::deserialize(r);
+  EXPECT_EQ(back.kind, MemoryKind::CudaDevice);
+  EXPECT_EQ(back.device, h.device);
+  EXPECT_EQ(back.fd, h.fd);
+  EXPECT_EQ(back.serial, h.serial);
+
+  static_cast<std::byte*>(device)[256] = std::byte{42};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // Another process: it maps the allocation through the owner's memfd.
+    Handle theirs = h;
+    theirs.pid = ::getppid();
+    Mappings mappings;
+    const std::byte* p = mappings.map(theirs);
+    ::_exit(p != static_cast<const std::byte*>(device) + 256 && *p == std::byte{42} ? 0 : 1);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not read the fake device's memory";
+  cuda::fakeDeviceFree(device);
+  cuda::useFakeDevice(false);
 }
 
 }  // namespace

@@ -2,7 +2,11 @@
 
 #include "base/error.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -16,23 +20,35 @@
 namespace loom::cuda {
 namespace {
 
-// The fake device's allocations: start -> bytes.
+// The fake device's allocations, by start: each a memfd mapped shared, so
+// that peer processes can map it as CUDA IPC would let them (ipc.hpp).
+struct FakeBlock {
+  size_t bytes;
+  int fd;
+  uint64_t serial;
+};
 std::atomic<bool> fakeOn{false};
 std::mutex fakeMutex;
-std::map<const std::byte*, size_t>& fakeAllocations() {
-  static std::map<const std::byte*, size_t> allocations;
+uint64_t fakeSerials = 0;
+std::map<const std::byte*, FakeBlock>& fakeAllocations() {
+  static std::map<const std::byte*, FakeBlock> allocations;
   return allocations;
+}
+
+// The allocation holding p, under fakeMutex.
+std::map<const std::byte*, FakeBlock>::const_iterator findFake(const void* p) {
+  const auto* b = static_cast<const std::byte*>(p);
+  auto& all = fakeAllocations();
+  auto it = all.upper_bound(b);
+  if (it == all.begin()) return all.end();
+  --it;
+  return b < it->first + it->second.bytes ? it : all.end();
 }
 
 bool isFakeDeviceMemory(const void* p) {
   if (!fakeOn.load(std::memory_order_acquire)) return false;
-  const auto* b = static_cast<const std::byte*>(p);
   std::lock_guard lock(fakeMutex);
-  auto& all = fakeAllocations();
-  auto it = all.upper_bound(b);
-  if (it == all.begin()) return false;
-  --it;
-  return b < it->first + it->second;
+  return findFake(p) != fakeAllocations().end();
 }
 
 }  // namespace
@@ -125,7 +141,8 @@ namespace {
 
 // dst <- src on a stream of its own that waits for no other, then waits for it.
 void copyNow(void* dst, const void* src, size_t bytes, const char* what) {
-  if (fakeDevice() || bytes == 0) {
+  if (bytes == 0) return;  // an empty vector's data() may be null, which memcpy may not get
+  if (fakeDevice()) {
     std::memcpy(dst, src, bytes);
     return;
   }
@@ -154,20 +171,40 @@ void useFakeDevice(bool on) { fakeOn.store(on, std::memory_order_release); }
 bool fakeDevice() { return fakeOn.load(std::memory_order_acquire); }
 
 void* fakeDeviceAlloc(size_t bytes) {
-  void* p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (p == nullptr) return nullptr;
+  const size_t size = bytes == 0 ? 1 : bytes;
+  const int fd = ::memfd_create("loom-fake-device", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  void* p = ::ftruncate(fd, static_cast<off_t>(size)) == 0
+                ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
   std::lock_guard lock(fakeMutex);
-  fakeAllocations()[static_cast<const std::byte*>(p)] = bytes == 0 ? 1 : bytes;
+  fakeAllocations()[static_cast<const std::byte*>(p)] = {size, fd, ++fakeSerials};
   return p;
 }
 
 void fakeDeviceFree(void* p) {
   if (p == nullptr) return;
-  {
-    std::lock_guard lock(fakeMutex);
-    fakeAllocations().erase(static_cast<const std::byte*>(p));
-  }
-  std::free(p);
+  std::lock_guard lock(fakeMutex);
+  auto it = fakeAllocations().find(static_cast<const std::byte*>(p));
+  if (it == fakeAllocations().end()) return;
+  ::munmap(p, it->second.bytes);
+  ::close(it->second.fd);
+  fakeAllocations().erase(it);
+}
+
+std::optional<FakeAllocation> fakeAllocationOf(const void* p) {
+  if (!fakeDevice()) return std::nullopt;
+  std::lock_guard lock(fakeMutex);
+  const auto it = findFake(p);
+  if (it == fakeAllocations().end()) return std::nullopt;
+  return FakeAllocation{.fd = it->second.fd,
+                        .serial = it->second.serial,
+                        .bytes = it->second.bytes,
+                        .offset = static_cast<size_t>(static_cast<const std::byte*>(p) - it->first)};
 }
 
 }  // namespace loom::cuda

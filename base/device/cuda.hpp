@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace loom::cuda {
@@ -37,7 +39,17 @@ void copyToDevice(void* device, const void* host, size_t bytes);
 // Never on in a user's process: only tests call it.
 void useFakeDevice(bool on);
 bool fakeDevice();
+// Each fake allocation is a memfd mapped shared, which peer processes map
+// where a GPU's would be opened through CUDA IPC (ipc.hpp).
 void* fakeDeviceAlloc(size_t bytes);
 void fakeDeviceFree(void* p);
+struct FakeAllocation {
+  int fd = -1;
+  uint64_t serial = 0;  // unique per allocation in this process
+  size_t bytes = 0;     // the whole allocation
+  size_t offset = 0;    // of the pointer from its start
+};
+// The fake allocation holding p, if the fake device is on and made it.
+std::optional<FakeAllocation> fakeAllocationOf(const void* p);
 
 }  // namespace loom::cuda

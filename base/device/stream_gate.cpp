@@ -1,6 +1,7 @@
 #include "base/device/stream_gate.hpp"
 
 #include <map>
+#include <vector>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -89,7 +90,21 @@ bool gateWithMemops() {
 
 }  // namespace
 
-void prepareStreamGates() { Counters::instance().prepare(); }
+namespace {
+
+std::vector<void (*)()>& loaders() {
+  static std::vector<void (*)()> all;
+  return all;
+}
+
+}  // namespace
+
+void prepareStreamGates() {
+  Counters::instance().prepare();
+  for (void (*load)() : loaders()) load();
+}
+
+void loadBeforeStreamGates(void (*load)()) { loaders().push_back(load); }
 
 struct StreamGate::Impl {
   cudaStream_t stream = nullptr;
@@ -198,6 +213,7 @@ uint64_t StreamGate::admit() { return 0; }
 void StreamGate::waitStarted(uint64_t, const std::function<void()>&) {}
 void StreamGate::release(uint64_t) noexcept {}
 void prepareStreamGates() {}
+void loadBeforeStreamGates(void (*)()) {}
 
 #endif
 

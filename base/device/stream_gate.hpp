@@ -26,6 +26,11 @@ namespace loom::cuda {
 // gate held a stream that waits for this very host side, either would wait
 // forever. Idempotent, thread-safe; throws loomUnhandledCudaError.
 void prepareStreamGates();
+// Adds a kernel loader that prepareStreamGates runs too (after those added
+// before), for the layers above whose kernels a held stream's call launches
+// (collectives/cuda). Call from a static initializer; `load` must be
+// idempotent and thread-safe, and throws as prepareStreamGates does.
+void loadBeforeStreamGates(void (*load)());
 
 class StreamGate {
  public:

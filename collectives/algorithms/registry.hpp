@@ -36,6 +36,10 @@ struct AlgorithmEntry {
   // Folds every element's operands in rank order in one pass (what
   // LOOM_DETERMINISTIC keeps to for reductions).
   bool foldsInRankOrder = false;
+  // Takes a call's device buffers as they are (run.cpp stages them for the
+  // others): reads them in place where every rank's are reachable, and
+  // stages them itself where not (shm_steps.hpp's onHostBuffers).
+  bool readsDevice = false;
 
   // Runs only on the host executor: the node segment is host memory whose
   // steps the CPU takes by hand, not through an executor's primitives.

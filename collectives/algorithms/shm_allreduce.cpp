@@ -24,15 +24,27 @@
 // reduces its 1/n slice straight from every rank's input into its own output,
 // then copies the other slices from their owners' outputs (readInPlace).
 //
+// Device buffers (CUDA) take the same two shots when every rank's are on
+// one GPU and reachable here (CUDA IPC, or threads of one process): the
+// device's kernel reduces this rank's slice from every rank's input, and
+// copies fetch the other slices, each rank waiting for its device before it
+// tells its peers (the two-shot all-reduce of vLLM's and TensorRT-LLM's
+// custom all-reduce, with the flags on the host's segment). A rank with
+// device buffers stages nothing at the first step, where the ranks learn
+// this; if they are not all read in place, every rank starts over on the
+// staged path, device buffers copied through pinned host memory.
+//
 // Either way the sources are combined in rank order in one pass, so every
 // rank gets the same bits whatever the path, the step size or the message
-// size (the LOOM_DETERMINISTIC order).
+// size (the LOOM_DETERMINISTIC order; the device's kernels have the host's bits).
 #include <optional>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 #include "collectives/algorithms/slices.hpp"
+#include "collectives/device_staging.hpp"
+#include "collectives/device_work.hpp"
 
 namespace loom::coll {
 namespace {
@@ -41,8 +53,9 @@ namespace {
 constexpr size_t kLatencyBound = 16 << 10;
 constexpr size_t kL1Block = 8 << 10;
 
-// After the first step's arrive: every rank's input and output are readable here.
-void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers) {
+// After the first step's arrive: every rank's input and output are readable
+// here, by the CPU, or by this rank's device when `device` is given.
+void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, DeviceWork* device) {
   const int n = node.localSize();
   const int me = node.localRank();
   const size_t bytes = plan.c.blockBytes();
@@ -53,8 +66,13 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + mine.offset;
   if (mine.bytes != 0) {
     const shm::PeerReads reading(node, plan.what);
-    cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset,
-                elementsIn(mine.bytes, plan.c.typeSize));
+    const size_t count = elementsIn(mine.bytes, plan.c.typeSize);
+    if (device != nullptr) {
+      device->reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset, count);
+      device->finish();  // before the peers hear that the slice is there
+    } else {
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset, count);
+    }
   }
   node.sync(plan.what);  // every slice is final, and every input has been read
 
@@ -64,8 +82,15 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
     for (int q = 0; q < n; ++q) {
       if (q == me) continue;
       const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
-      plan.copy(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
+      std::byte* to = plan.c.recv + theirs.offset;
+      const std::byte* from = peers.recv[static_cast<size_t>(q)] + theirs.offset;
+      if (device != nullptr) {
+        device->copy(to, from, theirs.bytes);
+      } else {
+        plan.copy(to, from, theirs.bytes);
+      }
     }
+    if (device != nullptr) device->finish();
   }
   // No rank may return, and reuse its buffers, while another still reads it.
   node.sync(plan.what);
@@ -105,36 +130,35 @@ void copyOthersSlices(const Plan& plan, shm::NodeArea& node, const Reduced& redu
   }
 }
 
-}  // namespace
+// The others' slices of `piece` into this rank's staging slot for `step`.
+void stageOthersSlices(const Plan& plan, shm::NodeArea& node, uint64_t step, const Piece& piece) {
+  for (int q = 0; q < node.localSize(); ++q) {
+    if (q == node.localRank()) continue;
+    const Slice theirs = sliceOf(piece.bytes, plan.c.typeSize, node.localSize(), q);
+    plan.copy(node.stage(node.localRank(), step) + theirs.offset, plan.c.send + piece.offset + theirs.offset,
+              theirs.bytes);
+  }
+}
 
-void shmAllReduce(const Plan& plan) {
-  shm::NodeArea& node = startOnNode(plan);
+// Slice by slice through the segment; `firstStep`: the step at which the
+// first piece is already staged and arrived, if it is.
+void pipelined(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, std::optional<uint64_t> firstStep) {
   const int n = node.localSize();
   const int me = node.localRank();
   const size_t typeSize = plan.c.typeSize;
-  const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), typeSize));
-  if (plan.c.blockBytes() <= kLatencyBound) {
-    reduceWhole(plan, node, pieces);
-    return;
-  }
   const std::span<const void*> sources = node.sources();
-  if (pieces.count() > 1) node.offerBuffers(plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes());
-
   std::optional<Reduced> previous;
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     std::byte* out = plan.c.recv + piece.offset;
-    const uint64_t step = node.nextStep();
-    for (int q = 0; q < n; ++q) {
-      if (q == me) continue;
-      const Slice theirs = sliceOf(piece.bytes, typeSize, n, q);
-      plan.copy(node.stage(me, step) + theirs.offset, in + theirs.offset, theirs.bytes);
-    }
-    node.arrive(step, plan.what);
-    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
-      readInPlace(plan, node, *peers);
-      return;
+    uint64_t step = 0;
+    if (i == 0 && firstStep) {
+      step = *firstStep;
+    } else {
+      step = node.nextStep();
+      stageOthersSlices(plan, node, step, piece);
+      node.arrive(step, plan.what);
     }
     if (previous) copyOthersSlices(plan, node, *previous);
 
@@ -156,6 +180,52 @@ void shmAllReduce(const Plan& plan) {
   copyOthersSlices(plan, node, *previous);
 }
 
+}  // namespace
+
+void shmAllReduce(const Plan& plan) {
+  shm::NodeArea& node = startOnNode(plan);
+  const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), plan.c.typeSize));
+  if (plan.c.blockBytes() <= kLatencyBound) {
+    onHostBuffers(plan, [&](const Plan& p) { reduceWhole(p, node, pieces); });
+    return;
+  }
+  if (pieces.count() == 1) {
+    onHostBuffers(plan, [&](const Plan& p) { pipelined(p, node, pieces, std::nullopt); });
+    return;
+  }
+  // The first step tells every rank where its peers' buffers are. A rank
+  // whose buffers are on its device stages nothing there, but first waits
+  // for its device to have written its input.
+  const bool onDevice = touchesDevice(plan.c);
+  std::optional<DeviceWork> device;
+  if (onDevice) {
+    device.emplace(plan.comm);
+    device->waitForInputs();
+  }
+  node.offerBuffers(plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes());
+  const uint64_t first = node.nextStep();
+  if (!onDevice) stageOthersSlices(plan, node, first, pieces[0]);
+  node.arrive(first, plan.what);
+  if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
+    if (!peers->device) {
+      readInPlace(plan, node, *peers, nullptr);
+      return;
+    }
+    struct Closing {
+      shm::NodeArea& node;
+      ~Closing() { node.closeDeviceMappings(); }
+    } closing{node};
+    if (!device) device.emplace(plan.comm);  // all buffers are on the device, so this rank's are too
+    readInPlace(plan, node, *peers, &*device);
+    return;
+  }
+  if (node.deviceOffered()) {  // somebody staged nothing: every rank starts over
+    onHostBuffers(plan, [&](const Plan& p) { pipelined(p, node, pieces, std::nullopt); });
+    return;
+  }
+  pipelined(plan, node, pieces, first);
+}
+
 // Per slot-sized piece: arrive, then the result slice; the buffer staged once.
 extern const AlgorithmEntry kShmAllReduce{
     .name = "shm",
@@ -166,6 +236,7 @@ extern const AlgorithmEntry kShmAllReduce{
       return m.onSharedNode(2, s);
     },
     .needs = Needs::NodeSegment,
-    .foldsInRankOrder = true};
+    .foldsInRankOrder = true,
+    .readsDevice = true};
 
 }  // namespace loom::coll

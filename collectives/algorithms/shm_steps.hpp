@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <functional>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/device_staging.hpp"
 #include "collectives/shm/node_area.hpp"
 
 namespace loom::coll {
@@ -51,6 +53,21 @@ inline size_t wholeElements(size_t room, size_t typeSize) { return room & ~(type
 // The elements in `bytes` (whole elements).
 inline size_t elementsIn(size_t bytes, size_t typeSize) {
   return bytes >> static_cast<unsigned>(std::countr_zero(typeSize));
+}
+
+// Runs `run` on `plan` as the CPU reaches it: device buffers swapped for
+// pinned host copies (runStaged), if it has any. For the algorithms that run
+// unstaged (run.cpp's readsDevice) on the paths that cannot read device memory.
+inline void onHostBuffers(const Plan& plan, const std::function<void(const Plan&)>& run) {
+  if (!touchesDevice(plan.c)) {
+    run(plan);
+    return;
+  }
+  runStaged(plan.comm, plan.c, [&](const Collective& staged) {
+    Plan onHost = plan;
+    onHost.c = staged;
+    run(onHost);
+  });
 }
 
 // Announces plan's collective on the node and returns the node's area.

@@ -9,9 +9,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <type_traits>
 
+#include "base/device/stream_gate.hpp"
 #include "base/error.hpp"
 #include "collectives/cpu/fold.hpp"
 
@@ -143,6 +145,53 @@ void launchDivide(void* dst, size_t count, uint64_t divisor, cudaStream_t stream
   divideElements<T><<<blocksFor(count), kThreads, 0, stream>>>(static_cast<T*>(dst), count, static_cast<T>(divisor));
   check(cudaGetLastError(), "launching the divide kernel");
 }
+
+// Forces CUDA's lazy loading of every kernel here, once: loading one at its
+// first launch can wait for the whole device to go idle, which never happens
+// while a user's stream is held at a gate for the very call that launches it
+// (base/device/stream_gate.hpp). cudaFuncGetAttributes loads a kernel. A
+// kernel that cannot load (a GPU older than the build's architectures) is
+// left to fail by name at its launch: a communicator whose calls never need
+// it must still come up.
+template <class T, ReduceOp Op>
+void loadReduce() {
+  cudaFuncAttributes attributes{};
+  (void)cudaFuncGetAttributes(&attributes, reduceVectors<T, Op>);
+  (void)cudaFuncGetAttributes(&attributes, reduceElements<T, Op>);
+  (void)cudaGetLastError();
+}
+
+template <class T>
+void loadAllOps() {
+  loadReduce<T, ReduceOp::Sum>();
+  loadReduce<T, ReduceOp::Prod>();
+  loadReduce<T, ReduceOp::Min>();
+  loadReduce<T, ReduceOp::Max>();
+  loadReduce<T, ReduceOp::PreMulSum>();
+  if constexpr (std::is_integral_v<T>) {
+    cudaFuncAttributes attributes{};
+    (void)cudaFuncGetAttributes(&attributes, divideElements<T>);
+    (void)cudaGetLastError();
+  }
+}
+
+void loadKernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    loadAllOps<int8_t>();
+    loadAllOps<uint8_t>();
+    loadAllOps<int32_t>();
+    loadAllOps<uint32_t>();
+    loadAllOps<int64_t>();
+    loadAllOps<uint64_t>();
+    loadAllOps<Half>();
+    loadAllOps<float>();
+    loadAllOps<double>();
+    loadAllOps<Bfloat16>();
+  });
+}
+
+[[maybe_unused]] const bool kLoadedBeforeGates = (loom::cuda::loadBeforeStreamGates(loadKernels), true);
 
 }  // namespace
 

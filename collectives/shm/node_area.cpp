@@ -28,6 +28,7 @@
 #include "base/log.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/collective.hpp"
+#include "collectives/cuda/kernels.hpp"  // kMaxSources: what one device kernel folds
 #include "base/backoff.hpp"
 
 namespace loom::coll::shm {
@@ -206,7 +207,7 @@ PeerReads::~PeerReads() {
 }
 
 void NodeArea::abandonCall() noexcept {
-  if (control_ == nullptr || offered_.offered == 0 || callStep_ == 0) return;
+  if (control_ == nullptr || offered_.offered != 1 || callStep_ == 0) return;
   // Peers learn of the offer with this rank's first step: not posted, not read.
   if (control_->counter(localRank_, Counter::Arrived, callStep_).load(std::memory_order_relaxed) < callStep_) return;
   control_->rank(localRank_).failed.value.store(1, std::memory_order_seq_cst);
@@ -272,11 +273,15 @@ void NodeArea::startCall(const CallInfo& call, uint64_t callBytes) {
   callStep_ = 0;
   offered_ = {};
   peersInPlace_ = false;
+  deviceOffered_ = false;
+  mappings_.closeDeviceMappings();
 }
 
 void NodeArea::offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
-  if (!singleCopy_) return;
-  offered_ = {.offered = 1, .pid = ::getpid(), .send = memory::handleOf(send, sendBytes), .recv = memory::handleOf(recv, recvBytes)};
+  offered_ = {.offered = singleCopy_ ? 1u : 2u,
+              .pid = ::getpid(),
+              .send = memory::handleOf(send, sendBytes),
+              .recv = memory::handleOf(recv, recvBytes)};
 }
 
 void NodeArea::resolveBuffers(uint64_t step) {
@@ -284,22 +289,40 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // never from which rank it is, so every rank decides the same: heap
   // buffers are readable only when all the ranks are one process's threads.
   // (Cross-memory reads, process_vm_readv, were measured slower than staging:
-  // the staged copy stays in cache, and pinning pages costs.)
+  // the staged copy stays in cache, and pinning pages costs.) Device buffers
+  // are read by kernels, so either all are on one GPU or none is read in place.
   const auto shared = [](const memory::Handle& h) { return h.empty() || h.reachableByPeers(); };
+  bool allOffered = true;
   bool oneProcess = true;
   bool allShared = true;
+  bool anyDevice = false;
+  bool allDevice = true;
+  uint64_t gpu = 0;
+  bool oneGpu = true;
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
-    if (theirs.offered == 0) return;
+    allOffered = allOffered && theirs.offered == 1;
     oneProcess = oneProcess && theirs.pid == control_->rank(0).buffers[step % 2].buffers.pid;
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
+    for (const memory::Handle* h : {&theirs.send, &theirs.recv}) {
+      if (h->empty()) continue;
+      const bool device = h->kind == memory::MemoryKind::CudaDevice;
+      anyDevice = anyDevice || device;
+      allDevice = allDevice && device;
+      if (!device) continue;
+      if (gpu == 0) gpu = h->device;
+      oneGpu = oneGpu && h->device != 0 && h->device == gpu;
+    }
   }
-  if (!allShared && !oneProcess) return;
+  deviceOffered_ = anyDevice;
+  if (!allOffered || (!allShared && !oneProcess)) return;
+  if (anyDevice && !(allDevice && oneGpu && static_cast<size_t>(localSize_) <= coll::cuda::kMaxSources)) return;
   const auto map = [this](const memory::Handle& h) {
     return h.empty() ? nullptr : mappings_.map(h);
   };
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));
   peerBuffers_.recv.resize(static_cast<size_t>(localSize_));
+  peerBuffers_.device = anyDevice;
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
     peerBuffers_.send[static_cast<size_t>(local)] = map(theirs.send);
@@ -309,7 +332,8 @@ void NodeArea::resolveBuffers(uint64_t step) {
   if (!announcedShared_) {
     announcedShared_ = true;
     LOOM_INFO(Coll, "reading the %d local ranks' buffers in place (%s)", localSize_,
-              allShared ? "loomMemAlloc" : "one process");
+              anyDevice ? (oneProcess ? "device memory, one process" : "device memory, CUDA IPC")
+                        : (allShared ? "loomMemAlloc" : "one process"));
   }
 }
 

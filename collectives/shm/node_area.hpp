@@ -63,11 +63,14 @@ struct CallInfo {
 
 // Where a rank's buffers for a call are, for its peers to read them in
 // place, published with the call. Plain data. Each side is absent (pid 0:
-// nothing there for peers to read), loomMemAlloc'd (fd >= 0, with its memfd)
-// or a heap address in process pid.
+// nothing there for peers to read) or a memory::Handle: loomMemAlloc'd (fd >=
+// 0, with its memfd), device memory (with its CUDA IPC handle where CUDA
+// exports one), or an address in process pid.
 struct CallBuffers {
-  uint32_t offered = 0;  // 1: this rank offered its buffers for the call
-  int32_t pid = 0;       // the offering rank's process
+  // 1: this rank offered its buffers for the call; 2: it published them but
+  // declines to be read in place (LOOM_SHM_SINGLE_COPY=0); 0: nothing.
+  uint32_t offered = 0;
+  int32_t pid = 0;  // the offering rank's process
   memory::Handle send;
   memory::Handle recv;
 };
@@ -76,6 +79,7 @@ struct CallBuffers {
 struct PeerBuffers {
   std::vector<const std::byte*> send;
   std::vector<const std::byte*> recv;
+  bool device = false;  // all of them on one GPU: for device kernels to read, not the CPU
 };
 
 class NodeArea;
@@ -116,14 +120,23 @@ class NodeArea {
   // of it), for the stall probe.
   void startCall(const CallInfo& call, uint64_t callBytes);
   // Offers this rank's buffers of the call just started for its peers to read
-  // in place (unless LOOM_SHM_SINGLE_COPY=0). Call before the call's first
-  // step. A side of 0 bytes is one the peers do not read (a broadcast's
-  // receivers offer nothing).
+  // in place (unless LOOM_SHM_SINGLE_COPY=0, when it only publishes them).
+  // Call before the call's first step. A side of 0 bytes is one the peers do
+  // not read (a broadcast's receivers offer nothing).
   void offerBuffers(const void* send, size_t sendBytes, const void* recv, size_t recvBytes);
   // After the call's first arrive(): every local rank's buffers (null where
-  // absent), if every rank offered them and each is loomMemAlloc'd or in
-  // this process; null otherwise. The same answer on every rank.
+  // absent), if every rank offered them and either all are host memory that
+  // is loomMemAlloc'd or in this process, or all are device memory on one GPU
+  // that CUDA IPC exports or that is in this process (PeerBuffers::device);
+  // null otherwise. The same answer on every rank.
   const PeerBuffers* peerBuffers() const { return peersInPlace_ ? &peerBuffers_ : nullptr; }
+  // After the call's first arrive(): whether some rank offered device memory.
+  // Such a rank staged nothing at that step; unless the buffers are read in
+  // place, every rank starts its staging over. The same answer on every rank.
+  bool deviceOffered() const { return deviceOffered_; }
+  // Closes this rank's CUDA IPC views of its peers' buffers, once it has
+  // read them for the call (their owners may free them after it).
+  void closeDeviceMappings() noexcept { mappings_.closeDeviceMappings(); }
   // This rank fails out of the current call. If it offered its buffers, its
   // peers may be reading them: it marks itself failed, so that they read no
   // more of them and their waits for it fail, and returns once none is inside
@@ -185,6 +198,7 @@ class NodeArea {
   uint64_t callStep_ = 0;  // the step that announces call_; 0: not announced yet
   CallBuffers offered_;
   bool peersInPlace_ = false;
+  bool deviceOffered_ = false;
   bool announcedShared_ = false;  // logged once per communicator
   PeerBuffers peerBuffers_;
   memory::Mappings mappings_;

@@ -1,0 +1,45 @@
+// A rank's work on its GPU for an algorithm that reads device memory in place
+// (its peers' buffers mapped through CUDA IPC, or threads' of one process):
+// the device's reduction kernels and copies (cuda/kernels.hpp), queued on the
+// communicator's copy stream and waited for by finish(), so that an algorithm
+// posts to its peers only what the device has finished. Under the tests' fake
+// device (base/device/cuda.hpp) the host does the same work at once.
+#pragma once
+
+#include <loom/loom.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "collectives/cpu/reduce.hpp"
+#include "comm/communicator.hpp"
+
+namespace loom::coll {
+
+class DeviceWork {
+ public:
+  explicit DeviceWork(Communicator& comm);
+
+  // Returns once the work the caller queued before the call has finished
+  // (the legacy default stream's, for a call on no stream; a user stream's
+  // was waited for before the call's task began), so that peers may read
+  // this rank's input.
+  void waitForInputs();
+  // dst <- op(sources...), `count` elements (cpu/reduce.hpp's rules).
+  void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count);
+  // dst <- src.
+  void copy(void* dst, const void* src, size_t bytes);
+  // Returns once everything queued is done; an abort or the communicator's
+  // timeout throws (Communicator::deviceWaitCheck).
+  void finish();
+
+ private:
+  Communicator& comm_;
+};
+
+// Bytes the fake device's kernels and copies wrote in place: the tests' proof
+// that a call read its peers' device buffers instead of staging them.
+uint64_t fakeDeviceBytesInPlace();
+
+}  // namespace loom::coll

@@ -1,0 +1,160 @@
+// All-reduce on device buffers read in place (algorithms/shm_allreduce.cpp):
+// ranks as threads and as processes, every rank's buffers on the device, or
+// one rank's on the host (every rank then starts over on the staged path).
+// On a GPU the processes open each other's buffers through CUDA IPC; on the
+// fake device (CI) they map each other's memfds, so that the host side of
+// the path (the offer, the decision, the steps, the two shots) runs here too.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/device/cuda.hpp"
+#include "base/device/staging.hpp"
+#include "collectives/device_work.hpp"
+#include "tests/support/device_memory.hpp"
+#include "tests/support/processes.hpp"
+#include "tests/support/ranks.hpp"
+#include "tests/support/text_match.hpp"
+
+namespace loom::test {
+namespace {
+
+bool fake() { return std::string(deviceMemoryKind()) == "fake"; }
+
+// Past one 256 KiB slot of the node's segment (where buffers are offered) in
+// each type the program runs, bfloat16 too.
+constexpr size_t kLarge = 150001;
+
+// Int32 sums of n thread ranks, rank `hostRank`'s buffers on the host (-1: none).
+void allReduceOnThreads(int n, size_t count, int hostRank, bool inPlace) {
+  auto comms = initThreadComms(n);
+  onThreads(n, [&](int r) {
+    std::vector<int32_t> in(count), out(count), expected(count);
+    for (size_t i = 0; i < count; ++i) {
+      in[i] = static_cast<int32_t>(i * 31 + static_cast<size_t>(r) * 1000003);
+      expected[i] = 0;
+      for (int q = 0; q < n; ++q) expected[i] += static_cast<int32_t>(i * 31 + static_cast<size_t>(q) * 1000003);
+    }
+    const size_t bytes = count * sizeof(int32_t);
+    DeviceBuffer dsend(bytes), drecv(bytes);
+    dsend.upload(in.data());
+    const bool device = r != hostRank;
+    void* send = device ? static_cast<void*>(dsend.data()) : in.data();
+    void* recv = inPlace ? send : (device ? static_cast<void*>(drecv.data()) : out.data());
+    ASSERT_EQ(loomAllReduce(send, recv, count, loomInt32, loomSum, comms[static_cast<size_t>(r)], nullptr), loomSuccess)
+        << loomGetLastError(comms[static_cast<size_t>(r)]);
+    if (device) {
+      (inPlace ? dsend : drecv).download(out.data());
+    } else if (inPlace) {
+      out = in;
+    }
+    EXPECT_EQ(out, expected) << "rank " << r << " of " << n << (device ? ", device" : ", host");
+  });
+  destroyAll(comms);
+}
+
+TEST(DeviceInPlace, ThreadsOnOneDeviceReadEachOthersBuffersWithoutStaging) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (int n : {2, 3, 4}) {
+    for (bool inPlace : {false, true}) {
+      const uint64_t staged = cuda::fakeBytesStaged();
+      const uint64_t read = coll::fakeDeviceBytesInPlace();
+      allReduceOnThreads(n, kLarge, -1, inPlace);
+      if (fake()) {
+        EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
+        // Each rank writes its slice and copies the others': the whole output, on every rank.
+        EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
+            << n << " ranks";
+      }
+    }
+  }
+}
+
+TEST(DeviceInPlace, ARankOnTheHostSendsEveryRankToTheStagedPath) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (int n : {2, 3}) {
+    for (int hostRank : {0, n - 1}) {
+      const uint64_t staged = cuda::fakeBytesStaged();
+      const uint64_t read = coll::fakeDeviceBytesInPlace();
+      allReduceOnThreads(n, kLarge, hostRank, false);
+      if (fake()) {
+        EXPECT_GT(cuda::fakeBytesStaged(), staged);
+        EXPECT_EQ(coll::fakeDeviceBytesInPlace(), read);
+      }
+    }
+  }
+}
+
+TEST(DeviceInPlace, MessagesWithinOneSlotAreStaged) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (size_t count : {size_t{0}, size_t{1}, size_t{5000}, size_t{60000}}) {
+    const uint64_t read = coll::fakeDeviceBytesInPlace();
+    allReduceOnThreads(3, count, -1, false);
+    if (fake()) {
+      EXPECT_EQ(coll::fakeDeviceBytesInPlace(), read) << count << " elements";
+    }
+  }
+}
+
+// A program of the build, or of $LOOM_TEST_BUILD_DIR (`folder`/name) where
+// that is set: scripts/run-gpu-tests runs this test from a bundle copied to
+// the GPU's machine, where the build's own paths do not exist.
+std::string program(const std::string& built, const char* folder) {
+  const char* root = std::getenv("LOOM_TEST_BUILD_DIR");
+  if (root == nullptr || *root == '\0') return built;
+  return std::string(root) + "/" + folder + "/" + built.substr(built.rfind('/') + 1);
+}
+
+// loomrun -n N loom_test_device_allreduce COUNT [host-on-rank-0]: every rank's lines.
+ProcessResult runRanks(int n, std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {program(LOOMRUN_BIN, "tools"), "-n", std::to_string(n),
+                                   program(LOOM_TEST_DEVICE_ALLREDUCE_BIN, "tests")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  env["LOOM_TIMEOUT_MS"] = "60000";
+  return runProcess(argv, env, std::chrono::seconds(120));
+}
+
+TEST(DeviceInPlace, ProcessesReadEachOthersDeviceBuffers) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (int n : {2, 3}) {
+    const ProcessResult r = runRanks(n, {std::to_string(kLarge)});
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    for (int rank = 0; rank < n; ++rank) {
+      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": all-reduces ok")) << r.output;
+    }
+    if (fake()) {
+      // Every call read in place (3 types x 2 ops x 2 placements), nothing staged.
+      EXPECT_EQ(searchAll(r.output, "in place [1-9][0-9]* bytes, staged 0 bytes").size(), static_cast<size_t>(n))
+          << r.output;
+    }
+  }
+}
+
+TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  const ProcessResult r = runRanks(3, {std::to_string(kLarge), "host-on-rank-0"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": all-reduces ok")) << r.output;
+  }
+  if (fake()) {
+    EXPECT_EQ(searchAll(r.output, "\\(device\\): in place 0 bytes, staged [1-9][0-9]* bytes").size(), 2u) << r.output;
+  }
+}
+
+TEST(DeviceInPlace, SingleCopyOffStagesDeviceBuffers) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  const ProcessResult r = runRanks(2, {std::to_string(kLarge)}, {{"LOOM_SHM_SINGLE_COPY", "0"}});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  if (fake()) {
+    EXPECT_EQ(searchAll(r.output, "in place 0 bytes, staged [1-9][0-9]* bytes").size(), 2u) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace loom::test
