@@ -110,7 +110,9 @@ const std::byte* Mappings::map(const Handle& handle) {
   void* p = ::mmap(nullptr, handle.mapBytes, PROT_READ, MAP_SHARED, fd, 0);
   const int e = errno;
   ::close(fd);
-  if (p == MAP_FAILED) throwSystemError(std::string("mmap of the ") + what + " of pid " + std::to_string(handle.pid), e);
+  if (p == MAP_FAILED) {
+    throwSystemError(std::string("mmap of the ") + what + " of pid " + std::to_string(handle.pid), e);
+  }
   if (mappings_.size() == kCapacity) {
     ::munmap(mappings_.back().data, mappings_.back().bytes);
     mappings_.pop_back();

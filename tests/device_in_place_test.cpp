@@ -1,4 +1,5 @@
-// All-reduce on device buffers read in place (algorithms/shm_allreduce.cpp):
+// All-reduce, all-gather and reduce-scatter on device buffers read in place
+// (algorithms/shm_allreduce.cpp, shm_allgather.cpp, shm_reduce_scatter.cpp):
 // ranks as threads and as processes, every rank's buffers on the device, or
 // one rank's on the host (every rank then starts over on the staged path).
 // On a GPU the processes open each other's buffers through CUDA IPC; on the
@@ -75,6 +76,55 @@ TEST(DeviceInPlace, ThreadsOnOneDeviceReadEachOthersBuffersWithoutStaging) {
   }
 }
 
+// All-gather and reduce-scatter of int32 on n thread ranks, out of place, every rank's buffers on the device.
+void gatherAndScatterOnThreads(int n, size_t count) {
+  auto comms = initThreadComms(n);
+  onThreads(n, [&](int r) {
+    const size_t nn = static_cast<size_t>(n);
+    const auto value = [](int rank, size_t i) {
+      return static_cast<int32_t>(i * 7 + static_cast<size_t>(rank) * 65537);
+    };
+    std::vector<int32_t> mine(nn * count), gathered(nn * count), scattered(count);
+    for (size_t i = 0; i < nn * count; ++i) mine[i] = value(r, i);
+    DeviceBuffer in(nn * count * sizeof(int32_t)), out(nn * count * sizeof(int32_t));
+    in.upload(mine.data());
+    loomComm_t comm = comms[static_cast<size_t>(r)];
+    ASSERT_EQ(loomAllGather(in.data(), out.data(), count, loomInt32, comm, nullptr), loomSuccess)
+        << loomGetLastError(comm);
+    out.download(gathered.data());
+    for (size_t i = 0; i < nn * count; ++i) {
+      ASSERT_EQ(gathered[i], value(static_cast<int>(i / count), i % count))
+          << "all-gather, rank " << r << ", element " << i;
+    }
+    ASSERT_EQ(loomReduceScatter(in.data(), out.data(), count, loomInt32, loomSum, comm, nullptr), loomSuccess)
+        << loomGetLastError(comm);
+    std::vector<int32_t> result(nn * count);
+    out.download(result.data());
+    for (size_t i = 0; i < count; ++i) {
+      int32_t sum = 0;
+      for (int q = 0; q < n; ++q) sum += value(q, static_cast<size_t>(r) * count + i);
+      ASSERT_EQ(result[i], sum) << "reduce-scatter, rank " << r << ", element " << i;
+    }
+  });
+  destroyAll(comms);
+}
+
+TEST(DeviceInPlace, ThreadsAllGatherAndReduceScatterWithoutStaging) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (int n : {2, 3}) {
+    const uint64_t staged = cuda::fakeBytesStaged();
+    const uint64_t read = coll::fakeDeviceBytesInPlace();
+    gatherAndScatterOnThreads(n, kLarge);
+    if (fake()) {
+      EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
+      // All-gather writes n blocks on each rank, reduce-scatter one.
+      EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read,
+                static_cast<uint64_t>(n) * static_cast<uint64_t>(n + 1) * kLarge * sizeof(int32_t))
+          << n << " ranks";
+    }
+  }
+}
+
 TEST(DeviceInPlace, ARankOnTheHostSendsEveryRankToTheStagedPath) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (int n : {2, 3}) {
@@ -110,10 +160,10 @@ std::string program(const std::string& built, const char* folder) {
   return std::string(root) + "/" + folder + "/" + built.substr(built.rfind('/') + 1);
 }
 
-// loomrun -n N loom_test_device_allreduce COUNT [host-on-rank-0]: every rank's lines.
+// loomrun -n N loom_test_device_collectives COUNT [host-on-rank-0]: every rank's lines.
 ProcessResult runRanks(int n, std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
   std::vector<std::string> argv = {program(LOOMRUN_BIN, "tools"), "-n", std::to_string(n),
-                                   program(LOOM_TEST_DEVICE_ALLREDUCE_BIN, "tests")};
+                                   program(LOOM_TEST_DEVICE_COLLECTIVES_BIN, "tests")};
   argv.insert(argv.end(), args.begin(), args.end());
   env["LOOM_TIMEOUT_MS"] = "60000";
   return runProcess(argv, env, std::chrono::seconds(120));
@@ -125,10 +175,10 @@ TEST(DeviceInPlace, ProcessesReadEachOthersDeviceBuffers) {
     const ProcessResult r = runRanks(n, {std::to_string(kLarge)});
     ASSERT_EQ(r.exitCode, 0) << r.output;
     for (int rank = 0; rank < n; ++rank) {
-      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": all-reduces ok")) << r.output;
+      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": collectives ok")) << r.output;
     }
     if (fake()) {
-      // Every call read in place (3 types x 2 ops x 2 placements), nothing staged.
+      // Every call read in place (each collective, type, op and placement), nothing staged.
       EXPECT_EQ(searchAll(r.output, "in place [1-9][0-9]* bytes, staged 0 bytes").size(), static_cast<size_t>(n))
           << r.output;
     }
@@ -140,7 +190,7 @@ TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
   const ProcessResult r = runRanks(3, {std::to_string(kLarge), "host-on-rank-0"});
   ASSERT_EQ(r.exitCode, 0) << r.output;
   for (int rank = 0; rank < 3; ++rank) {
-    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": all-reduces ok")) << r.output;
+    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": collectives ok")) << r.output;
   }
   if (fake()) {
     EXPECT_EQ(searchAll(r.output, "\\(device\\): in place 0 bytes, staged [1-9][0-9]* bytes").size(), 2u) << r.output;

@@ -87,7 +87,8 @@ OpenedIpc::OpenedIpc(const IpcHandle& handle) {
   void* p = nullptr;
   if (const cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess) {
     (void)cudaGetLastError();
-    throw Error(loomUnhandledCudaError, std::string("cudaIpcOpenMemHandle of a peer's buffer: ") + cudaGetErrorString(e));
+    throw Error(loomUnhandledCudaError,
+                std::string("cudaIpcOpenMemHandle of a peer's buffer: ") + cudaGetErrorString(e));
   }
   base_ = static_cast<std::byte*>(p);
 #else

@@ -6,11 +6,17 @@
 // When a block takes more than one step and every rank's buffers are
 // reachable here (loomMemAlloc'd, or ranks that are threads of one process),
 // the first step's arrive tells each rank where its peers' inputs are, and it
-// copies their blocks straight from there (readInPlace).
+// copies their blocks straight from there (readInPlace). Device buffers are
+// read so too, by the device's copies, when every rank's are on one GPU (CUDA
+// IPC, or threads); a rank with device buffers stages nothing at the first
+// step, and if they are not all read in place every rank starts over, device
+// buffers staged through pinned host memory (shm_allreduce.cpp says more).
 //
 // The same walk serves the hierarchical all-gather's node phase, where each
 // rank contributes several blocks that already lie in its output
 // (NodeBlocks): a step then stages the same piece of each.
+
+#include <optional>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -19,68 +25,132 @@
 namespace loom::coll {
 namespace {
 
-void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, const NodeBlocks& blocks) {
+// After the first step's arrive: every rank's input is readable here, by the
+// CPU, or by this rank's device when `device` is given.
+void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, const NodeBlocks& blocks,
+                 DeviceWork* device) {
   const size_t block = plan.c.blockBytes();
   {
     const shm::PeerReads reading(node, plan.what);
     for (int q = 0; q < node.localSize(); ++q) {
       for (int k = 0; k < blocks.perRank; ++k) {
-        plan.copy(plan.c.recv + blocks.outputAt(q, k), peers.send[static_cast<size_t>(q)] + blocks.inputAt(q, k),
-                  block);
+        std::byte* to = plan.c.recv + blocks.outputAt(q, k);
+        const std::byte* from = peers.send[static_cast<size_t>(q)] + blocks.inputAt(q, k);
+        if (device != nullptr) {
+          device->copy(to, from, block);
+        } else {
+          plan.copy(to, from, block);
+        }
+      }
+    }
+    if (device != nullptr) device->finish();
+  }
+  node.sync(plan.what);  // no rank reuses its input while another still reads it
+}
+
+// A block per slot-sized step, at least one element per block.
+Pieces piecesOf(const Plan& plan, const shm::NodeArea& node, const NodeBlocks& blocks) {
+  const size_t perRank = static_cast<size_t>(blocks.perRank);
+  return {plan.c.blockBytes(), std::max(plan.c.typeSize, wholeElements(node.slotBytes() / perRank, plan.c.typeSize))};
+}
+
+// Where local rank q stages its piece of its k-th block at `step`.
+std::byte* staged(shm::NodeArea& node, const NodeBlocks& blocks, uint64_t step, const Piece& piece, int q, int k) {
+  return node.stage(q, step, static_cast<size_t>(blocks.perRank) * piece.bytes) + static_cast<size_t>(k) * piece.bytes;
+}
+
+// This rank's piece of each of its blocks, staged for `step`.
+void stageMine(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, uint64_t step, const Piece& piece) {
+  const int me = node.localRank();
+  for (int k = 0; k < blocks.perRank; ++k) {
+    plan.copy(staged(node, blocks, step, piece, me, k), blocks.input + blocks.inputAt(me, k) + piece.offset,
+              piece.bytes);
+  }
+}
+
+// Step by step through the segment; `firstStep`: the step at which the first
+// piece is already staged and arrived, if it is.
+void gatherPieces(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, const Pieces& pieces,
+                  std::optional<uint64_t> firstStep) {
+  const int n = node.localSize();
+  const int me = node.localRank();
+  for (size_t i = 0; i < pieces.count(); ++i) {
+    const Piece piece = pieces[i];
+    const bool arrived = i == 0 && firstStep;
+    const uint64_t step = arrived ? *firstStep : node.nextStep();
+    if (!arrived) {
+      stageMine(plan, node, blocks, step, piece);
+      node.arrive(step, plan.what);
+    }
+    for (int q = 0; q < n; ++q) {
+      for (int k = 0; k < blocks.perRank; ++k) {
+        std::byte* out = plan.c.recv + blocks.outputAt(q, k) + piece.offset;
+        const std::byte* in = q == me ? blocks.input + blocks.inputAt(me, k) + piece.offset
+                                      : staged(node, blocks, step, piece, q, k);
+        plan.copy(out, in, piece.bytes);
       }
     }
   }
-  node.sync(plan.what);  // no rank reuses its input while another still reads it
+}
+
+// How far the blocks reach in the output.
+size_t outputBytes(const shm::NodeArea& node, const NodeBlocks& blocks, size_t block) {
+  size_t bytes = 0;
+  for (int q = 0; q < node.localSize(); ++q) {
+    for (int k = 0; k < blocks.perRank; ++k) bytes = std::max(bytes, blocks.outputAt(q, k) + block);
+  }
+  return bytes;
+}
+
+NodeBlocks allGatherBlocks(const Plan& plan) {
+  const size_t block = plan.c.blockBytes();
+  return {.input = plan.c.send,
+          .inputBytes = block,
+          .perRank = 1,
+          .inputAt = [](int, int) { return size_t{0}; },
+          .outputAt = [block](int q, int) { return static_cast<size_t>(q) * block; }};
 }
 
 }  // namespace
 
 void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks) {
   shm::NodeArea& node = startOnNode(plan);
-  const int n = node.localSize();
-  const int me = node.localRank();
-  const size_t block = plan.c.blockBytes();
-  const size_t perRank = static_cast<size_t>(blocks.perRank);
-  const Pieces pieces(block, std::max(plan.c.typeSize, wholeElements(node.slotBytes() / perRank, plan.c.typeSize)));
-  if (pieces.count() > 1) {
-    size_t outputBytes = 0;  // as far as the blocks reach
-    for (int q = 0; q < n; ++q) {
-      for (int k = 0; k < blocks.perRank; ++k) outputBytes = std::max(outputBytes, blocks.outputAt(q, k) + block);
-    }
-    node.offerBuffers(blocks.input, blocks.inputBytes, plan.c.recv, outputBytes);
+  const Pieces pieces = piecesOf(plan, node, blocks);
+  if (pieces.count() == 1) {
+    gatherPieces(plan, node, blocks, pieces, std::nullopt);
+    return;
   }
-
-  for (size_t i = 0; i < pieces.count(); ++i) {
-    const Piece piece = pieces[i];
-    const uint64_t step = node.nextStep();
-    // This rank's piece of its k-th block, and where the step stages it.
-    const auto in = [&](int k) { return blocks.input + blocks.inputAt(me, k) + piece.offset; };
-    const auto staged = [&](int q, int k) {
-      return node.stage(q, step, perRank * piece.bytes) + static_cast<size_t>(k) * piece.bytes;
-    };
-    for (int k = 0; k < blocks.perRank; ++k) plan.copy(staged(me, k), in(k), piece.bytes);
-    node.arrive(step, plan.what);
-    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
-      readInPlace(plan, node, *peers, blocks);
-      return;
-    }
-
-    for (int q = 0; q < n; ++q) {
-      for (int k = 0; k < blocks.perRank; ++k) {
-        std::byte* out = plan.c.recv + blocks.outputAt(q, k) + piece.offset;
-        plan.copy(out, q == me ? in(k) : staged(q, k), piece.bytes);
-      }
-    }
+  node.offerBuffers(blocks.input, blocks.inputBytes, plan.c.recv, outputBytes(node, blocks, plan.c.blockBytes()));
+  const uint64_t first = node.nextStep();
+  stageMine(plan, node, blocks, first, pieces[0]);
+  node.arrive(first, plan.what);
+  if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
+    readInPlace(plan, node, *peers, blocks, nullptr);
+    return;
   }
+  // Where a rank with device buffers staged nothing, every rank starts over.
+  gatherPieces(plan, node, blocks, pieces, node.deviceOffered() ? std::nullopt : std::optional(first));
 }
 
 void shmAllGather(const Plan& plan) {
-  const size_t block = plan.c.blockBytes();
-  shmGatherBlocks(plan, {.input = plan.c.send,
-                         .inputBytes = block,
-                         .perRank = 1,
-                         .inputAt = [](int, int) { return size_t{0}; },
-                         .outputAt = [block](int q, int) { return static_cast<size_t>(q) * block; }});
+  if (!touchesDevice(plan.c)) {
+    shmGatherBlocks(plan, allGatherBlocks(plan));
+    return;
+  }
+  shm::NodeArea& node = startOnNode(plan);
+  const NodeBlocks blocks = allGatherBlocks(plan);
+  const Pieces pieces = piecesOf(plan, node, blocks);
+  if (pieces.count() > 1) {
+    DeviceWork device(plan.comm);
+    arriveOfferingDeviceBuffers(plan, node, device, blocks.input, blocks.inputBytes, plan.c.recv,
+                                outputBytes(node, blocks, plan.c.blockBytes()));
+    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
+      const shm::DeviceReads reads(node);
+      readInPlace(plan, node, *peers, blocks, &device);
+      return;
+    }
+  }
+  onHostBuffers(plan, [&](const Plan& p) { gatherPieces(p, node, allGatherBlocks(p), pieces, std::nullopt); });
 }
 
 // Per slot-sized piece: one arrival; the blocks the others use staged once.
@@ -93,6 +163,7 @@ extern const AlgorithmEntry kShmAllGather{
       return m.onSharedNode(1, (m.n() - 1) / m.n() * s);
     },
     .needs = Needs::NodeSegment,
-    .foldsInRankOrder = true};
+    .foldsInRankOrder = true,
+    .readsDevice = true};
 
 }  // namespace loom::coll

@@ -43,8 +43,6 @@
 #include "collectives/algorithms/registry.hpp"
 #include "collectives/algorithms/shm_steps.hpp"
 #include "collectives/algorithms/slices.hpp"
-#include "collectives/device_staging.hpp"
-#include "collectives/device_work.hpp"
 
 namespace loom::coll {
 namespace {
@@ -193,37 +191,30 @@ void shmAllReduce(const Plan& plan) {
     onHostBuffers(plan, [&](const Plan& p) { pipelined(p, node, pieces, std::nullopt); });
     return;
   }
-  // The first step tells every rank where its peers' buffers are. A rank
-  // whose buffers are on its device stages nothing there, but first waits
-  // for its device to have written its input.
-  const bool onDevice = touchesDevice(plan.c);
-  std::optional<DeviceWork> device;
-  if (onDevice) {
-    device.emplace(plan.comm);
-    device->waitForInputs();
-  }
-  node.offerBuffers(plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes());
-  const uint64_t first = node.nextStep();
-  if (!onDevice) stageOthersSlices(plan, node, first, pieces[0]);
-  node.arrive(first, plan.what);
-  if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-    if (!peers->device) {
-      readInPlace(plan, node, *peers, nullptr);
+  // The first step tells every rank where its peers' buffers are (a rank
+  // whose buffers are on its device stages nothing there).
+  if (touchesDevice(plan.c)) {
+    DeviceWork device(plan.comm);
+    arriveOfferingDeviceBuffers(plan, node, device, plan.c.send, plan.c.blockBytes(), plan.c.recv,
+                                plan.c.blockBytes());
+    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
+      const shm::DeviceReads reads(node);
+      readInPlace(plan, node, *peers, &device);
       return;
     }
-    struct Closing {
-      shm::NodeArea& node;
-      ~Closing() { node.closeDeviceMappings(); }
-    } closing{node};
-    if (!device) device.emplace(plan.comm);  // all buffers are on the device, so this rank's are too
-    readInPlace(plan, node, *peers, &*device);
-    return;
-  }
-  if (node.deviceOffered()) {  // somebody staged nothing: every rank starts over
     onHostBuffers(plan, [&](const Plan& p) { pipelined(p, node, pieces, std::nullopt); });
     return;
   }
-  pipelined(plan, node, pieces, first);
+  node.offerBuffers(plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes());
+  const uint64_t first = node.nextStep();
+  stageOthersSlices(plan, node, first, pieces[0]);
+  node.arrive(first, plan.what);
+  if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
+    readInPlace(plan, node, *peers, nullptr);
+    return;
+  }
+  // Where a rank with device buffers staged nothing, every rank starts over.
+  pipelined(plan, node, pieces, node.deviceOffered() ? std::nullopt : std::optional(first));
 }
 
 // Per slot-sized piece: arrive, then the result slice; the buffer staged once.

@@ -8,11 +8,17 @@
 // When a block takes more than one step and every rank's buffers are
 // reachable here (loomMemAlloc'd, or ranks that are threads of one process),
 // the first step's arrive tells each rank where its peers' inputs are, and it
-// reduces its block straight from them (readInPlace).
+// reduces its block straight from them (readInPlace). Device buffers are read
+// so too, by the device's kernel, when every rank's are on one GPU (CUDA IPC,
+// or threads); a rank with device buffers stages nothing at the first step,
+// and if they are not all read in place every rank starts over, device
+// buffers staged through pinned host memory (shm_allreduce.cpp says more).
 //
 // The same walk serves the hierarchical reduce-scatter's node phase, where
 // each rank owns several blocks (NodeBlocks): a step then takes the same
 // piece of each.
+
+#include <optional>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -21,7 +27,10 @@
 namespace loom::coll {
 namespace {
 
-void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, const NodeBlocks& blocks) {
+// After the first step's arrive: every rank's input is readable here, by the
+// CPU, or by this rank's device when `device` is given.
+void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, const NodeBlocks& blocks,
+                 DeviceWork* device) {
   const size_t block = plan.c.blockBytes();
   const int me = node.localRank();
   const std::span<const void*> sources = node.sources();
@@ -31,72 +40,128 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
       for (int q = 0; q < node.localSize(); ++q) {
         sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + blocks.inputAt(me, k);
       }
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + blocks.outputAt(me, k),
-                  elementsIn(block, plan.c.typeSize));
+      std::byte* out = plan.c.recv + blocks.outputAt(me, k);
+      if (device != nullptr) {
+        device->reduce(plan.c.type, plan.c.reduction.op, sources, out, elementsIn(block, plan.c.typeSize));
+      } else {
+        cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out, elementsIn(block, plan.c.typeSize));
+      }
     }
+    if (device != nullptr) device->finish();
   }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
+}
+
+// A slot holds one piece of each of the n x perRank blocks.
+size_t stepBytesOf(const Plan& plan, const shm::NodeArea& node, const NodeBlocks& blocks) {
+  const size_t ways = static_cast<size_t>(node.localSize()) * static_cast<size_t>(blocks.perRank);
+  return std::max(plan.c.typeSize, wholeElements(node.slotBytes() / ways, plan.c.typeSize));
+}
+
+// Where local rank q stages its piece of local rank j's k-th block at `step`.
+std::byte* staged(shm::NodeArea& node, const NodeBlocks& blocks, size_t stepBytes, uint64_t step, int q, int j,
+                  int k) {
+  const size_t at = static_cast<size_t>(j) * static_cast<size_t>(blocks.perRank) + static_cast<size_t>(k);
+  return node.stage(q, step) + at * stepBytes;
+}
+
+// This rank's pieces of the blocks the others own, staged for `step`.
+void stageOthers(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, size_t stepBytes, uint64_t step,
+                 const Piece& piece) {
+  const int me = node.localRank();
+  for (int j = 0; j < node.localSize(); ++j) {
+    if (j == me) continue;
+    for (int k = 0; k < blocks.perRank; ++k) {
+      plan.copy(staged(node, blocks, stepBytes, step, me, j, k), blocks.input + blocks.inputAt(j, k) + piece.offset,
+                piece.bytes);
+    }
+  }
+}
+
+// Step by step through the segment; `firstStep`: the step at which the first
+// piece is already staged and arrived, if it is.
+void reducePieces(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, std::optional<uint64_t> firstStep) {
+  const int n = node.localSize();
+  const int me = node.localRank();
+  const size_t stepBytes = stepBytesOf(plan, node, blocks);
+  const Pieces pieces(plan.c.blockBytes(), stepBytes);
+  const std::span<const void*> sources = node.sources();
+  for (size_t i = 0; i < pieces.count(); ++i) {
+    const Piece piece = pieces[i];
+    const bool arrived = i == 0 && firstStep;
+    const uint64_t step = arrived ? *firstStep : node.nextStep();
+    if (!arrived) {
+      stageOthers(plan, node, blocks, stepBytes, step, piece);
+      node.arrive(step, plan.what);
+    }
+    if (piece.bytes == 0) continue;
+    for (int k = 0; k < blocks.perRank; ++k) {
+      for (int q = 0; q < n; ++q) {
+        sources[static_cast<size_t>(q)] = q == me ? blocks.input + blocks.inputAt(me, k) + piece.offset
+                                                  : staged(node, blocks, stepBytes, step, q, me, k);
+      }
+      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + blocks.outputAt(me, k) + piece.offset,
+                  elementsIn(piece.bytes, plan.c.typeSize));
+    }
+  }
+}
+
+// How far this rank's blocks reach in its output.
+size_t outputBytes(const shm::NodeArea& node, const NodeBlocks& blocks, size_t block) {
+  size_t bytes = 0;
+  for (int k = 0; k < blocks.perRank; ++k) bytes = std::max(bytes, blocks.outputAt(node.localRank(), k) + block);
+  return bytes;
+}
+
+NodeBlocks reduceScatterBlocks(const Plan& plan) {
+  const size_t block = plan.c.blockBytes();
+  return {.input = plan.c.send,
+          .inputBytes = block * static_cast<size_t>(plan.node->localSize()),
+          .perRank = 1,
+          .inputAt = [block](int q, int) { return static_cast<size_t>(q) * block; },
+          .outputAt = [](int, int) { return size_t{0}; }};
 }
 
 }  // namespace
 
 void shmReduceBlocks(const Plan& plan, const NodeBlocks& blocks) {
   shm::NodeArea& node = startOnNode(plan);
-  const int n = node.localSize();
-  const int me = node.localRank();
-  const size_t typeSize = plan.c.typeSize;
-  const size_t block = plan.c.blockBytes();
-  const size_t perRank = static_cast<size_t>(blocks.perRank);
-  // A slot holds one piece of each of the n x perRank blocks.
-  const size_t stepBytes =
-      std::max(typeSize, wholeElements(node.slotBytes() / (static_cast<size_t>(n) * perRank), typeSize));
-  const Pieces pieces(block, stepBytes);
-  const std::span<const void*> sources = node.sources();
-  if (pieces.count() > 1) {
-    size_t outputBytes = 0;  // as far as this rank's blocks reach
-    for (int k = 0; k < blocks.perRank; ++k) outputBytes = std::max(outputBytes, blocks.outputAt(me, k) + block);
-    node.offerBuffers(blocks.input, blocks.inputBytes, plan.c.recv, outputBytes);
+  const size_t stepBytes = stepBytesOf(plan, node, blocks);
+  const Pieces pieces(plan.c.blockBytes(), stepBytes);
+  if (pieces.count() == 1) {
+    reducePieces(plan, node, blocks, std::nullopt);
+    return;
   }
-
-  for (size_t i = 0; i < pieces.count(); ++i) {
-    const Piece piece = pieces[i];
-    const uint64_t step = node.nextStep();
-    // Where rank q stages its piece of local rank j's k-th block.
-    const auto staged = [&](int q, int j, int k) {
-      return node.stage(q, step) + (static_cast<size_t>(j) * perRank + static_cast<size_t>(k)) * stepBytes;
-    };
-    for (int j = 0; j < n; ++j) {
-      if (j == me) continue;
-      for (int k = 0; k < blocks.perRank; ++k) {
-        plan.copy(staged(me, j, k), blocks.input + blocks.inputAt(j, k) + piece.offset, piece.bytes);
-      }
-    }
-    node.arrive(step, plan.what);
-    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
-      readInPlace(plan, node, *peers, blocks);
-      return;
-    }
-    if (piece.bytes == 0) continue;
-
-    for (int k = 0; k < blocks.perRank; ++k) {
-      for (int q = 0; q < n; ++q) {
-        sources[static_cast<size_t>(q)] =
-            q == me ? blocks.input + blocks.inputAt(me, k) + piece.offset : staged(q, me, k);
-      }
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + blocks.outputAt(me, k) + piece.offset,
-                  elementsIn(piece.bytes, typeSize));
-    }
+  node.offerBuffers(blocks.input, blocks.inputBytes, plan.c.recv, outputBytes(node, blocks, plan.c.blockBytes()));
+  const uint64_t first = node.nextStep();
+  stageOthers(plan, node, blocks, stepBytes, first, pieces[0]);
+  node.arrive(first, plan.what);
+  if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
+    readInPlace(plan, node, *peers, blocks, nullptr);
+    return;
   }
+  // Where a rank with device buffers staged nothing, every rank starts over.
+  reducePieces(plan, node, blocks, node.deviceOffered() ? std::nullopt : std::optional(first));
 }
 
 void shmReduceScatter(const Plan& plan) {
-  const size_t block = plan.c.blockBytes();
-  const auto ownBlock = [block](int q, int) { return static_cast<size_t>(q) * block; };
-  shmReduceBlocks(plan, {.input = plan.c.send,
-                         .inputBytes = block * static_cast<size_t>(plan.node->localSize()),
-                         .perRank = 1,
-                         .inputAt = ownBlock,
-                         .outputAt = [](int, int) { return size_t{0}; }});
+  if (!touchesDevice(plan.c)) {
+    shmReduceBlocks(plan, reduceScatterBlocks(plan));
+    return;
+  }
+  shm::NodeArea& node = startOnNode(plan);
+  const NodeBlocks blocks = reduceScatterBlocks(plan);
+  if (Pieces(plan.c.blockBytes(), stepBytesOf(plan, node, blocks)).count() > 1) {
+    DeviceWork device(plan.comm);
+    arriveOfferingDeviceBuffers(plan, node, device, blocks.input, blocks.inputBytes, plan.c.recv,
+                                outputBytes(node, blocks, plan.c.blockBytes()));
+    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
+      const shm::DeviceReads reads(node);
+      readInPlace(plan, node, *peers, blocks, &device);
+      return;
+    }
+  }
+  onHostBuffers(plan, [&](const Plan& p) { reducePieces(p, node, reduceScatterBlocks(p), std::nullopt); });
 }
 
 // Per slot-sized piece: one arrival; the blocks the others use staged once.
@@ -109,6 +174,7 @@ extern const AlgorithmEntry kShmReduceScatter{
       return m.onSharedNode(1, (m.n() - 1) / m.n() * s);
     },
     .needs = Needs::NodeSegment,
-    .foldsInRankOrder = true};
+    .foldsInRankOrder = true,
+    .readsDevice = true};
 
 }  // namespace loom::coll

@@ -11,6 +11,7 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/device_staging.hpp"
+#include "collectives/device_work.hpp"
 #include "collectives/shm/node_area.hpp"
 
 namespace loom::coll {
@@ -68,6 +69,20 @@ inline void onHostBuffers(const Plan& plan, const std::function<void(const Plan&
     onHost.c = staged;
     run(onHost);
   });
+}
+
+// The first step of a call that offers its buffers (NodeArea::offerBuffers),
+// for a rank whose buffers are on its device: it waits for its device to have
+// written its input (peers may read it once it arrives), offers, and arrives
+// staging nothing, having no host copy to stage. After it every rank knows
+// whether the buffers are read in place (peerBuffers(), then by `device`
+// inside a shm::DeviceReads) or every rank starts its staging over
+// (deviceOffered(); onHostBuffers for this rank).
+inline void arriveOfferingDeviceBuffers(const Plan& plan, shm::NodeArea& node, DeviceWork& device, const void* send,
+                                        size_t sendBytes, const void* recv, size_t recvBytes) {
+  device.waitForInputs();
+  node.offerBuffers(send, sendBytes, recv, recvBytes);
+  node.arrive(node.nextStep(), plan.what);
 }
 
 // Announces plan's collective on the node and returns the node's area.

@@ -206,6 +206,8 @@ PeerReads::~PeerReads() {
   node_.control_->rank(node_.localRank_).reading.value.store(0, std::memory_order_release);
 }
 
+DeviceReads::~DeviceReads() { node_.closeDeviceMappings(); }
+
 void NodeArea::abandonCall() noexcept {
   if (control_ == nullptr || offered_.offered != 1 || callStep_ == 0) return;
   // Peers learn of the offer with this rank's first step: not posted, not read.

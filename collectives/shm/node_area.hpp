@@ -99,6 +99,19 @@ class PeerReads {
   NodeArea& node_;
 };
 
+// A stretch in which this rank's device reads its peers' device buffers
+// (PeerBuffers::device): its CUDA IPC views of them close when it ends.
+class DeviceReads {
+ public:
+  explicit DeviceReads(NodeArea& node) : node_(node) {}
+  ~DeviceReads();
+  DeviceReads(const DeviceReads&) = delete;
+  DeviceReads& operator=(const DeviceReads&) = delete;
+
+ private:
+  NodeArea& node_;
+};
+
 class NodeArea {
  public:
   // Collective over the whole communicator (every rank calls it; it uses the
