@@ -140,15 +140,13 @@ void shmAllGather(const Plan& plan) {
   shm::NodeArea& node = startOnNode(plan);
   const NodeBlocks blocks = allGatherBlocks(plan);
   const Pieces pieces = piecesOf(plan, node, blocks);
-  if (pieces.count() > 1) {
-    DeviceWork device(plan.comm);
-    arriveOfferingDeviceBuffers(plan, node, device, blocks.input, blocks.inputBytes, plan.c.recv,
-                                outputBytes(node, blocks, plan.c.blockBytes()));
-    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-      const shm::DeviceReads reads(node);
-      readInPlace(plan, node, *peers, blocks, &device);
-      return;
-    }
+  if (pieces.count() > 1 &&
+      readDeviceInPlace(plan, node, blocks.input, blocks.inputBytes, plan.c.recv,
+                        outputBytes(node, blocks, plan.c.blockBytes()),
+                        [&](const shm::PeerBuffers& peers, DeviceWork& device) {
+                          readInPlace(plan, node, peers, blocks, &device);
+                        })) {
+    return;
   }
   onHostBuffers(plan, [&](const Plan& p) { gatherPieces(p, node, allGatherBlocks(p), pieces, std::nullopt); });
 }

@@ -194,15 +194,10 @@ void shmAllReduce(const Plan& plan) {
   // The first step tells every rank where its peers' buffers are (a rank
   // whose buffers are on its device stages nothing there).
   if (touchesDevice(plan.c)) {
-    DeviceWork device(plan.comm);
-    arriveOfferingDeviceBuffers(plan, node, device, plan.c.send, plan.c.blockBytes(), plan.c.recv,
-                                plan.c.blockBytes());
-    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-      const shm::DeviceReads reads(node);
-      readInPlace(plan, node, *peers, &device);
-      return;
-    }
-    onHostBuffers(plan, [&](const Plan& p) { pipelined(p, node, pieces, std::nullopt); });
+    const bool read = readDeviceInPlace(
+        plan, node, plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes(),
+        [&](const shm::PeerBuffers& peers, DeviceWork& device) { readInPlace(plan, node, peers, &device); });
+    if (!read) onHostBuffers(plan, [&](const Plan& p) { pipelined(p, node, pieces, std::nullopt); });
     return;
   }
   node.offerBuffers(plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes());

@@ -151,15 +151,13 @@ void shmReduceScatter(const Plan& plan) {
   }
   shm::NodeArea& node = startOnNode(plan);
   const NodeBlocks blocks = reduceScatterBlocks(plan);
-  if (Pieces(plan.c.blockBytes(), stepBytesOf(plan, node, blocks)).count() > 1) {
-    DeviceWork device(plan.comm);
-    arriveOfferingDeviceBuffers(plan, node, device, blocks.input, blocks.inputBytes, plan.c.recv,
-                                outputBytes(node, blocks, plan.c.blockBytes()));
-    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-      const shm::DeviceReads reads(node);
-      readInPlace(plan, node, *peers, blocks, &device);
-      return;
-    }
+  if (Pieces(plan.c.blockBytes(), stepBytesOf(plan, node, blocks)).count() > 1 &&
+      readDeviceInPlace(plan, node, blocks.input, blocks.inputBytes, plan.c.recv,
+                        outputBytes(node, blocks, plan.c.blockBytes()),
+                        [&](const shm::PeerBuffers& peers, DeviceWork& device) {
+                          readInPlace(plan, node, peers, blocks, &device);
+                        })) {
+    return;
   }
   onHostBuffers(plan, [&](const Plan& p) { reducePieces(p, node, reduceScatterBlocks(p), std::nullopt); });
 }

@@ -74,15 +74,22 @@ inline void onHostBuffers(const Plan& plan, const std::function<void(const Plan&
 // The first step of a call that offers its buffers (NodeArea::offerBuffers),
 // for a rank whose buffers are on its device: it waits for its device to have
 // written its input (peers may read it once it arrives), offers, and arrives
-// staging nothing, having no host copy to stage. After it every rank knows
-// whether the buffers are read in place (peerBuffers(), then by `device`
-// inside a shm::DeviceReads) or every rank starts its staging over
-// (deviceOffered(); onHostBuffers for this rank).
-inline void arriveOfferingDeviceBuffers(const Plan& plan, shm::NodeArea& node, DeviceWork& device, const void* send,
-                                        size_t sendBytes, const void* recv, size_t recvBytes) {
+// staging nothing, having no host copy to stage. If every rank's buffers are
+// then read in place, `read(peers, device)` does it (inside a
+// shm::DeviceReads) and this returns true; else every rank starts its staging
+// over (NodeArea::deviceOffered), this one through onHostBuffers.
+template <class Read>
+bool readDeviceInPlace(const Plan& plan, shm::NodeArea& node, const void* send, size_t sendBytes, const void* recv,
+                       size_t recvBytes, const Read& read) {
+  DeviceWork device(plan.comm);
   device.waitForInputs();
   node.offerBuffers(send, sendBytes, recv, recvBytes);
   node.arrive(node.nextStep(), plan.what);
+  const shm::PeerBuffers* peers = node.peerBuffers();
+  if (peers == nullptr) return false;
+  const shm::DeviceReads reads(node);
+  read(*peers, device);
+  return true;
 }
 
 // Announces plan's collective on the node and returns the node's area.
