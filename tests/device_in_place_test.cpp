@@ -7,10 +7,14 @@
 // the path (the offer, the decision, the steps, the two shots) runs here too.
 #include <gtest/gtest.h>
 #include <loom/loom.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -203,6 +207,35 @@ TEST(DeviceInPlace, SingleCopyOffStagesDeviceBuffers) {
   ASSERT_EQ(r.exitCode, 0) << r.output;
   if (fake()) {
     EXPECT_EQ(searchAll(r.output, "in place 0 bytes, staged [1-9][0-9]* bytes").size(), 2u) << r.output;
+  }
+}
+
+// A rank SIGKILLed in the middle of device all-reduces (loom_test_fault with
+// device buffers): the others fail naming it, no hang, and the survivors
+// shrink and all-reduce their device buffers exactly among themselves.
+TEST(DeviceInPlace, ARankKilledMidCallFailsTheOthersNamingIt) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  const int n = 3;
+  const std::string dir = ::testing::TempDir() + "loom-device-fault-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::vector<std::string>> argvs;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int r = 0; r < n; ++r) {
+    argvs.push_back({program(LOOM_TEST_FAULT_BIN, "tests"), "kill", "1", dir, std::to_string(4u << 20)});
+    envs.push_back({{"LOOM_RANK", std::to_string(r)},
+                    {"LOOM_WORLD_SIZE", std::to_string(n)},
+                    {"LOOM_STORE_ADDR", "file://" + dir + "/store"},
+                    {"LOOM_TEST_FAULT_DEVICE", "1"}});
+  }
+  const auto ranks = runProcesses(argvs, envs, std::chrono::seconds(120));
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(ranks[1].exitCode, 128 + SIGKILL) << ranks[1].output;
+  for (int r : {0, 2}) {
+    const std::string& out = ranks[static_cast<size_t>(r)].output;
+    EXPECT_EQ(ranks[static_cast<size_t>(r)].exitCode, 0) << "rank " << r << ":\n" << out;
+    EXPECT_TRUE(contains(out, "detected after [0-9.]+ ms: .*rank 1")) << out;
+    EXPECT_TRUE(contains(out, "survivors' rank [01] of 2 ok")) << out;
   }
 }
 

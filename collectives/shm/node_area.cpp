@@ -18,6 +18,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -215,10 +216,22 @@ void NodeArea::abandonCall() noexcept {
   control_->rank(localRank_).failed.value.store(1, std::memory_order_seq_cst);
   wake();
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  // A peer that died (or that the watchdog declared failed) while reading
+  // reads no more, though its flag stays up.
+  const auto gone = [this](int local) {
+    const int rank = localToRank_[static_cast<size_t>(local)];
+    const int pid = comm_.peers()[static_cast<size_t>(rank)].pid;
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    const std::vector<int> failed = comm_.failedRanks();
+    return std::find(failed.begin(), failed.end(), rank) != failed.end();
+  };
   for (int local = 0; local < localSize_; ++local) {
     if (local == localRank_) continue;
     const RankControl& peer = control_->rank(local);
-    while (peer.reading.value.load(std::memory_order_seq_cst) != 0 && peer.left.value.load(std::memory_order_acquire) == 0) {
+    for (int look = 0; peer.reading.value.load(std::memory_order_seq_cst) != 0 &&
+                       peer.left.value.load(std::memory_order_acquire) == 0;
+         ++look) {
+      if (look % 100 == 99 && gone(local)) break;  // every 10 ms
       if (std::chrono::steady_clock::now() > deadline) {
         LOOM_WARN(Coll, "rank %d still reads this rank's buffers after %lld ms; returning anyway",
                   localToRank_[static_cast<size_t>(local)],
@@ -334,7 +347,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   if (!announcedShared_) {
     announcedShared_ = true;
     LOOM_INFO(Coll, "reading the %d local ranks' buffers in place (%s)", localSize_,
-              anyDevice ? (oneProcess ? "device memory, one process" : "device memory, CUDA IPC")
+              anyDevice ? (oneProcess ? "device memory, one process" : "device memory, CUDA IPC or the fake device's memfds")
                         : (allShared ? "loomMemAlloc" : "one process"));
   }
 }

@@ -8,7 +8,9 @@
 // fault that was ("detected after X ms"), waits until the watchdogs have
 // named every victim failed (and no other rank), shrinks the communicator
 // to the survivors, checks an all-reduce among them exactly, then
-// SIGKILLs a stopped victim. Exit 0 only if all of that held.
+// SIGKILLs a stopped victim. Exit 0 only if all of that held. With
+// LOOM_TEST_FAULT_DEVICE=1 the buffer is device memory (a GPU's, else the
+// fake device's): the all-reduces read each other's in place.
 #include <loom/loom.h>
 #include <signal.h>
 #include <unistd.h>
@@ -18,10 +20,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/support/device_memory.hpp"
 
 namespace {
 
@@ -55,12 +60,20 @@ int main(int argc, char** argv) {
   loomCommUserRank(comm, &rank);
   loomCommCount(comm, &size);
   std::vector<float> data(count, 1.0f);
-  if (loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr) != loomSuccess) {
+  const char* onDevice = std::getenv("LOOM_TEST_FAULT_DEVICE");
+  std::optional<loom::test::DeviceBuffer> device;
+  float* buffer = data.data();  // what the all-reduces run on
+  if (onDevice != nullptr && std::string(onDevice) == "1") {
+    device.emplace(count * sizeof(float));
+    device->upload(data.data());
+    buffer = reinterpret_cast<float*>(device->data());
+  }
+  if (loomAllReduce(buffer, buffer, count, loomFloat32, loomSum, comm, nullptr) != loomSuccess) {
     return fail("warm-up all-reduce", comm);
   }
 
   if (std::find(victims.begin(), victims.end(), rank) != victims.end()) {
-    std::thread reduce([&] { loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr); });
+    std::thread reduce([&] { loomAllReduce(buffer, buffer, count, loomFloat32, loomSum, comm, nullptr); });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const std::string file = victimFiles + std::to_string(rank);
     {
@@ -76,7 +89,7 @@ int main(int argc, char** argv) {
   // The survivors: all-reduce until one fails.
   loomResult_t result = loomSuccess;
   for (int i = 0; i < 100000 && result == loomSuccess; ++i) {
-    result = loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr);
+    result = loomAllReduce(buffer, buffer, count, loomFloat32, loomSum, comm, nullptr);
   }
   const long long failedAt = nowUs();
   const std::string message = loomGetLastError(comm);
@@ -135,9 +148,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1) * static_cast<float>(i % 7);
-  if (loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, survivors, nullptr) != loomSuccess) {
+  if (device) device->upload(data.data());
+  if (loomAllReduce(buffer, buffer, count, loomFloat32, loomSum, survivors, nullptr) != loomSuccess) {
     return fail("all-reduce among the survivors", survivors);
   }
+  if (device) device->download(data.data());
   int rankSum = size * (size + 1) / 2;  // the survivors' rank + 1, summed
   for (int v : victims) rankSum -= v + 1;
   for (size_t i = 0; i < count; ++i) {
