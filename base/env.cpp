@@ -27,7 +27,7 @@ constexpr Variable kVariables[] = {
     {"LOOM_IB_HCA", "", "RDMA devices and ports for the verbs transport, in NCCL_IB_HCA's grammar: comma-separated name prefixes with an optional :port (mlx5_0:1,mlx5_1), = in front for exact names, ^ to exclude. Default: the first active port of any device."},
     {"LOOM_LOCAL_RANK", "", "Rank of this process on its node, for loomCommInitFromEnv (set by loomrun)."},
     {"LOOM_RANK", "", "Rank of this process, for loomCommInitFromEnv (set by loomrun)."},
-    {"LOOM_SHM_SINGLE_COPY", "1", "1: messages of more than one step of the shared-memory collectives are read straight from the peers' buffers when every local rank's are reachable (loomMemAlloc'd, or all ranks threads of one process); 0: always staged through the node's segment."},
+    {"LOOM_SHM_SINGLE_COPY", "1", "1: messages of more than one step of the shared-memory collectives are read straight from the peers' buffers when every local rank's are reachable (loomMemAlloc'd, or all ranks threads of one process; device buffers on one GPU through CUDA IPC, for all-reduce, all-gather and reduce-scatter); 0: always staged through the node's segment (device buffers through pinned host memory)."},
     {"LOOM_SOCKET_IFNAME", "", "Network interfaces to use: comma-separated name prefixes, =name for an exact match, ^ to exclude. Default: any interface but lo and docker*, else lo."},
     {"LOOM_SOCKET_NSOCKS", "2", "TCP sockets per socket-transport connection (1 to 16); consecutive slots travel on different sockets."},
     {"LOOM_STORE_ADDR", "", "Rendezvous store for loomCommInitFromEnv: host:port (rank 0 serves a TCP store there) or file:///dir (a directory all ranks share)."},
