@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/device/cuda.hpp"
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "memory/shared_buffers.hpp"
 
@@ -76,11 +77,12 @@ Handle handleOf(const void* p, size_t bytes) {
 }
 
 Mappings::~Mappings() {
-  closeDeviceMappings();
   for (const auto& m : mappings_) ::munmap(m.data, m.bytes);
 }
 
-void Mappings::closeDeviceMappings() noexcept { opened_.clear(); }
+void Mappings::closeDeviceMappings() noexcept {
+  if (!cacheOpened_) opened_.clear();
+}
 
 const std::byte* Mappings::map(const Handle& handle) {
   if (handle.pid == ::getpid()) return reinterpret_cast<const std::byte*>(handle.address);
@@ -89,8 +91,23 @@ const std::byte* Mappings::map(const Handle& handle) {
                                       std::to_string(handle.pid) + " cannot be mapped by another process");
   }
   if (handle.kind == MemoryKind::CudaDevice && handle.hasIpc) {
-    opened_.push_back(std::make_unique<cuda::OpenedIpc>(handle.ipc));
-    return opened_.back()->base() + handle.offset;
+    if (!cacheRead_) {
+      cacheOpened_ = env::getInt("LOOM_CUDA_IPC_CACHE", 0, 1) == 1;
+      cacheRead_ = true;
+    }
+    // A handle names one allocation for its whole life (CUDA gives a new
+    // allocation at the same address a new handle), so a cached view is
+    // that allocation's. One call uses at most two per local rank, fewer
+    // than kCapacity, so it never evicts a view it still reads.
+    for (auto it = opened_.begin(); it != opened_.end(); ++it) {
+      if (it->handle == handle.ipc) {
+        opened_.splice(opened_.begin(), opened_, it);
+        return it->view->base() + handle.offset;
+      }
+    }
+    opened_.push_front({handle.ipc, std::make_unique<cuda::OpenedIpc>(handle.ipc)});
+    if (opened_.size() > kCapacity) opened_.pop_back();
+    return opened_.front().view->base() + handle.offset;
   }
   const char* what = handle.kind == MemoryKind::HostShared ? "loomMemAlloc buffer" : "fake device buffer";
   for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <vector>
 
 #include "base/bytes.hpp"
 #include "base/device/ipc.hpp"
@@ -63,15 +62,16 @@ class Mappings {
   Mappings& operator=(const Mappings&) = delete;
 
   // The start of the range `handle` names, readable here: the address itself
-  // in its own process, else a mapping of its allocation (memfds: the last
-  // kCapacity kept) or its opened CUDA IPC handle (kept until
-  // closeDeviceMappings). Throws loom::Error (loomSystemError naming the
-  // owner's pid, loomUnhandledCudaError) if it cannot be mapped,
-  // loomInvalidUsage for a kind peers cannot reach.
+  // in its own process, else a mapping of its allocation (memfds), or its
+  // opened CUDA IPC handle; the last kCapacity of each kind kept. Throws
+  // loom::Error (loomSystemError naming the owner's pid,
+  // loomUnhandledCudaError) if it cannot be mapped, loomInvalidUsage for a
+  // kind peers cannot reach.
   const std::byte* map(const Handle& handle);
 
-  // Closes the CUDA IPC handles map() opened: their owners may free the
-  // memory once the call that published them is over.
+  // The end of a call that read device memory through map(): with
+  // LOOM_CUDA_IPC_CACHE=0 its CUDA IPC handles are closed (their owners may
+  // free the memory once the call is over), else they stay for the next.
   void closeDeviceMappings() noexcept;
 
  private:
@@ -82,7 +82,13 @@ class Mappings {
     size_t bytes;
   };
   std::list<Mapping> mappings_;
-  std::vector<std::unique_ptr<cuda::OpenedIpc>> opened_;
+  struct Opened {
+    cuda::IpcHandle handle;
+    std::unique_ptr<cuda::OpenedIpc> view;
+  };
+  std::list<Opened> opened_;  // most recently used first
+  bool cacheOpened_ = true;   // LOOM_CUDA_IPC_CACHE, read when the first is opened
+  bool cacheRead_ = false;
 };
 
 }  // namespace loom::memory

@@ -1,9 +1,10 @@
 // CUDA IPC: how a rank lets the processes beside it read its device memory
 // in place. An export names the whole cudaMalloc allocation holding a
 // pointer (CUDA's handle opens at the allocation's start) and the pointer's
-// offset into it; the importer opens the handle once per call and closes it
-// after, because CUDA leaves undefined what an opened handle does once its
-// owner frees the memory, and a user's buffer may be freed between calls.
+// offset into it. The importer keeps what it opened for later calls, or
+// closes it after each (memory/registration.hpp, LOOM_CUDA_IPC_CACHE): CUDA
+// leaves undefined what an opened handle does once its owner frees the
+// memory, and a user's buffer may be freed between calls.
 //
 // Nothing of CUDA in this header. Without CUDA or a device nothing is
 // exportable; the tests' fake device (cuda.hpp) shares its memory through a

@@ -100,7 +100,8 @@ class PeerReads {
 };
 
 // A stretch in which this rank's device reads its peers' device buffers
-// (PeerBuffers::device): its CUDA IPC views of them close when it ends.
+// (PeerBuffers::device): when it ends, its CUDA IPC views of them close
+// (unless LOOM_CUDA_IPC_CACHE keeps them; memory::Mappings).
 class DeviceReads {
  public:
   explicit DeviceReads(NodeArea& node) : node_(node) {}
@@ -147,8 +148,9 @@ class NodeArea {
   // Such a rank staged nothing at that step; unless the buffers are read in
   // place, every rank starts its staging over. The same answer on every rank.
   bool deviceOffered() const { return deviceOffered_; }
-  // Closes this rank's CUDA IPC views of its peers' buffers, once it has
-  // read them for the call (their owners may free them after it).
+  // Closes this rank's CUDA IPC views of its peers' buffers once it has read
+  // them for the call (their owners may free them after it), unless
+  // LOOM_CUDA_IPC_CACHE keeps them for later calls.
   void closeDeviceMappings() noexcept { mappings_.closeDeviceMappings(); }
   // This rank fails out of the current call. If it offered its buffers, its
   // peers may be reading them: it marks itself failed, so that they read no
