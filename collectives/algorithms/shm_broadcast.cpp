@@ -8,6 +8,11 @@
 // the first step's arrive tells every rank where it is, and they copy the
 // rest straight from it (readInPlace): one copy instead of two, and the root
 // stages nothing more.
+//
+// Device buffers (CUDA) on one GPU, every rank's, are copied so too, whole,
+// by each rank's device; a root with device buffers stages nothing at the
+// first step, and if they are not all read in place every rank starts over
+// on the staged path (shm_allreduce.cpp says more).
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/algorithms/registry.hpp"
@@ -26,28 +31,60 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   node.sync(plan.what);  // the root keeps its input until every rank has read it
 }
 
-}  // namespace
-
-void shmBroadcast(const Plan& plan) {
-  shm::NodeArea& node = startOnNode(plan);
+// The steps through the segment, from the first piece; `offer`: this call
+// offers the root's input at its first step (every rank alike). If a rank
+// with device buffers offered there, the root may have staged nothing, and
+// every rank starts over.
+void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bool offer) {
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
   const bool isRoot = node.localRank() == root;
-  const size_t bytes = plan.c.blockBytes();
-  const Pieces pieces(bytes, wholeElements(node.slotBytes(), plan.c.typeSize));
-  if (pieces.count() > 1) node.offerBuffers(plan.c.send, isRoot ? bytes : 0, nullptr, 0);
-
+  if (offer) node.offerBuffers(plan.c.send, isRoot ? plan.c.blockBytes() : 0, nullptr, 0);
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const uint64_t step = node.nextStep();
     if (isRoot) plan.copy(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
     node.arrive(step, plan.what);
+    if (i == 0 && offer && node.deviceOffered()) {
+      broadcastSteps(plan, node, pieces, false);
+      return;
+    }
     const std::byte* from = isRoot ? plan.c.send + piece.offset : node.stage(root, step, piece.bytes);
     plan.copy(plan.c.recv + piece.offset, from, piece.bytes);
-    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0) {
+    if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0 && offer) {
       readInPlace(plan, node, *peers, piece.bytes);
       return;
     }
   }
+}
+
+}  // namespace
+
+void shmBroadcast(const Plan& plan) {
+  shm::NodeArea& node = startOnNode(plan);
+  const bool isRoot = node.localRank() == plan.c.root;
+  const size_t bytes = plan.c.blockBytes();
+  const Pieces pieces(bytes, wholeElements(node.slotBytes(), plan.c.typeSize));
+  if (!touchesDevice(plan.c)) {
+    broadcastSteps(plan, node, pieces, pieces.count() > 1);
+    return;
+  }
+  // Device buffers on one GPU: every rank copies the root's input straight
+  // into its output. The root offers its input, a receiver its output, so
+  // that every rank's memory is seen (a receiver on the host offers nothing,
+  // which keeps the call off the device path).
+  const auto copyFromRoot = [&](const shm::PeerBuffers& peers, DeviceWork& device) {
+    {
+      const shm::PeerReads reading(node, plan.what);
+      device.copy(plan.c.recv, peers.send[static_cast<size_t>(plan.c.root)], bytes);
+      device.finish();
+    }
+    node.sync(plan.what);  // the root keeps its input until every rank has read it
+  };
+  if (pieces.count() > 1 && readDeviceInPlace(plan, node, plan.c.send, isRoot ? bytes : 0, plan.c.recv,
+                                               isRoot ? 0 : bytes, copyFromRoot)) {
+    return;
+  }
+  onHostBuffers(plan, [&](const Plan& p) { broadcastSteps(p, node, pieces, false); });
 }
 
 // Per slot-sized piece: one arrival; the buffer staged once.
@@ -60,6 +97,7 @@ extern const AlgorithmEntry kShmBroadcast{
       return m.onSharedNode(1, s);
     },
     .needs = Needs::NodeSegment,
-    .foldsInRankOrder = true};
+    .foldsInRankOrder = true,
+    .readsDevice = true};
 
 }  // namespace loom::coll

@@ -14,6 +14,12 @@
 // cache beside the root's reduction, which was faster than the root reading
 // it in place alone (1.2-1.3x at 1-64 MiB on the 2-core VM; with 3 ranks in
 // place was 1.3-1.4x faster).
+//
+// Device buffers (CUDA) on one GPU, offered under the same rule, are read in
+// place by the root's kernel, which reduces every rank's input whole into
+// its output in one pass (rank order still); a rank with device buffers
+// stages nothing at the first step, and if they are not all read in place
+// every rank starts over on the staged path (shm_allreduce.cpp says more).
 #include <optional>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -23,17 +29,18 @@
 
 namespace loom::coll {
 
-void shmReduce(const Plan& plan) {
-  shm::NodeArea& node = startOnNode(plan);
+namespace {
+
+// The steps through the segment, from the first piece; `offer`: this call
+// offers the inputs at its first step (every rank alike). If a rank with
+// device buffers offered there, it staged nothing, and every rank starts over.
+void reduceSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bool offer) {
   const int n = node.localSize();
   const int me = node.localRank();
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
   const size_t typeSize = plan.c.typeSize;
-  const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), typeSize));
   const std::span<const void*> sources = node.sources();
-  if (pieces.count() > 1 && !reducesWhole(n, pieces[0].bytes)) {
-    node.offerBuffers(plan.c.send, plan.c.blockBytes(), nullptr, 0);
-  }
+  if (offer) node.offerBuffers(plan.c.send, plan.c.blockBytes(), nullptr, 0);
 
   const shm::PeerBuffers* inPlace = nullptr;  // known after the first step
   for (size_t i = 0; i < pieces.count(); ++i) {
@@ -43,6 +50,10 @@ void shmReduce(const Plan& plan) {
     const uint64_t step = node.nextStep();
     if (inPlace == nullptr && (!whole || me != root)) plan.copy(node.stage(me, step, piece.bytes), in, piece.bytes);
     node.arrive(step, plan.what);
+    if (i == 0 && offer && node.deviceOffered()) {
+      reduceSteps(plan, node, pieces, false);
+      return;
+    }
     const auto input = [&](int q) -> const std::byte* {
       if (q == me) return in;
       if (inPlace != nullptr) return inPlace->send[static_cast<size_t>(q)] + piece.offset;
@@ -57,7 +68,7 @@ void shmReduce(const Plan& plan) {
       if (inPlace != nullptr) reading.emplace(node, plan.what);
       cpu::reduce(plan.c.type, plan.c.reduction.op, sources, dst, elementsIn(mine.bytes, typeSize));
     }
-    if (i == 0) inPlace = node.peerBuffers();
+    if (i == 0 && offer) inPlace = node.peerBuffers();
     if (whole) continue;
     node.post(shm::Counter::Reduced, step);
     if (me == root) {
@@ -66,6 +77,38 @@ void shmReduce(const Plan& plan) {
     }
   }
   if (inPlace != nullptr) node.sync(plan.what);  // no rank reuses its input while another still reads it
+}
+
+}  // namespace
+
+void shmReduce(const Plan& plan) {
+  shm::NodeArea& node = startOnNode(plan);
+  const int n = node.localSize();
+  const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), plan.c.typeSize));
+  const bool offer = pieces.count() > 1 && !reducesWhole(n, pieces[0].bytes);
+  if (!touchesDevice(plan.c)) {
+    reduceSteps(plan, node, pieces, offer);
+    return;
+  }
+  // Device buffers on one GPU: the root's kernel reduces every rank's input
+  // whole into its output, in one pass; the others wait until it has read them.
+  const bool isRoot = node.localRank() == plan.c.root;
+  const auto rootReads = [&](const shm::PeerBuffers& peers, DeviceWork& device) {
+    if (isRoot) {
+      const shm::PeerReads reading(node, plan.what);
+      const std::span<const void*> sources = node.sources();
+      for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)];
+      device.reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv,
+                    elementsIn(plan.c.blockBytes(), plan.c.typeSize));
+      device.finish();
+    }
+    node.sync(plan.what);  // no rank reuses its input while the root still reads it
+  };
+  if (offer && readDeviceInPlace(plan, node, plan.c.send, plan.c.blockBytes(), isRoot ? plan.c.recv : nullptr,
+                                 isRoot ? plan.c.blockBytes() : 0, rootReads)) {
+    return;
+  }
+  onHostBuffers(plan, [&](const Plan& p) { reduceSteps(p, node, pieces, false); });
 }
 
 // Per slot-sized piece: arrive, then the result slice; the buffer staged once.
@@ -78,6 +121,7 @@ extern const AlgorithmEntry kShmReduce{
       return m.onSharedNode(2, s);
     },
     .needs = Needs::NodeSegment,
-    .foldsInRankOrder = true};
+    .foldsInRankOrder = true,
+    .readsDevice = true};
 
 }  // namespace loom::coll

@@ -308,6 +308,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // are read by kernels, so either all are on one GPU or none is read in place.
   const auto shared = [](const memory::Handle& h) { return h.empty() || h.reachableByPeers(); };
   bool allOffered = true;
+  bool everyRankShown = true;  // each offered a buffer, so that its memory's kind is known
   bool oneProcess = true;
   bool allShared = true;
   bool anyDevice = false;
@@ -317,6 +318,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
     allOffered = allOffered && theirs.offered == 1;
+    everyRankShown = everyRankShown && !(theirs.send.empty() && theirs.recv.empty());
     oneProcess = oneProcess && theirs.pid == control_->rank(0).buffers[step % 2].buffers.pid;
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
     for (const memory::Handle* h : {&theirs.send, &theirs.recv}) {
@@ -331,7 +333,10 @@ void NodeArea::resolveBuffers(uint64_t step) {
   }
   deviceOffered_ = anyDevice;
   if (!allOffered || (!allShared && !oneProcess)) return;
-  if (anyDevice && !(allDevice && oneGpu && static_cast<size_t>(localSize_) <= coll::cuda::kMaxSources)) return;
+  if (anyDevice && !(allDevice && oneGpu && everyRankShown &&
+                    static_cast<size_t>(localSize_) <= coll::cuda::kMaxSources)) {
+    return;
+  }
   const auto map = [this](const memory::Handle& h) {
     return h.empty() ? nullptr : mappings_.map(h);
   };

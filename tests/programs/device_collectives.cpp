@@ -1,5 +1,5 @@
-// A rank for the device in-place tests: all-reduces, all-gathers and
-// reduce-scatters of device buffers (a GPU's where one is visible, else the
+// A rank for the device in-place tests: all-reduces, all-gathers,
+// reduce-scatters, broadcasts and reduces (root 1) of device buffers (a GPU's where one is visible, else the
 // fake device's, whose memory peers map as they would through CUDA IPC), in
 // and out of place, checked exactly against what every rank can compute,
 // then a line with the bytes that went each way.
@@ -44,7 +44,8 @@ void put(loomDataType_t type, int32_t v, std::byte* out) {
 
 int32_t fold(loomRedOp_t op, int32_t a, int32_t b) { return op == loomSum ? a + b : (a > b ? a : b); }
 
-enum class Coll { AllReduce, AllGather, ReduceScatter };
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+constexpr int kRoot = 1;  // of broadcast and reduce: not rank 0, which the host-on-rank-0 runs put on the host
 
 // One collective of `count` elements per block, checked; false on a mismatch (said on stdout).
 bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, loomRedOp_t op, bool inPlace,
@@ -61,6 +62,8 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, lo
     int32_t v = 0;
     if (coll == Coll::AllGather) {
       v = valueOf(static_cast<int>(i / count), i % count);
+    } else if (coll == Coll::Broadcast) {
+      v = valueOf(kRoot, i);
     } else {
       const size_t at = coll == Coll::ReduceScatter ? static_cast<size_t>(rank) * count + i : i;
       v = valueOf(0, at);
@@ -93,6 +96,8 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, lo
       if (inPlace) recv = buffer + blockAt;
       result = loomReduceScatter(send, recv, count, type, op, comm, nullptr);
       break;
+    case Coll::Broadcast: result = loomBroadcast(send, recv, count, type, kRoot, comm, nullptr); break;
+    case Coll::Reduce: result = loomReduce(send, recv, count, type, op, kRoot, comm, nullptr); break;
   }
   if (result != loomSuccess) {
     std::printf("rank %d: collective %d failed: %s\n", rank, static_cast<int>(coll), loomGetLastError(comm));
@@ -111,7 +116,8 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, lo
   } else {
     output = hostOut;
   }
-  if (output == expected) return true;
+  // Only the root of a reduce gets a result; a broadcast's root keeps its input.
+  if (output == expected || (coll == Coll::Reduce && rank != kRoot)) return true;
   size_t at = 0;
   while (at < recvCount && std::memcmp(&output[at * size], &expected[at * size], size) == 0) ++at;
   std::printf("rank %d: collective %d type %d op %d %s: element %zu of %zu differs\n", rank, static_cast<int>(coll),
@@ -138,10 +144,10 @@ int main(int argc, char** argv) {
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
   const uint64_t inPlaceBefore = loom::coll::fakeDeviceBytesInPlace();
   int failures = 0;
-  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter}) {
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce}) {
     for (loomDataType_t type : {loomFloat32, loomInt32, loomBfloat16}) {
       for (loomRedOp_t op : {loomSum, loomMax}) {
-        if (coll == Coll::AllGather && op != loomSum) continue;
+        if ((coll == Coll::AllGather || coll == Coll::Broadcast) && op != loomSum) continue;
         for (bool inPlace : {false, true}) {
           if (!runOne(comm, rank, n, coll, type, op, inPlace, count, device)) ++failures;
         }
