@@ -110,6 +110,10 @@ const std::byte* Mappings::map(const Handle& handle) {
     return opened_.front().view->base() + handle.offset;
   }
   const char* what = handle.kind == MemoryKind::HostShared ? "loomMemAlloc buffer" : "fake device buffer";
+  if (handle.kind == MemoryKind::CudaDevice && cuda::fakeIpcRefused()) {
+    throw Error(loomUnhandledCudaError, "the fake device refuses to map the buffer of pid " +
+                                            std::to_string(handle.pid) + ", as CUDA IPC may");
+  }
   for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
     if (it->pid == handle.pid && it->serial == handle.serial) {
       mappings_.splice(mappings_.begin(), mappings_, it);

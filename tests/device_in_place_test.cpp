@@ -204,6 +204,19 @@ TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
   }
 }
 
+// One rank cannot map its peers' buffers (as CUDA IPC may refuse, across
+// containers): every rank learns it at one more step and stages instead.
+TEST(DeviceInPlace, ARankThatCannotMapItsPeersSendsEveryRankToTheStagedPath) {
+  if (!fake()) GTEST_SKIP() << "the refusal is the fake device's; a GPU maps what it can";
+  const ProcessResult r = runRanks(3, {std::to_string(kLarge), "refuse-ipc-on-rank-2"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": collectives ok")) << r.output;
+  }
+  EXPECT_EQ(searchAll(r.output, "in place 0 bytes, staged [1-9][0-9]* bytes").size(), 3u) << r.output;
+  EXPECT_TRUE(contains(r.output, "the fake device refuses to map the buffer of pid")) << r.output;
+}
+
 TEST(DeviceInPlace, SingleCopyOffStagesDeviceBuffers) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   const ProcessResult r = runRanks(2, {std::to_string(kLarge)}, {{"LOOM_SHM_SINGLE_COPY", "0"}});

@@ -196,6 +196,13 @@ void fakeDeviceFree(void* p) {
   fakeAllocations().erase(it);
 }
 
+namespace {
+std::atomic<bool> refuseIpc{false};
+}  // namespace
+
+void fakeRefuseIpc(bool on) { refuseIpc.store(on, std::memory_order_release); }
+bool fakeIpcRefused() { return refuseIpc.load(std::memory_order_acquire); }
+
 std::optional<FakeAllocation> fakeAllocationOf(const void* p) {
   if (!fakeDevice()) return std::nullopt;
   std::lock_guard lock(fakeMutex);

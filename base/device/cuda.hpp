@@ -51,5 +51,9 @@ struct FakeAllocation {
 };
 // The fake allocation holding p, if the fake device is on and made it.
 std::optional<FakeAllocation> fakeAllocationOf(const void* p);
+// While on, this process cannot map other processes' fake device memory, as
+// CUDA IPC may refuse to (memory/registration.cpp): the tests' failure.
+void fakeRefuseIpc(bool on);
+bool fakeIpcRefused();
 
 }  // namespace loom::cuda

@@ -75,9 +75,10 @@ inline void onHostBuffers(const Plan& plan, const std::function<void(const Plan&
 // for a rank whose buffers are on its device: it waits for its device to have
 // written its input (peers may read it once it arrives), offers, and arrives
 // staging nothing, having no host copy to stage. If every rank's buffers are
-// then read in place, `read(peers, device)` does it (inside a
-// shm::DeviceReads) and this returns true; else every rank starts its staging
-// over (NodeArea::deviceOffered), this one through onHostBuffers.
+// then read in place (and every rank could map its peers': one more step),
+// `read(peers, device)` does it (inside a shm::DeviceReads) and this returns
+// true; else every rank starts its staging over (NodeArea::deviceOffered),
+// this one through onHostBuffers.
 template <class Read>
 bool readDeviceInPlace(const Plan& plan, shm::NodeArea& node, const void* send, size_t sendBytes, const void* recv,
                        size_t recvBytes, const Read& read) {
@@ -85,8 +86,8 @@ bool readDeviceInPlace(const Plan& plan, shm::NodeArea& node, const void* send, 
   device.waitForInputs();
   node.offerBuffers(send, sendBytes, recv, recvBytes);
   node.arrive(node.nextStep(), plan.what);
+  if (!node.agreeOnDeviceMappings(plan.what)) return false;
   const shm::PeerBuffers* peers = node.peerBuffers();
-  if (peers == nullptr) return false;
   const shm::DeviceReads reads(node);
   read(*peers, device);
   return true;

@@ -289,6 +289,7 @@ void NodeArea::startCall(const CallInfo& call, uint64_t callBytes) {
   offered_ = {};
   peersInPlace_ = false;
   deviceOffered_ = false;
+  deviceAttempted_ = false;
   mappings_.closeDeviceMappings();
 }
 
@@ -343,10 +344,20 @@ void NodeArea::resolveBuffers(uint64_t step) {
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));
   peerBuffers_.recv.resize(static_cast<size_t>(localSize_));
   peerBuffers_.device = anyDevice;
-  for (int local = 0; local < localSize_; ++local) {
-    const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
-    peerBuffers_.send[static_cast<size_t>(local)] = map(theirs.send);
-    peerBuffers_.recv[static_cast<size_t>(local)] = map(theirs.recv);
+  // Device buffers: what CUDA IPC may refuse here (another container's
+  // process, a driver's limit) is settled by agreeOnDeviceMappings, where
+  // every rank learns whether all mapped; host memory fails the call as before.
+  deviceAttempted_ = anyDevice;
+  try {
+    for (int local = 0; local < localSize_; ++local) {
+      const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
+      peerBuffers_.send[static_cast<size_t>(local)] = map(theirs.send);
+      peerBuffers_.recv[static_cast<size_t>(local)] = map(theirs.recv);
+    }
+  } catch (const Error& e) {
+    if (!anyDevice) throw;
+    LOOM_WARN(Coll, "cannot read a local rank's device buffers in place, so the node stages them: %s", e.what());
+    return;
   }
   peersInPlace_ = true;
   if (!announcedShared_) {
@@ -355,6 +366,18 @@ void NodeArea::resolveBuffers(uint64_t step) {
               anyDevice ? (oneProcess ? "device memory, one process" : "device memory, CUDA IPC or the fake device's memfds")
                         : (allShared ? "loomMemAlloc" : "one process"));
   }
+}
+
+bool NodeArea::agreeOnDeviceMappings(const std::string& what) {
+  if (!deviceAttempted_) return peersInPlace_;
+  const uint64_t step = nextStep();
+  *stage(localRank_, step, 1) = std::byte{peersInPlace_ ? uint8_t{1} : uint8_t{0}};
+  arrive(step, what);
+  for (int local = 0; local < localSize_; ++local) {
+    if (*stage(local, step, 1) == std::byte{0}) peersInPlace_ = false;
+  }
+  if (!peersInPlace_) mappings_.closeDeviceMappings();
+  return peersInPlace_;
 }
 
 uint64_t NodeArea::nextStep() {

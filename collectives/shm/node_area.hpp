@@ -144,6 +144,13 @@ class NodeArea {
   // that CUDA IPC exports or that is in this process (PeerBuffers::device);
   // null otherwise. The same answer on every rank.
   const PeerBuffers* peerBuffers() const { return peersInPlace_ ? &peerBuffers_ : nullptr; }
+  // After the call's first arrive(), where every rank's buffers are device
+  // memory to be read in place: one more step, at which the ranks learn
+  // whether every one of them could map its peers' buffers (CUDA IPC may
+  // refuse); if one could not, none reads in place (peerBuffers() turns
+  // null). Returns whether they are read in place; every rank calls it, and
+  // every rank gets the same answer.
+  bool agreeOnDeviceMappings(const std::string& what);
   // After the call's first arrive(): whether some rank offered device memory.
   // Such a rank staged nothing at that step; unless the buffers are read in
   // place, every rank starts its staging over. The same answer on every rank.
@@ -214,6 +221,7 @@ class NodeArea {
   CallBuffers offered_;
   bool peersInPlace_ = false;
   bool deviceOffered_ = false;
+  bool deviceAttempted_ = false;  // all offered device memory on one GPU: a mapping step follows
   bool announcedShared_ = false;  // logged once per communicator
   PeerBuffers peerBuffers_;
   memory::Mappings mappings_;

@@ -3,7 +3,8 @@
 // fake device's, whose memory peers map as they would through CUDA IPC), in
 // and out of place, checked exactly against what every rank can compute,
 // then a line with the bytes that went each way.
-//   loom_test_device_collectives COUNT [host-on-rank-0]
+//   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2]
+// (refuse-ipc-on-rank-2: on the fake device, rank 2 cannot map its peers' buffers.)
 // Values are small integers, so that float32 and bfloat16 sums are exact.
 #include <loom/loom.h>
 
@@ -130,7 +131,8 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, lo
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const size_t count = std::strtoull(argv[1], nullptr, 10);
-  const bool hostOnRank0 = argc > 2 && std::string(argv[2]) == "host-on-rank-0";
+  const std::string mode = argc > 2 ? argv[2] : "";
+  const bool hostOnRank0 = mode == "host-on-rank-0";
   loom::test::deviceMemoryKind();
   loomComm_t comm = nullptr;
   if (loomCommInitFromEnv(&comm, nullptr) != loomSuccess) {
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
   loomCommUserRank(comm, &rank);
   loomCommCount(comm, &n);
   const bool device = !(hostOnRank0 && rank == 0);
+  if (mode == "refuse-ipc-on-rank-2" && rank == 2) loom::cuda::fakeRefuseIpc(true);
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
   const uint64_t inPlaceBefore = loom::coll::fakeDeviceBytesInPlace();
   int failures = 0;
