@@ -129,6 +129,65 @@ TEST(DeviceInPlace, ThreadsAllGatherAndReduceScatterWithoutStaging) {
   }
 }
 
+// Broadcast and reduce of int32 on n thread ranks (threads reach each other's
+// heap buffers, so a host rank's offer may be read in place), each rank's
+// input and output on the device or the host as `kinds` says (bit 0: the
+// input on the device, bit 1: the output), rank r taking kinds[r % size].
+void broadcastAndReduceOnThreads(int n, size_t count, const std::vector<int>& kinds) {
+  auto comms = initThreadComms(n);
+  const int root = 1;
+  onThreads(n, [&](int r) {
+    const auto value = [](int rank, size_t i) {
+      return static_cast<int32_t>(i * 5 + static_cast<size_t>(rank) * 7919);
+    };
+    const int kind = kinds[static_cast<size_t>(r) % kinds.size()];
+    std::vector<int32_t> in(count), out(count, -1);
+    for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+    const size_t bytes = count * sizeof(int32_t);
+    DeviceBuffer din(bytes), dout(bytes);
+    din.upload(in.data());
+    dout.upload(out.data());
+    void* send = (kind & 1) != 0 ? static_cast<void*>(din.data()) : in.data();
+    void* recv = (kind & 2) != 0 ? static_cast<void*>(dout.data()) : out.data();
+    const auto result = [&] {
+      std::vector<int32_t> got(count);
+      if ((kind & 2) != 0) {
+        dout.download(got.data());
+      } else {
+        got = out;
+      }
+      return got;
+    };
+    loomComm_t comm = comms[static_cast<size_t>(r)];
+    ASSERT_EQ(loomBroadcast(send, recv, count, loomInt32, root, comm, nullptr), loomSuccess) << loomGetLastError(comm);
+    std::vector<int32_t> got = result();
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(got[i], value(root, i)) << "broadcast, rank " << r << " kind " << kind << ", element " << i;
+    }
+    ASSERT_EQ(loomReduce(send, recv, count, loomInt32, loomSum, root, comm, nullptr), loomSuccess)
+        << loomGetLastError(comm);
+    if (r != root) return;
+    got = result();
+    for (size_t i = 0; i < count; ++i) {
+      int32_t sum = 0;
+      for (int q = 0; q < n; ++q) sum += value(q, i);
+      ASSERT_EQ(got[i], sum) << "reduce, root " << r << " kind " << kind << ", element " << i;
+    }
+  });
+  destroyAll(comms);
+}
+
+TEST(DeviceInPlace, BroadcastAndReduceWithEveryMixOfMemoryKinds) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  // All on the device (read in place), all on the host, and mixes that put a
+  // device buffer where it is offered or where it is not (the root's output
+  // of a broadcast, a receiver's unused input, a reduce's non-root output).
+  for (const std::vector<int>& kinds :
+       std::vector<std::vector<int>>{{3}, {0}, {3, 2}, {1, 2, 3}, {2, 1}, {0, 3, 1}, {0, 2}, {2, 0}}) {
+    broadcastAndReduceOnThreads(3, kLarge, kinds);
+  }
+}
+
 TEST(DeviceInPlace, ARankOnTheHostSendsEveryRankToTheStagedPath) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (int n : {2, 3}) {

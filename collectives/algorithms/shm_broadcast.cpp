@@ -64,8 +64,12 @@ void shmBroadcast(const Plan& plan) {
   const bool isRoot = node.localRank() == plan.c.root;
   const size_t bytes = plan.c.blockBytes();
   const Pieces pieces(bytes, wholeElements(node.slotBytes(), plan.c.typeSize));
-  if (!touchesDevice(plan.c)) {
-    broadcastSteps(plan, node, pieces, pieces.count() > 1);
+  // The device path is for a rank whose offered buffer is device memory (a
+  // root's input, a receiver's output): a rank that offers host memory takes
+  // the host's steps, any other device buffer of its staged around them.
+  const memory::MemoryKind offered = isRoot ? plan.c.sendKind : plan.c.recvKind;
+  if (offered != memory::MemoryKind::CudaDevice) {
+    onHostBuffers(plan, [&](const Plan& p) { broadcastSteps(p, node, pieces, pieces.count() > 1); });
     return;
   }
   // Device buffers on one GPU: every rank copies the root's input straight

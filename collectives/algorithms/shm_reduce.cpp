@@ -86,13 +86,18 @@ void shmReduce(const Plan& plan) {
   const int n = node.localSize();
   const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), plan.c.typeSize));
   const bool offer = pieces.count() > 1 && !reducesWhole(n, pieces[0].bytes);
-  if (!touchesDevice(plan.c)) {
-    reduceSteps(plan, node, pieces, offer);
+  const bool isRoot = node.localRank() == plan.c.root;
+  // The device path is for a rank that offers device memory (its input, or
+  // the root's output): a rank that offers host memory takes the host's
+  // steps, any other device buffer of its staged around them.
+  const bool offersDevice = plan.c.sendKind == memory::MemoryKind::CudaDevice ||
+                            (isRoot && plan.c.recvKind == memory::MemoryKind::CudaDevice);
+  if (!offersDevice) {
+    onHostBuffers(plan, [&](const Plan& p) { reduceSteps(p, node, pieces, offer); });
     return;
   }
   // Device buffers on one GPU: the root's kernel reduces every rank's input
   // whole into its output, in one pass; the others wait until it has read them.
-  const bool isRoot = node.localRank() == plan.c.root;
   const auto rootReads = [&](const shm::PeerBuffers& peers, DeviceWork& device) {
     if (isRoot) {
       const shm::PeerReads reading(node, plan.what);
