@@ -18,6 +18,10 @@ const char* memoryKindName(MemoryKind kind) {
 MemoryKind kindOf(const void* p, size_t bytes) {
   if (p == nullptr || bytes == 0) return MemoryKind::Host;
   if (findAllocation(p, bytes)) return MemoryKind::HostShared;
+  return cudaKindOf(p);
+}
+
+MemoryKind cudaKindOf(const void* p) {
   switch (cuda::pointerKind(p)) {
     case cuda::PointerKind::Device: return MemoryKind::CudaDevice;
     case cuda::PointerKind::HostPinned: return MemoryKind::CudaHostPinned;

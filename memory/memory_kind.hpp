@@ -24,6 +24,8 @@ const char* memoryKindName(MemoryKind kind);
 // range, a CUDA kind when the CUDA runtime knows the pointer (builds with
 // CUDA and a device only), else Host.
 MemoryKind kindOf(const void* p, size_t bytes);
+// The same for a pointer loomMemAlloc did not give: a CUDA kind, or Host.
+MemoryKind cudaKindOf(const void* p);
 
 // Whether a CPU thread may read and write it directly.
 bool hostReachable(MemoryKind kind);

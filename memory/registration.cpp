@@ -59,7 +59,7 @@ Handle handleOf(const void* p, size_t bytes) {
             .offset = a->offset,
             .address = address};
   }
-  const MemoryKind kind = kindOf(p, bytes);
+  const MemoryKind kind = cudaKindOf(p);  // not loomMemAlloc's, as just found
   Handle h{.kind = kind, .pid = static_cast<int32_t>(::getpid()), .address = address};
   if (kind != MemoryKind::CudaDevice) return h;
   h.device = cuda::deviceIdOf(p);

@@ -289,7 +289,7 @@ void NodeArea::startCall(const CallInfo& call, uint64_t callBytes) {
   offered_ = {};
   peersInPlace_ = false;
   deviceOffered_ = false;
-  deviceAttempted_ = false;
+  peerBuffers_.device = false;
   mappings_.closeDeviceMappings();
 }
 
@@ -343,11 +343,10 @@ void NodeArea::resolveBuffers(uint64_t step) {
   };
   peerBuffers_.send.resize(static_cast<size_t>(localSize_));
   peerBuffers_.recv.resize(static_cast<size_t>(localSize_));
-  peerBuffers_.device = anyDevice;
   // Device buffers: what CUDA IPC may refuse here (another container's
   // process, a driver's limit) is settled by agreeOnDeviceMappings, where
   // every rank learns whether all mapped; host memory fails the call as before.
-  deviceAttempted_ = anyDevice;
+  peerBuffers_.device = anyDevice;
   try {
     for (int local = 0; local < localSize_; ++local) {
       const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
@@ -369,7 +368,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
 }
 
 bool NodeArea::agreeOnDeviceMappings(const std::string& what) {
-  if (!deviceAttempted_) return peersInPlace_;
+  if (!peerBuffers_.device) return peersInPlace_;
   const uint64_t step = nextStep();
   *stage(localRank_, step, 1) = std::byte{peersInPlace_ ? uint8_t{1} : uint8_t{0}};
   arrive(step, what);

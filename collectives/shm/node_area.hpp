@@ -79,7 +79,9 @@ struct CallBuffers {
 struct PeerBuffers {
   std::vector<const std::byte*> send;
   std::vector<const std::byte*> recv;
-  bool device = false;  // all of them on one GPU: for device kernels to read, not the CPU
+  // All of them on one GPU: for device kernels to read, not the CPU. Set
+  // for the call once every rank's offer says so, before the mapping step.
+  bool device = false;
 };
 
 class NodeArea;
@@ -221,7 +223,6 @@ class NodeArea {
   CallBuffers offered_;
   bool peersInPlace_ = false;
   bool deviceOffered_ = false;
-  bool deviceAttempted_ = false;  // all offered device memory on one GPU: a mapping step follows
   bool announcedShared_ = false;  // logged once per communicator
   PeerBuffers peerBuffers_;
   memory::Mappings mappings_;
