@@ -44,9 +44,11 @@ class CommState final : public CommExtension {
   const std::optional<Ring> acrossHosts;
   const std::array<topo::Tree, 2> trees;  // the tree algorithm's, over the ring's positions
 
-  // Scratch memory, under runMutex: PreMulSum's scaled input, and what the
+  // Scratch memory, under runMutex: PreMulSum's scaled input (on the device
+  // for device inputs that an algorithm reads in place), and what the
   // point-to-point algorithms receive before folding it in.
   Scratch scaledInput;
+  DeviceScratch scaledOnDevice;
   Scratch received;
 
   CollectiveChannel channel;  // under runMutex

@@ -39,6 +39,29 @@ void DeviceWork::reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const v
 #endif
 }
 
+void DeviceWork::scale(loomDataType_t type, const void* src, void* dst, size_t count, double scalar) {
+  if (count == 0) return;
+  if (loom::cuda::fakeDevice()) {
+    cpu::reduce(type, cpu::ReduceOp::PreMulSum, std::span(&src, 1), dst, count, scalar);
+    return;
+  }
+#ifdef LOOM_HAVE_CUDA
+  coll::cuda::reduce(type, cpu::ReduceOp::PreMulSum, std::span(&src, 1), dst, count, scalar,
+                     comm_.staging.stream().handle());
+#endif
+}
+
+void DeviceWork::divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor) {
+  if (count == 0) return;
+  if (loom::cuda::fakeDevice()) {
+    cpu::divide(type, dst, count, divisor);
+    return;
+  }
+#ifdef LOOM_HAVE_CUDA
+  coll::cuda::divide(type, dst, count, divisor, comm_.staging.stream().handle());
+#endif
+}
+
 void DeviceWork::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   if (loom::cuda::fakeDevice()) {

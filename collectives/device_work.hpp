@@ -28,6 +28,11 @@ class DeviceWork {
   void waitForInputs();
   // dst <- op(sources...), `count` elements (cpu/reduce.hpp's rules).
   void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count);
+  // The work around an algorithm on this rank's own buffers: dst <- src x
+  // scalar (PreMulSum's input, a float average's result; src may be dst),
+  // and dst[i] /= divisor for the integer types (their averages).
+  void scale(loomDataType_t type, const void* src, void* dst, size_t count, double scalar);
+  void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor);
   // dst <- src.
   void copy(void* dst, const void* src, size_t bytes);
   // Returns once everything queued is done; an abort or the communicator's
@@ -38,8 +43,9 @@ class DeviceWork {
   Communicator& comm_;
 };
 
-// Bytes the fake device's kernels and copies wrote in place: the tests' proof
-// that a call read its peers' device buffers instead of staging them.
+// Bytes the fake device's reductions and copies wrote in place (not scale's
+// or divide's): the tests' proof that a call read its peers' device buffers
+// instead of staging them.
 uint64_t fakeDeviceBytesInPlace();
 
 }  // namespace loom::coll

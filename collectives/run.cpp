@@ -14,6 +14,7 @@
 #include "collectives/comm_state.hpp"
 #include "collectives/cpu/host_executor.hpp"
 #include "collectives/device_staging.hpp"
+#include "collectives/device_work.hpp"
 #include "collectives/signature_check.hpp"
 
 namespace loom::coll {
@@ -55,15 +56,13 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
 // A call on device memory is chosen for as the host executor would run it,
 // as every rank of the call chooses whatever memory its buffers are in; then
 // its buffers are staged through pinned host memory, unless the algorithm
-// takes device buffers as they are (AlgorithmEntry::readsDevice) and the
-// reduction needs no scratch of the host's (PreMulSum) or division after it.
+// takes device buffers as they are (AlgorithmEntry::readsDevice).
 void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry) {
   const bool onDevice = touchesDevice(c);
   const Executor& executor = onDevice ? hostExecutor() : executorFor(c);
   const Choice choice = comm.size() > 1 ? state.tuner.choose(c.kind, tunedBytes(c, comm.size()), executor) : Choice{};
-  const bool plain = c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average;
-  if (onDevice && !(choice.algorithm != nullptr && choice.algorithm->readsDevice && plain)) {
+  if (onDevice && !(choice.algorithm != nullptr && choice.algorithm->readsDevice)) {
     runStaged(comm, c, [&](const Collective& staged) {
       runChosen(comm, state, staged, sequence, call, entry, executor, choice);
     });
@@ -79,15 +78,25 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
                        c.kind == CollectiveKind::ReduceScatter;
 
   // PreMulSum scales this rank's input once, into scratch; the algorithm
-  // then sums. Averages divide the result at the end.
+  // then sums. Averages divide the result at the end. Device buffers here
+  // are ones the algorithm reads in place: the device scales and divides
+  // them, on the stream its reads follow.
   const bool average = reduces && c.reduction.average;
   if (reduces && c.reduction.op == cpu::ReduceOp::PreMulSum) {
     const size_t bytes = contributionBytes(c, n);
-    auto scaled = state.scaledInput.get(bytes);
     const void* source = c.send;
-    executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
-                    c.reduction.scalar);
-    c.send = scaled.data();
+    if (c.sendKind == memory::MemoryKind::CudaDevice) {
+      std::byte* scaled = state.scaledOnDevice.get(bytes);
+      DeviceWork device(comm);
+      device.waitForInputs();
+      device.scale(c.type, source, scaled, bytes / c.typeSize, c.reduction.scalar);
+      c.send = scaled;
+    } else {
+      auto scaled = state.scaledInput.get(bytes);
+      executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
+                      c.reduction.scalar);
+      c.send = scaled.data();
+    }
     c.reduction.op = cpu::ReduceOp::Sum;
   }
 
@@ -139,8 +148,16 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     }
   }
   if (average && hasResult && c.count != 0) {
-    if (isFloat(c.type)) {
-      const void* result = c.recv;
+    const void* result = c.recv;
+    if (c.recvKind == memory::MemoryKind::CudaDevice) {
+      DeviceWork device(comm);
+      if (isFloat(c.type)) {
+        device.scale(c.type, result, c.recv, c.count, 1.0 / n);
+      } else {
+        device.divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));
+      }
+      device.finish();
+    } else if (isFloat(c.type)) {
       executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&result, 1), c.recv, c.count, 1.0 / n);
     } else {
       executor.divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));

@@ -11,4 +11,12 @@ std::span<std::byte> Scratch::get(size_t bytes) {
   return {data_.get(), bytes};
 }
 
+std::byte* DeviceScratch::get(size_t bytes) {
+  if (buffer_ == nullptr || buffer_->size() < bytes) {
+    buffer_.reset();
+    buffer_ = std::make_unique<cuda::DeviceBuffer>(bytes);
+  }
+  return buffer_->data();
+}
+
 }  // namespace loom::coll

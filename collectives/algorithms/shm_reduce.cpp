@@ -15,11 +15,14 @@
 // it in place alone (1.2-1.3x at 1-64 MiB on the 2-core VM; with 3 ranks in
 // place was 1.3-1.4x faster).
 //
-// Device buffers (CUDA) on one GPU, offered under the same rule, are read in
-// place by the root's kernel, which reduces every rank's input whole into
-// its output in one pass (rank order still); a rank with device buffers
-// stages nothing at the first step, and if they are not all read in place
-// every rank starts over on the staged path (shm_allreduce.cpp says more).
+// Device buffers (CUDA) on one GPU are read in place by the root's kernel,
+// which reduces every rank's input whole into its output in one pass (rank
+// order still), two ranks' too; a rank with device buffers stages nothing at
+// the first step, and if they are not all read in place every rank starts
+// over on the staged path (shm_allreduce.cpp says more). Every rank must
+// know whether the first step is an offer, and none knows where its peers'
+// buffers are, so every call of more than one step offers, two ranks' on the
+// host too, though these still read nothing in place.
 #include <optional>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -68,7 +71,7 @@ void reduceSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bo
       if (inPlace != nullptr) reading.emplace(node, plan.what);
       cpu::reduce(plan.c.type, plan.c.reduction.op, sources, dst, elementsIn(mine.bytes, typeSize));
     }
-    if (i == 0 && offer) inPlace = node.peerBuffers();
+    if (i == 0 && offer && !whole) inPlace = node.peerBuffers();
     if (whole) continue;
     node.post(shm::Counter::Reduced, step);
     if (me == root) {
@@ -85,7 +88,7 @@ void shmReduce(const Plan& plan) {
   shm::NodeArea& node = startOnNode(plan);
   const int n = node.localSize();
   const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), plan.c.typeSize));
-  const bool offer = pieces.count() > 1 && !reducesWhole(n, pieces[0].bytes);
+  const bool offer = pieces.count() > 1;
   const bool isRoot = node.localRank() == plan.c.root;
   // The device path is for a rank that offers device memory (its input, or
   // the root's output): a rank that offers host memory takes the host's

@@ -1,14 +1,20 @@
 // A rank for the device in-place tests: all-reduces, all-gathers,
 // reduce-scatters, broadcasts and reduces (root 1) of device buffers (a GPU's where one is visible, else the
 // fake device's, whose memory peers map as they would through CUDA IPC), in
-// and out of place, checked exactly against what every rank can compute,
-// then a line with the bytes that went each way.
+// and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
+// checked against what every rank can compute, then a line with the bytes that went each way.
 //   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2]
 // (refuse-ipc-on-rank-2: on the fake device, rank 2 cannot map its peers' buffers.)
-// Values are small integers, so that float32 and bfloat16 sums are exact.
+// Values are small integers, so that int32 and float32 sums, maxima and
+// PreMulSums are exact, as are int32 averages (the sum divided, truncated);
+// a float32 average multiplies the exact sum by 1/n, two roundings (within
+// 2^-22 of the value). Bfloat16 folds in float32, exactly here, and rounds
+// the result once (within 2^-8; every sum of up to three ranks, below 2^8,
+// is exact).
 #include <loom/loom.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -43,34 +49,93 @@ void put(loomDataType_t type, int32_t v, std::byte* out) {
   }
 }
 
-int32_t fold(loomRedOp_t op, int32_t a, int32_t b) { return op == loomSum ? a + b : (a > b ? a : b); }
+// Element `at` of `type` in `in`, as a double.
+double get(loomDataType_t type, const std::byte* in) {
+  switch (type) {
+    case loomInt32: {
+      int32_t v = 0;
+      std::memcpy(&v, in, 4);
+      return v;
+    }
+    case loomFloat32: {
+      float f = 0;
+      std::memcpy(&f, in, 4);
+      return f;
+    }
+    default: {
+      uint16_t b = 0;
+      std::memcpy(&b, in, 2);
+      return loom::cpu::bfloat16ToFloat(b);
+    }
+  }
+}
+
+// The ops the program runs; PreMulSum is rank r's scalar r + 1.
+enum class Op { Sum, Max, Avg, PreMulSum };
+
+// What op makes of every rank's element `at`, exactly (an int32 average truncated).
+double expectedOf(Op op, loomDataType_t type, int n, size_t at) {
+  double v = op == Op::Max ? valueOf(0, at) : 0.0;
+  for (int r = 0; r < n; ++r) {
+    const double x = valueOf(r, at);
+    if (op == Op::Max) {
+      v = std::max(v, x);
+    } else {
+      v += op == Op::PreMulSum ? (r + 1) * x : x;
+    }
+  }
+  if (op == Op::Avg) v = type == loomInt32 ? std::trunc(v / n) : v / n;
+  return v;
+}
+
+// How far a result may be from expectedOf (the file's opening says why).
+double tolerance(Op op, loomDataType_t type, double expected) {
+  if (op == Op::Max || type == loomInt32) return 0.0;
+  if (type == loomBfloat16) return std::fabs(expected) * std::ldexp(1.0, -8);
+  return op == Op::Avg ? std::fabs(expected) * std::ldexp(1.0, -22) : 0.0;
+}
 
 enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
 constexpr int kRoot = 1;  // of broadcast and reduce: not rank 0, which the host-on-rank-0 runs put on the host
 
+// The loomRedOp_t of `op` for a call in `type`, created on `comm` for PreMulSum.
+loomRedOp_t redOpOf(Op op, loomDataType_t type, int rank, loomComm_t comm) {
+  switch (op) {
+    case Op::Sum: return loomSum;
+    case Op::Max: return loomMax;
+    case Op::Avg: return loomAvg;
+    case Op::PreMulSum: break;
+  }
+  std::byte scalar[4]{};
+  put(type, rank + 1, scalar);
+  loomRedOp_t created = loomSum;
+  if (loomRedOpCreatePreMulSum(&created, scalar, type, loomScalarHostImmediate, comm) != loomSuccess) {
+    std::printf("rank %d: loomRedOpCreatePreMulSum failed: %s\n", rank, loomGetLastError(comm));
+    std::exit(1);
+  }
+  return created;
+}
+
 // One collective of `count` elements per block, checked; false on a mismatch (said on stdout).
-bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, loomRedOp_t op, bool inPlace,
-            size_t count, bool device) {
+bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, Op op, bool inPlace, size_t count,
+            bool device) {
   const size_t size = type == loomBfloat16 ? 2 : 4;
   const size_t nn = static_cast<size_t>(n);
   const size_t sendCount = coll == Coll::ReduceScatter ? nn * count : count;
   const size_t recvCount = coll == Coll::AllGather ? nn * count : count;
   // In place as NCCL has it: the block of this rank inside the larger buffer.
   const size_t bufferCount = std::max(sendCount, recvCount);
-  std::vector<std::byte> input(sendCount * size), expected(recvCount * size);
+  std::vector<std::byte> input(sendCount * size);
+  std::vector<double> expected(recvCount);
   for (size_t i = 0; i < sendCount; ++i) put(type, valueOf(rank, i), input.data() + i * size);
   for (size_t i = 0; i < recvCount; ++i) {
-    int32_t v = 0;
     if (coll == Coll::AllGather) {
-      v = valueOf(static_cast<int>(i / count), i % count);
+      expected[i] = valueOf(static_cast<int>(i / count), i % count);
     } else if (coll == Coll::Broadcast) {
-      v = valueOf(kRoot, i);
+      expected[i] = valueOf(kRoot, i);
     } else {
-      const size_t at = coll == Coll::ReduceScatter ? static_cast<size_t>(rank) * count + i : i;
-      v = valueOf(0, at);
-      for (int r = 1; r < n; ++r) v = fold(op, v, valueOf(r, at));
+      expected[i] = expectedOf(op, type, n, coll == Coll::ReduceScatter ? static_cast<size_t>(rank) * count + i : i);
     }
-    put(type, v, expected.data() + i * size);
   }
   const size_t blockAt = static_cast<size_t>(rank) * count * size;  // this rank's block in the larger buffer
   std::vector<std::byte> host(bufferCount * size), hostOut(recvCount * size);
@@ -89,21 +154,25 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, lo
   } else {
     host = image;
   }
+  const loomRedOp_t redOp = redOpOf(op, type, rank, comm);
   loomResult_t result = loomSuccess;
   switch (coll) {
-    case Coll::AllReduce: result = loomAllReduce(send, recv, count, type, op, comm, nullptr); break;
+    case Coll::AllReduce: result = loomAllReduce(send, recv, count, type, redOp, comm, nullptr); break;
     case Coll::AllGather: result = loomAllGather(send, recv, count, type, comm, nullptr); break;
     case Coll::ReduceScatter:
       if (inPlace) recv = buffer + blockAt;
-      result = loomReduceScatter(send, recv, count, type, op, comm, nullptr);
+      result = loomReduceScatter(send, recv, count, type, redOp, comm, nullptr);
       break;
     case Coll::Broadcast: result = loomBroadcast(send, recv, count, type, kRoot, comm, nullptr); break;
-    case Coll::Reduce: result = loomReduce(send, recv, count, type, op, kRoot, comm, nullptr); break;
+    case Coll::Reduce: result = loomReduce(send, recv, count, type, redOp, kRoot, comm, nullptr); break;
   }
+  if (op == Op::PreMulSum) loomRedOpDestroy(redOp, comm);
   if (result != loomSuccess) {
     std::printf("rank %d: collective %d failed: %s\n", rank, static_cast<int>(coll), loomGetLastError(comm));
     return false;
   }
+  // Only the root of a reduce gets a result; a broadcast's root keeps its input.
+  if (coll == Coll::Reduce && rank != kRoot) return true;
   std::vector<std::byte> all(bufferCount * size), output(recvCount * size);
   if (inPlace) {
     if (device) {
@@ -117,13 +186,15 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, lo
   } else {
     output = hostOut;
   }
-  // Only the root of a reduce gets a result; a broadcast's root keeps its input.
-  if (output == expected || (coll == Coll::Reduce && rank != kRoot)) return true;
-  size_t at = 0;
-  while (at < recvCount && std::memcmp(&output[at * size], &expected[at * size], size) == 0) ++at;
-  std::printf("rank %d: collective %d type %d op %d %s: element %zu of %zu differs\n", rank, static_cast<int>(coll),
-              static_cast<int>(type), static_cast<int>(op), inPlace ? "in place" : "out of place", at, recvCount);
-  return false;
+  for (size_t at = 0; at < recvCount; ++at) {
+    const double got = get(type, output.data() + at * size);
+    if (std::fabs(got - expected[at]) <= tolerance(op, type, expected[at])) continue;
+    std::printf("rank %d: collective %d type %d op %d %s: element %zu of %zu is %.9g, not %.9g\n", rank,
+                static_cast<int>(coll), static_cast<int>(type), static_cast<int>(op),
+                inPlace ? "in place" : "out of place", at, recvCount, got, expected[at]);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -149,8 +220,8 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce}) {
     for (loomDataType_t type : {loomFloat32, loomInt32, loomBfloat16}) {
-      for (loomRedOp_t op : {loomSum, loomMax}) {
-        if ((coll == Coll::AllGather || coll == Coll::Broadcast) && op != loomSum) continue;
+      for (Op op : {Op::Sum, Op::Max, Op::Avg, Op::PreMulSum}) {
+        if ((coll == Coll::AllGather || coll == Coll::Broadcast) && op != Op::Sum) continue;
         for (bool inPlace : {false, true}) {
           if (!runOne(comm, rank, n, coll, type, op, inPlace, count, device)) ++failures;
         }
