@@ -221,7 +221,8 @@ TEST_P(Collectives, DataMovementIsExactForEveryCount) {
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
                                             ::testing::Values(std::string(""), std::string("ring"),
-                                                              std::string("allreduce:rd,reducescatter:direct,reduce:direct,allgather:direct"))),
+                                                              std::string("allreduce:rd,reducescatter:direct,reduce:direct,allgather:direct,"
+                                                                          "alltoall:direct,gather:direct,scatter:direct"))),
                          [](const auto& p) {
                            std::string algo = std::get<1>(p.param);
                            std::string name = algo.empty() ? "tuned" : algo == "ring" ? "ring" : "rd_direct";
@@ -233,8 +234,10 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
 // that edge, back to back so that fast ranks reuse each parity's line.
 TEST(CollectivesShm, StepsAtTheArrivalLineEdgeAreExact) {
   for (int n : {2, 3}) {
-    runMatrix(n, "", {{Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::AllGather}, {loomInt8}, {Op::Sum, Op::Max},
-                      {31, 32, 33}});
+    runMatrix(n, "", {{Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::AllGather, Coll::Gather}, {loomInt8},
+                      {Op::Sum, Op::Max}, {31, 32, 33}});
+    // All-to-all and scatter stage a piece of each of n blocks in one step: 30, 32, 33 or 34 bytes in all.
+    runMatrix(n, "", {{Coll::AlltoAll, Coll::Scatter}, {loomInt8}, {Op::Sum}, {10, 11, 15, 16, 17}});
     runMatrix(n, "", {{Coll::Reduce, Coll::AllReduce}, {loomFloat64}, {Op::Sum}, {4, 5}});
   }
 }
@@ -281,7 +284,8 @@ TEST(CollectivesOnATopologyRing, AreExactWhenTheRingIsNotRankOrder) {
 }
 
 // Buffers from loomMemAlloc: past one step the engine reads the peers'
-// buffers in place (PreMulSum, which scales a copy first, stays staged). So it
+// buffers in place (PreMulSum, which scales a copy first, stays staged; all-to-all,
+// gather and scatter, a slot's 1/n per block, past that). So it
 // does for heap buffers of ranks that are threads of one process, as in the
 // other tests here; LOOM_SHM_SINGLE_COPY=0 stages them all.
 TEST(CollectivesOnLoomMemAlloc, AreExactReadingPeersInPlace) {
@@ -293,8 +297,13 @@ TEST(CollectivesOnLoomMemAlloc, AreExactReadingPeersInPlace) {
                      {loomBfloat16},
                      {Op::Sum},
                      {7, 300007}};
+  const Matrix moves{{Coll::AlltoAll, Coll::Gather, Coll::Scatter},
+                     kFull ? std::vector<loomDataType_t>{loomInt8, loomFloat64} : std::vector<loomDataType_t>{loomInt8},
+                     {Op::Sum},
+                     {7, 65537, 300007}};  // a block within one step, about a slot's 1/n, past a slot
   for (int n : kFull ? std::vector<int>{2, 3, 4} : std::vector<int>{2, 3}) {
     runMatrix(n, "shm", kFull ? full : slice, Buffers::LoomMemAlloc);
+    runMatrix(n, "shm", moves, Buffers::LoomMemAlloc);
   }
 }
 
@@ -305,8 +314,10 @@ TEST(CollectivesOnLoomMemAlloc, StagedWhenSingleCopyIsOff) {
                     {Op::Sum, Op::Avg},
                     {(1u << 16) + 3, 300007}};
   const Matrix slice{{Coll::AllReduce, Coll::AllGather, Coll::Reduce}, {loomInt8}, {Op::Sum}, {300007}};
+  const Matrix moves{{Coll::AlltoAll, Coll::Gather, Coll::Scatter}, {loomInt8}, {Op::Sum}, {300007}};
   for (int n : kFull ? std::vector<int>{2, 3} : std::vector<int>{2}) {
     runMatrix(n, "shm", kFull ? full : slice, Buffers::LoomMemAlloc);
+    runMatrix(n, "shm", moves, Buffers::LoomMemAlloc);
   }
 }
 

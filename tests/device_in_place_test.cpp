@@ -1,6 +1,7 @@
 // The shared-memory collectives on device buffers read in place
 // (algorithms/shm_*.cpp: all-reduce, all-gather, reduce-scatter, broadcast,
-// reduce; averages and PreMulSum scaled and divided by the device, run.cpp):
+// reduce, all-to-all, gather, scatter; averages and PreMulSum scaled and
+// divided by the device, run.cpp):
 // ranks as threads and as processes, every rank's buffers on the device, or
 // one rank's on the host (every rank then starts over on the staged path).
 // On a GPU the processes open each other's buffers through CUDA IPC; on the
@@ -186,6 +187,71 @@ TEST(DeviceInPlace, BroadcastAndReduceWithEveryMixOfMemoryKinds) {
   for (const std::vector<int>& kinds :
        std::vector<std::vector<int>>{{3}, {0}, {3, 2}, {1, 2, 3}, {2, 1}, {0, 3, 1}, {0, 2}, {2, 0}}) {
     broadcastAndReduceOnThreads(3, kLarge, kinds);
+  }
+}
+
+// Gather, scatter and all-to-all of int32 on n thread ranks, each rank's
+// input and output on the device or the host as `kinds` says (as above).
+void movesOnThreads(int n, size_t count, const std::vector<int>& kinds) {
+  auto comms = initThreadComms(n);
+  const int root = 1;
+  const size_t nn = static_cast<size_t>(n);
+  onThreads(n, [&](int r) {
+    const auto value = [](int rank, size_t i) {
+      return static_cast<int32_t>(i * 3 + static_cast<size_t>(rank) * 104729);
+    };
+    const int kind = kinds[static_cast<size_t>(r) % kinds.size()];
+    std::vector<int32_t> in(nn * count), out(nn * count, -1);
+    for (size_t i = 0; i < nn * count; ++i) in[i] = value(r, i);
+    const size_t bytes = nn * count * sizeof(int32_t);
+    DeviceBuffer din(bytes), dout(bytes);
+    din.upload(in.data());
+    void* send = (kind & 1) != 0 ? static_cast<void*>(din.data()) : in.data();
+    void* recv = (kind & 2) != 0 ? static_cast<void*>(dout.data()) : out.data();
+    const auto result = [&] {
+      std::vector<int32_t> got(nn * count);
+      if ((kind & 2) != 0) {
+        dout.download(got.data());
+      } else {
+        got = out;
+      }
+      return got;
+    };
+    loomComm_t comm = comms[static_cast<size_t>(r)];
+    const std::string where = "rank " + std::to_string(r) + " kind " + std::to_string(kind);
+    ASSERT_EQ(loomGather(send, recv, count, loomInt32, root, comm, nullptr), loomSuccess) << loomGetLastError(comm);
+    if (r == root) {
+      const std::vector<int32_t> got = result();
+      for (size_t i = 0; i < nn * count; ++i) {
+        ASSERT_EQ(got[i], value(static_cast<int>(i / count), i % count)) << "gather, " << where << ", element " << i;
+      }
+    }
+    ASSERT_EQ(loomScatter(send, recv, count, loomInt32, root, comm, nullptr), loomSuccess) << loomGetLastError(comm);
+    std::vector<int32_t> got = result();
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(got[i], value(root, static_cast<size_t>(r) * count + i)) << "scatter, " << where << ", element " << i;
+    }
+    ASSERT_EQ(loomAlltoAll(send, recv, count, loomInt32, comm, nullptr), loomSuccess) << loomGetLastError(comm);
+    got = result();
+    for (size_t i = 0; i < nn * count; ++i) {
+      ASSERT_EQ(got[i], value(static_cast<int>(i / count), static_cast<size_t>(r) * count + i % count))
+          << "all-to-all, " << where << ", element " << i;
+    }
+  });
+  destroyAll(comms);
+}
+
+TEST(DeviceInPlace, GatherScatterAndAlltoAllWithEveryMixOfMemoryKinds) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (const std::vector<int>& kinds : std::vector<std::vector<int>>{{3}, {0}, {3, 2}, {1, 2, 3}, {2, 1}, {0, 3, 1}}) {
+    const uint64_t read = coll::fakeDeviceBytesInPlace();
+    movesOnThreads(3, kLarge, kinds);
+    // Every buffer on the device: each call read in place; the root of a
+    // gather writes 3 blocks, every rank one of a scatter and 3 of an
+    // all-to-all: 15 in all.
+    if (fake() && kinds == std::vector<int>{3}) {
+      EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, 15 * kLarge * sizeof(int32_t));
+    }
   }
 }
 

@@ -138,7 +138,11 @@ const std::vector<Algorithm> kAlgorithms = {
       {Coll::AllGather, Coll::ReduceScatter},
       {Coll::ReduceScatter, Coll::AllReduce},
       {Coll::Broadcast, Coll::Reduce},
-      {Coll::Reduce, Coll::Broadcast}}},
+      {Coll::Reduce, Coll::Broadcast},
+      {Coll::AlltoAll, Coll::Gather},
+      {Coll::Gather, Coll::Scatter},
+      // What direct cannot see: the segment's first step carries every call.
+      {Coll::Scatter, Coll::Gather}}},
 };
 
 class Mismatches : public ::testing::TestWithParam<const char*> {};

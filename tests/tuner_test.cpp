@@ -20,7 +20,8 @@ using loom::test::ScopedEnv;
 
 constexpr CollectiveKind kShmKinds[] = {CollectiveKind::AllReduce, CollectiveKind::AllGather,
                                         CollectiveKind::ReduceScatter, CollectiveKind::Broadcast,
-                                        CollectiveKind::Reduce};
+                                        CollectiveKind::Reduce,    CollectiveKind::AlltoAll,
+                                        CollectiveKind::Gather,    CollectiveKind::Scatter};
 
 TEST(Tuner, OneNodeUsesTheSharedSegmentAtEverySize) {
   Tuner tuner({.nranks = 4, .nodes = 1, .sharedMemory = true}, Overrides{});
@@ -56,10 +57,17 @@ TEST(Tuner, LoomAlgoShmAcrossNodesIsRefusedByName) {
     EXPECT_EQ(e.code(), loomInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("LOOM_ALGO"), std::string::npos) << e.what();
   }
-  // Where it applies, it is obeyed; and it does not claim the collectives it lacks.
+  // Where it applies, it is obeyed, for each of the eight collectives the segment runs.
   Tuner oneNode({.nranks = 4, .nodes = 1, .sharedMemory = true}, Overrides::fromEnv());
   EXPECT_STREQ(oneNode.choose(CollectiveKind::Reduce, 8, hostExecutor()).algorithm->name, "shm");
-  EXPECT_STREQ(oneNode.choose(CollectiveKind::AlltoAll, 8, hostExecutor()).algorithm->name, "direct");
+  EXPECT_STREQ(oneNode.choose(CollectiveKind::AlltoAll, 8, hostExecutor()).algorithm->name, "shm");
+}
+
+TEST(Tuner, LoomAlgoDoesNotClaimTheCollectivesItsAlgorithmLacks) {
+  ScopedEnv algo("LOOM_ALGO", "rd");
+  Tuner tuner({.nranks = 4, .nodes = 2, .sharedMemory = false}, Overrides::fromEnv());
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AllReduce, 8, hostExecutor()).algorithm->name, "rd");
+  EXPECT_STREQ(tuner.choose(CollectiveKind::AlltoAll, 8, hostExecutor()).algorithm->name, "direct");
 }
 
 TEST(Tuner, LoomChunkSizeSetsTheSegmentSlotWithinItsCap) {

@@ -108,5 +108,8 @@ void shmAllGather(const Plan& plan);
 void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks);
 void shmBroadcast(const Plan& plan);
 void shmReduce(const Plan& plan);
+void shmAlltoAll(const Plan& plan);
+void shmGather(const Plan& plan);
+void shmScatter(const Plan& plan);
 
 }  // namespace loom::coll

@@ -70,6 +70,12 @@ double directCost(const CostModel& m, size_t bytes) {
   return m.overLinks(1 + CostModel::kPerPeerFraction * (m.n() - 1), (m.n() - 1) / m.n() * static_cast<double>(bytes));
 }
 
+// The same for a gather or scatter, whose root's link carries the n-1 blocks
+// (`bytes` is one block).
+double rootedCost(const CostModel& m, size_t bytes) {
+  return m.overLinks(1 + CostModel::kPerPeerFraction * (m.n() - 1), (m.n() - 1) * static_cast<double>(bytes));
+}
+
 }  // namespace
 
 extern const AlgorithmEntry kDirectAllGather{
@@ -79,10 +85,10 @@ extern const AlgorithmEntry kDirectAlltoAll{
     .name = "direct", .kind = CollectiveKind::AlltoAll, .run = directAlltoAll, .costUs = directCost,
     .foldsInRankOrder = true};
 extern const AlgorithmEntry kDirectGather{
-    .name = "direct", .kind = CollectiveKind::Gather, .run = directGather, .costUs = directCost,
+    .name = "direct", .kind = CollectiveKind::Gather, .run = directGather, .costUs = rootedCost,
     .foldsInRankOrder = true};
 extern const AlgorithmEntry kDirectScatter{
-    .name = "direct", .kind = CollectiveKind::Scatter, .run = directScatter, .costUs = directCost,
+    .name = "direct", .kind = CollectiveKind::Scatter, .run = directScatter, .costUs = rootedCost,
     .foldsInRankOrder = true};
 
 }  // namespace loom::coll

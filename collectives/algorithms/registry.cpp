@@ -11,7 +11,8 @@ extern const AlgorithmEntry kRingAllReduce, kRingAllGather, kRingReduceScatter, 
 extern const AlgorithmEntry kRecursiveDoublingAllReduce;
 extern const AlgorithmEntry kDirectAllGather, kDirectAlltoAll, kDirectGather, kDirectScatter, kDirectAllReduce,
     kDirectReduceScatter, kDirectReduce;
-extern const AlgorithmEntry kShmAllReduce, kShmAllGather, kShmReduceScatter, kShmBroadcast, kShmReduce;
+extern const AlgorithmEntry kShmAllReduce, kShmAllGather, kShmReduceScatter, kShmBroadcast, kShmReduce, kShmAlltoAll,
+    kShmGather, kShmScatter;
 extern const AlgorithmEntry kTreeAllReduce;
 extern const AlgorithmEntry kHierarchicalAllReduce, kHierarchicalAllGather, kHierarchicalReduceScatter;
 
@@ -24,6 +25,7 @@ constexpr std::array kEntries = {
     &kDirectAllGather, &kDirectAlltoAll,  &kDirectGather,           &kDirectScatter,         &kDirectAllReduce,
     &kDirectReduceScatter,                &kDirectReduce,
     &kShmAllReduce,    &kShmAllGather,    &kShmReduceScatter,       &kShmBroadcast,          &kShmReduce,
+    &kShmAlltoAll,     &kShmGather,       &kShmScatter,
     &kTreeAllReduce,
     &kHierarchicalAllReduce,              &kHierarchicalAllGather,  &kHierarchicalReduceScatter,
 };

@@ -93,6 +93,13 @@ bool readDeviceInPlace(const Plan& plan, shm::NodeArea& node, const void* send, 
   return true;
 }
 
+// Pieces of a block for steps that move a piece of each of the node's n
+// blocks in one slot (all-to-all, scatter): a slot's 1/n, at least one element.
+inline Pieces piecesPerBlock(const Plan& plan, const shm::NodeArea& node) {
+  const size_t perBlock = node.slotBytes() / static_cast<size_t>(node.localSize());
+  return {plan.c.blockBytes(), std::max(plan.c.typeSize, wholeElements(perBlock, plan.c.typeSize))};
+}
+
 // Announces plan's collective on the node and returns the node's area.
 inline shm::NodeArea& startOnNode(const Plan& plan) {
   plan.node->startCall({.sequence = plan.sequence, .bytes = plan.c.blockBytes(), .call = plan.call, .root = plan.c.root},

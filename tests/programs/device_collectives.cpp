@@ -1,5 +1,6 @@
 // A rank for the device in-place tests: all-reduces, all-gathers,
-// reduce-scatters, broadcasts and reduces (root 1) of device buffers (a GPU's where one is visible, else the
+// reduce-scatters, broadcasts, reduces, all-to-alls, gathers and scatters
+// (roots 1) of device buffers (a GPU's where one is visible, else the
 // fake device's, whose memory peers map as they would through CUDA IPC), in
 // and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
 // checked against what every rank can compute, then a line with the bytes that went each way.
@@ -95,7 +96,7 @@ double tolerance(Op op, loomDataType_t type, double expected) {
   return op == Op::Avg ? std::fabs(expected) * std::ldexp(1.0, -22) : 0.0;
 }
 
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter };
 constexpr int kRoot = 1;  // of broadcast and reduce: not rank 0, which the host-on-rank-0 runs put on the host
 
 // The loomRedOp_t of `op` for a call in `type`, created on `comm` for PreMulSum.
@@ -121,16 +122,22 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, Op
             bool device) {
   const size_t size = type == loomBfloat16 ? 2 : 4;
   const size_t nn = static_cast<size_t>(n);
-  const size_t sendCount = coll == Coll::ReduceScatter ? nn * count : count;
-  const size_t recvCount = coll == Coll::AllGather ? nn * count : count;
+  const bool blocksIn = coll == Coll::ReduceScatter || coll == Coll::AlltoAll || coll == Coll::Scatter;
+  const bool blocksOut = coll == Coll::AllGather || coll == Coll::AlltoAll || coll == Coll::Gather;
+  const size_t sendCount = blocksIn ? nn * count : count;
+  const size_t recvCount = blocksOut ? nn * count : count;
   // In place as NCCL has it: the block of this rank inside the larger buffer.
   const size_t bufferCount = std::max(sendCount, recvCount);
   std::vector<std::byte> input(sendCount * size);
   std::vector<double> expected(recvCount);
   for (size_t i = 0; i < sendCount; ++i) put(type, valueOf(rank, i), input.data() + i * size);
   for (size_t i = 0; i < recvCount; ++i) {
-    if (coll == Coll::AllGather) {
+    if (coll == Coll::AllGather || coll == Coll::Gather) {
       expected[i] = valueOf(static_cast<int>(i / count), i % count);
+    } else if (coll == Coll::AlltoAll) {
+      expected[i] = valueOf(static_cast<int>(i / count), static_cast<size_t>(rank) * count + i % count);
+    } else if (coll == Coll::Scatter) {
+      expected[i] = valueOf(kRoot, static_cast<size_t>(rank) * count + i);
     } else if (coll == Coll::Broadcast) {
       expected[i] = valueOf(kRoot, i);
     } else {
@@ -138,6 +145,7 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, Op
     }
   }
   const size_t blockAt = static_cast<size_t>(rank) * count * size;  // this rank's block in the larger buffer
+  const size_t rootAt = static_cast<size_t>(kRoot) * count * size;  // the root's, for gather and scatter
   std::vector<std::byte> host(bufferCount * size), hostOut(recvCount * size);
   loom::test::DeviceBuffer dbuf(bufferCount * size), dout(recvCount * size);
   std::byte* buffer = device ? dbuf.data() : host.data();
@@ -146,6 +154,8 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, Op
   if (inPlace) {
     recv = buffer;
     if (coll == Coll::AllGather) send = buffer + blockAt;
+    if (coll == Coll::Gather) send = buffer + rootAt;
+    if (coll == Coll::Scatter) recv = buffer + rootAt;
   }
   std::vector<std::byte> image(bufferCount * size);
   std::memcpy(image.data() + (send - buffer), input.data(), input.size());
@@ -165,14 +175,17 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, Op
       break;
     case Coll::Broadcast: result = loomBroadcast(send, recv, count, type, kRoot, comm, nullptr); break;
     case Coll::Reduce: result = loomReduce(send, recv, count, type, redOp, kRoot, comm, nullptr); break;
+    case Coll::AlltoAll: result = loomAlltoAll(send, recv, count, type, comm, nullptr); break;
+    case Coll::Gather: result = loomGather(send, recv, count, type, kRoot, comm, nullptr); break;
+    case Coll::Scatter: result = loomScatter(send, recv, count, type, kRoot, comm, nullptr); break;
   }
   if (op == Op::PreMulSum) loomRedOpDestroy(redOp, comm);
   if (result != loomSuccess) {
     std::printf("rank %d: collective %d failed: %s\n", rank, static_cast<int>(coll), loomGetLastError(comm));
     return false;
   }
-  // Only the root of a reduce gets a result; a broadcast's root keeps its input.
-  if (coll == Coll::Reduce && rank != kRoot) return true;
+  // Only the root of a reduce or gather gets a result; a broadcast's root keeps its input.
+  if ((coll == Coll::Reduce || coll == Coll::Gather) && rank != kRoot) return true;
   std::vector<std::byte> all(bufferCount * size), output(recvCount * size);
   if (inPlace) {
     if (device) {
@@ -218,11 +231,14 @@ int main(int argc, char** argv) {
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
   const uint64_t inPlaceBefore = loom::coll::fakeDeviceBytesInPlace();
   int failures = 0;
-  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce}) {
+  for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce,
+                    Coll::AlltoAll, Coll::Gather, Coll::Scatter}) {
     for (loomDataType_t type : {loomFloat32, loomInt32, loomBfloat16}) {
       for (Op op : {Op::Sum, Op::Max, Op::Avg, Op::PreMulSum}) {
-        if ((coll == Coll::AllGather || coll == Coll::Broadcast) && op != Op::Sum) continue;
+        const bool reduces = coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+        if (!reduces && op != Op::Sum) continue;
         for (bool inPlace : {false, true}) {
+          if (coll == Coll::AlltoAll && inPlace) continue;  // all-to-all does not run in place
           if (!runOne(comm, rank, n, coll, type, op, inPlace, count, device)) ++failures;
         }
       }
