@@ -1,7 +1,9 @@
-// loomMemAlloc / loomMemFree: host buffers that the ranks of a node read in place.
+// loomMemAlloc / loomMemAllocDevice / loomMemFree: host buffers that the
+// ranks of a node read in place, and device buffers Loom allocates.
 #include <loom/loom.h>
 
 #include "api/api_call.hpp"
+#include "memory/device_buffers.hpp"
 #include "memory/shared_buffers.hpp"
 
 using loom::api::call;
@@ -17,10 +19,18 @@ loomResult_t loomMemAlloc(void** ptr, size_t size) {
   });
 }
 
+loomResult_t loomMemAllocDevice(void** ptr, size_t size) {
+  return call(__func__, nullptr, [&] {
+    requireNonNull(ptr, "ptr");
+    *ptr = nullptr;
+    *ptr = loom::memory::allocateDevice(size);
+  });
+}
+
 loomResult_t loomMemFree(void* ptr) {
   return call(__func__, nullptr, [&] {
     requireNonNull(ptr, "ptr");
-    loom::memory::freeShared(ptr);
+    if (!loom::memory::freeDevice(ptr)) loom::memory::freeShared(ptr);
   });
 }
 

@@ -61,7 +61,7 @@ void freeShared(void* p) {
   {
     std::lock_guard lock(r.mutex);
     auto it = r.byStart.find(reinterpret_cast<uintptr_t>(p));
-    if (it == r.byStart.end()) throw Error(loomInvalidArgument, "ptr was not returned by loomMemAlloc (or was freed)");
+    if (it == r.byStart.end()) throw Error(loomInvalidArgument, "ptr was not returned by loomMemAlloc or loomMemAllocDevice (or was freed)");
     a = it->second;
     r.byStart.erase(it);
   }

@@ -92,7 +92,7 @@ TEST(CollectiveErrors, LoomMemAllocNamesBadArguments) {
   EXPECT_EQ(static_cast<unsigned char*>(p)[999], 0);  // zero-filled
   static_cast<unsigned char*>(p)[999] = 1;            // and writable
   EXPECT_EQ(loomMemFree(p), loomSuccess);
-  expectInvalid(loomMemFree(p), nullptr, "not returned by loomMemAlloc (or was freed)");
+  expectInvalid(loomMemFree(p), nullptr, "not returned by loomMemAlloc or loomMemAllocDevice (or was freed)");
 }
 
 TEST(CollectiveErrors, PreMulSumOpsBelongToTheirCommunicatorAndDatatype) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "base/device/cuda.hpp"
@@ -119,6 +120,27 @@ TEST(Registration, FakeDeviceMemoryIsReachableByPeersAsOneGpu) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not read the fake device's memory";
   cuda::fakeDeviceFree(device);
+  cuda::useFakeDevice(false);
+}
+
+// loomMemAllocDevice: the device's memory, or a named refusal where no
+// device is visible; loomMemFree takes it back, once.
+TEST(MemoryKind, LoomMemAllocDeviceGivesDeviceMemoryOrSaysThereIsNone) {
+  void* p = nullptr;
+  if (cuda::deviceCount() == 0) {
+    EXPECT_EQ(loomMemAllocDevice(&p, 4096), loomInvalidUsage);
+    EXPECT_NE(std::string(loomGetLastError(nullptr)).find("no CUDA device"), std::string::npos)
+        << loomGetLastError(nullptr);
+    EXPECT_EQ(p, nullptr);
+    cuda::useFakeDevice(true);
+  }
+  EXPECT_EQ(loomMemAllocDevice(nullptr, 16), loomInvalidArgument);
+  EXPECT_EQ(loomMemAllocDevice(&p, 0), loomInvalidArgument);
+  ASSERT_EQ(loomMemAllocDevice(&p, 1 << 16), loomSuccess) << loomGetLastError(nullptr);
+  EXPECT_EQ(kindOf(p, 1 << 16), MemoryKind::CudaDevice);
+  EXPECT_TRUE(handleOf(p, 1 << 16).reachableByPeers());
+  EXPECT_EQ(loomMemFree(p), loomSuccess);
+  EXPECT_EQ(loomMemFree(p), loomInvalidArgument);  // freed already
   cuda::useFakeDevice(false);
 }
 

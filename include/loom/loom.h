@@ -123,6 +123,11 @@ const char* loomGetLastError(loomComm_t comm);
  * rank's buffers come from here. Zero-filled; size > 0. Free with loomMemFree
  * (not free()). */
 loomResult_t loomMemAlloc(void** ptr, size_t size);
+/* Device memory on the calling thread's current CUDA device (cudaMalloc; not
+ * zero-filled), as ncclMemAlloc gives; size > 0. loomInvalidUsage where no
+ * CUDA device is visible. Free with loomMemFree (not cudaFree()). */
+loomResult_t loomMemAllocDevice(void** ptr, size_t size);
+/* Frees what loomMemAlloc or loomMemAllocDevice returned. */
 loomResult_t loomMemFree(void* ptr);
 
 /* Communicator creation. loomGetUniqueId starts the rendezvous root in the

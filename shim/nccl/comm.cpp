@@ -209,7 +209,13 @@ LOOM_NCCL_DEFINE(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t /*comm*/, ncclWind
   return unsupported("ncclWinGetUserPtr", "symmetric memory windows");
 }
 
-LOOM_NCCL_DEFINE(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) { return fromLoom(loomMemAlloc(ptr, size)); }
+// NCCL's is device memory. Where no CUDA device is visible, a CPU program
+// gets host memory its node's ranks read in place (Loom's extension, as host
+// pointers are everywhere in this shim).
+LOOM_NCCL_DEFINE(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
+  const loomResult_t onDevice = loomMemAllocDevice(ptr, size);
+  return fromLoom(onDevice == loomInvalidUsage ? loomMemAlloc(ptr, size) : onDevice);
+}
 LOOM_NCCL_DEFINE(ncclResult_t, ncclMemFree, (void* ptr)) { return fromLoom(loomMemFree(ptr)); }
 
 LOOM_NCCL_DEFINE(ncclResult_t, ncclGroupStart, (void)) { return fromLoom(loomGroupStart()); }

@@ -1,6 +1,6 @@
 /* A program written for NCCL, not for Loom: it includes nccl.h, links only
  * libnccl.so.2 (Loom's), and checks every collective and send/recv on host
- * buffers exactly, then bad input's error codes.
+ * buffers exactly, ncclMemAlloc's buffers, then bad input's error codes.
  *
  *   loom_test_nccl_program RANK NRANKS DIR
  *
@@ -212,6 +212,33 @@ static void collectives(ncclComm_t comm, int rank, int n) {
   free(out);
 }
 
+/* ncclMemAlloc's memory as a collective's buffer: device memory where a GPU
+ * is visible, else Loom's shared host memory. The program touches it only
+ * through collectives, which take either: the root's host data broadcast
+ * into every rank's, then summed out of every rank's into host memory. */
+static void memAlloc(ncclComm_t comm, int rank, int n) {
+  enum { kCount = 300007 }; /* past a slot of the node's segment: read in place where it can be */
+  const int root = n - 1;
+  int32_t* m = NULL;
+  NCCL(ncclMemAlloc((void**)&m, kCount * sizeof(int32_t)));
+  int32_t* a = (int32_t*)malloc(kCount * sizeof(int32_t));
+  int32_t* b = (int32_t*)malloc(kCount * sizeof(int32_t));
+  for (size_t i = 0; i < kCount; ++i) a[i] = rank == root ? (int32_t)(3 * i + 1) : -1;
+  NCCL(ncclBroadcast(a, m, kCount, ncclInt32, root, comm, NULL));
+  NCCL(ncclAllReduce(m, b, kCount, ncclInt32, ncclSum, comm, NULL));
+  for (size_t i = 0; i < kCount; ++i) {
+    if (b[i] != n * (int32_t)(3 * i + 1)) {
+      CHECK(0, "ncclMemAlloc'd buffers: element %zu is %d", i, b[i]);
+      break;
+    }
+  }
+  NCCL(ncclMemFree(m));
+  CHECK(ncclMemFree(m) == ncclInvalidArgument, "ncclMemFree twice");
+  CHECK(ncclMemAlloc((void**)&m, 0) == ncclInvalidArgument, "ncclMemAlloc of 0 bytes");
+  free(a);
+  free(b);
+}
+
 /* NCCL's error codes for bad input, each with a message. */
 static void badInput(ncclComm_t comm) {
   float x[4] = {0};
@@ -273,6 +300,7 @@ int main(int argc, char** argv) {
   CHECK(halfCount == (n + 1 - rank % 2) / 2 && halfRank == rank / 2, "split: %d of %d", halfRank, halfCount);
   if (halfCount > 1) collectives(half, halfRank, halfCount);
   NCCL(ncclCommDestroy(half));
+  memAlloc(comm, rank, n);
   badInput(comm);
   ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
   bad.magic = 0;
