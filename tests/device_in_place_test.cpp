@@ -313,6 +313,10 @@ TEST(DeviceInPlace, ProcessesReadEachOthersDeviceBuffers) {
       EXPECT_EQ(searchAll(r.output, "in place [1-9][0-9]* bytes, staged 0 bytes").size(), static_cast<size_t>(n))
           << r.output;
     }
+    // Both rings of sends (8 x kLarge int32 each) went by handle to every rank.
+    EXPECT_EQ(searchAll(r.output, "received by handle " + std::to_string(2 * 8 * kLarge * 4) + " bytes").size(),
+              static_cast<size_t>(n))
+        << r.output;
   }
 }
 
@@ -326,6 +330,11 @@ TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
   if (fake()) {
     EXPECT_EQ(searchAll(r.output, "\\(device\\): in place 0 bytes, staged [1-9][0-9]* bytes").size(), 2u) << r.output;
   }
+  // Sends from the host rank come as bytes; the device ranks' go by handle, to the host rank's memory too.
+  const std::string both = "received by handle " + std::to_string(2 * 8 * kLarge * 4) + " bytes";
+  EXPECT_TRUE(contains(r.output, "rank 0: " + both)) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 1: received by handle 0 bytes")) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 2: " + both)) << r.output;
 }
 
 // One rank cannot map its peers' buffers (as CUDA IPC may refuse, across
@@ -339,12 +348,22 @@ TEST(DeviceInPlace, ARankThatCannotMapItsPeersSendsEveryRankToTheStagedPath) {
   }
   EXPECT_EQ(searchAll(r.output, "in place 0 bytes, staged [1-9][0-9]* bytes").size(), 3u) << r.output;
   EXPECT_TRUE(contains(r.output, "the fake device refuses to map the buffer of pid")) << r.output;
+  // Its receives too: it refuses rank 1's first handle, whose bytes then
+  // follow, and the second message comes staged; the others' go by handle.
+  EXPECT_TRUE(contains(r.output, "rank 1's device buffers cannot be mapped here")) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 2: received by handle 0 bytes")) << r.output;
+  for (int rank : {0, 1}) {
+    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": received by handle " +
+                                       std::to_string(2 * 8 * kLarge * 4) + " bytes"))
+        << r.output;
+  }
 }
 
 TEST(DeviceInPlace, SingleCopyOffStagesDeviceBuffers) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   const ProcessResult r = runRanks(2, {std::to_string(kLarge)}, {{"LOOM_SHM_SINGLE_COPY", "0"}});
   ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_EQ(searchAll(r.output, "received by handle 0 bytes").size(), 2u) << r.output;
   if (fake()) {
     EXPECT_EQ(searchAll(r.output, "in place 0 bytes, staged [1-9][0-9]* bytes").size(), 2u) << r.output;
   }

@@ -1,6 +1,7 @@
 // The staged device path's host side, on a CUDA device where one is visible
 // and on the fake device elsewhere (support/device_memory.hpp): sends and
-// receives of device memory, in groups and mixed with host memory, a
+// receives of device memory, in groups and mixed with host memory (by handle
+// between ranks of one node, comm/engine/by_handle.cpp; else staged), a
 // PreMulSum scalar that lives on the device, the staging area's reuse of its
 // pinned buffers, and what a stream that is no stream gets. The collectives:
 // CollectivesOnDeviceMemory (collectives_test); the GPU's own checks: gpu_test.
@@ -14,9 +15,11 @@
 
 #include "base/device/cuda.hpp"
 #include "base/device/staging.hpp"
+#include "comm/engine/engine.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/pattern.hpp"
 #include "tests/support/ranks.hpp"
+#include "tests/support/transports.hpp"
 
 using loom::test::DeviceBuffer;
 using loom::test::firstMismatch;
@@ -52,31 +55,84 @@ void ringOfSends(int n, size_t bytes, bool mixed) {
   loom::test::destroyAll(comms);
 }
 
-// Fake device memory is host memory too: the count of its copies shows the staged path ran.
-void expectStaged(uint64_t before, uint64_t atLeast) {
-  if (std::string(loom::test::deviceMemoryKind()) == "fake") {
-    EXPECT_GE(loom::cuda::fakeBytesStaged() - before, atLeast);
-  }
+bool fake() { return std::string(loom::test::deviceMemoryKind()) == "fake"; }
+
+// What a ring of sends moved by each path: bytes staged through pinned
+// memory (fake device memory is host memory too, so only its copies' count
+// shows the path) and bytes that receives copied by handle.
+struct Moved {
+  uint64_t staged;
+  uint64_t byHandle;
+};
+Moved movedBy(int n, size_t bytes, bool mixed) {
+  const uint64_t staged = loom::cuda::fakeBytesStaged();
+  const uint64_t byHandle = loom::bytesTakenByHandle();
+  ringOfSends(n, bytes, mixed);
+  return {loom::cuda::fakeBytesStaged() - staged, loom::bytesTakenByHandle() - byHandle};
 }
+
+// The connection's FIFO (LOOM_BUFFSIZE's default): larger messages go by handle.
+constexpr size_t kFifoBytes = size_t{4} << 20;
 
 TEST(DeviceP2p, SendsAndReceivesOfDeviceMemoryArriveExactly) {
   SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
   for (int n : {2, 3}) {
-    for (size_t bytes : {size_t{1}, size_t{4097}, (size_t{1} << 20) + 3}) {
-      const uint64_t before = loom::cuda::fakeBytesStaged();
-      ringOfSends(n, bytes, false);
-      expectStaged(before, 2 * bytes * static_cast<size_t>(n));  // every send's copy in, every receive's out
+    for (size_t bytes : {size_t{1}, size_t{4097}, (size_t{1} << 20) + 3, kFifoBytes, kFifoBytes + 3}) {
+      const Moved moved = movedBy(n, bytes, false);
+      const uint64_t all = bytes * static_cast<size_t>(n);
+      // Within the FIFO staged (every send's copy in, every receive's out), past it by handle.
+      EXPECT_EQ(moved.byHandle, bytes > kFifoBytes ? all : 0u) << n << " ranks, " << bytes << " bytes";
+      if (fake()) EXPECT_EQ(moved.staged, bytes > kFifoBytes ? 0u : 2 * all) << n << " ranks, " << bytes << " bytes";
     }
   }
 }
 
 TEST(DeviceP2p, DeviceAndHostMemoryMixAcrossRanks) {
   SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
-  for (size_t bytes : {size_t{7}, (size_t{1} << 20) + 3}) {
-    const uint64_t before = loom::cuda::fakeBytesStaged();
-    ringOfSends(3, bytes, true);
-    expectStaged(before, 2 * bytes * 2);  // ranks 0 and 2
+  for (size_t bytes : {size_t{7}, kFifoBytes + 3}) {
+    // Ranks 0 and 2 on the device. Past the FIFO, 0 to 1 and 2 to 0 go by
+    // handle (to host memory, and to device memory); 1 to 2 comes as bytes,
+    // staged at 2. Within it, ranks 0 and 2 stage both ways.
+    const Moved moved = movedBy(3, bytes, true);
+    EXPECT_EQ(moved.byHandle, bytes > kFifoBytes ? 2 * bytes : 0u);
+    if (fake()) EXPECT_EQ(moved.staged, bytes > kFifoBytes ? bytes : 4 * bytes);
   }
+}
+
+// A message within the FIFO leaves the sender before the receiver posts, on
+// the device too: two ranks that each send before they receive, unGrouped.
+TEST(DeviceP2p, ASendWithinTheFifoDoesNotWaitForItsReceiver) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  auto comms = loom::test::initThreadComms(2);
+  onThreads(2, [&](int r) {
+    const size_t bytes = kFifoBytes;
+    std::vector<std::byte> out(bytes), in(bytes);
+    fillPattern(out, messageSeed(r, 1 - r, bytes));
+    DeviceBuffer dout(bytes), din(bytes);
+    dout.upload(out.data());
+    ASSERT_EQ(loomSend(dout.data(), bytes, loomUint8, 1 - r, comms[r], nullptr), loomSuccess) << loomGetLastError(comms[r]);
+    ASSERT_EQ(loomRecv(din.data(), bytes, loomUint8, 1 - r, comms[r], nullptr), loomSuccess) << loomGetLastError(comms[r]);
+    din.download(in.data());
+    EXPECT_EQ(firstMismatch(in, messageSeed(1 - r, r, bytes)), -1) << "rank " << r;
+  });
+  loom::test::destroyAll(comms);
+}
+
+// Where messages cannot go by handle, device memory is staged: with
+// LOOM_SHM_SINGLE_COPY=0, and over sockets.
+TEST(DeviceP2p, SingleCopyOffAndSocketsStageDeviceMemory) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  const size_t bytes = kFifoBytes + 3;
+  {
+    loom::test::ScopedEnv off("LOOM_SHM_SINGLE_COPY", "0");
+    const Moved moved = movedBy(3, bytes, false);
+    EXPECT_EQ(moved.byHandle, 0u);
+    if (fake()) EXPECT_EQ(moved.staged, 2 * bytes * 3);  // every send's copy in, every receive's out
+  }
+  loom::test::TransportScope sockets("socket");
+  const Moved moved = movedBy(2, bytes, false);
+  EXPECT_EQ(moved.byHandle, 0u);
+  if (fake()) EXPECT_EQ(moved.staged, 2 * bytes * 2);
 }
 
 // loomScalarDevice with the scalar in device memory: read through a copy, never dereferenced on the host.

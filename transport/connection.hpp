@@ -38,8 +38,12 @@ struct SlotTag {
   uint32_t message = 0;       // the sender's message id (a collective's sequence number; 0 for point-to-point)
   uint32_t index = 0;         // this slot's number in the message (0: its first)
   uint32_t call = 0;          // what the sender is calling, opaque here (the collectives' call signature; 0: point-to-point)
-  uint32_t spare = 0;         // zero: keeps the tag free of padding on the wire
+  uint32_t flags = 0;         // kSlotHoldsHandle, or 0 (also keeps the tag free of padding on the wire)
 };
+
+// The slot holds no payload but a memory::Handle of the sender's buffer, the
+// whole message, for the receiver to copy from (SendConnection::takesHandles).
+inline constexpr uint32_t kSlotHoldsHandle = 1;
 
 // A slot's bytes are in the memory its connection's slotKind() names: host
 // memory for sockets and shared memory, device memory for a FIFO that a
@@ -89,6 +93,16 @@ class SendConnection {
   virtual void checkAlive() = 0;
   virtual void addWaitFds(std::vector<WaitFd>& out) const = 0;
   virtual const std::string& peerName() const = 0;
+
+  // Messages by handle (kSlotHoldsHandle), where the peer is on this node
+  // and may map this rank's memory (shared memory's connections): whether
+  // the receiver still takes them (it refuses for good once it cannot map
+  // one, having released that slot unread), and the slots committed and
+  // released so far, by which the sender sees its handle's slot released:
+  // the receiver has copied the message, or refused it.
+  virtual bool takesHandles() const { return false; }
+  virtual uint64_t slotsCommitted() const { return 0; }
+  virtual uint64_t slotsReleased() const { return 0; }
 };
 
 class RecvConnection {
@@ -108,6 +122,9 @@ class RecvConnection {
   // others ignore this. An empty span ends it, before `message` goes (ReceiveInto).
   virtual void receiveInto(std::span<std::byte> /*message*/, uint32_t /*id*/) {}
   virtual bool progress() = 0;
+  // This rank cannot map the sender's handles: the sender sends bytes from
+  // now on (SendConnection::takesHandles). Call before releasing the slot.
+  virtual void refuseHandles() {}
   // Throws loomRemoteError if the peer is known to be gone and every slot it
   // committed has been released here.
   virtual void checkAlive() = 0;

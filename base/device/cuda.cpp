@@ -166,6 +166,7 @@ void copyNow(void* dst, const void* src, size_t bytes, const char* what) {
 
 void copyFromDevice(void* host, const void* device, size_t bytes) { copyNow(host, device, bytes, "copying from the device"); }
 void copyToDevice(void* device, const void* host, size_t bytes) { copyNow(device, host, bytes, "copying to the device"); }
+void copyAny(void* dst, const void* src, size_t bytes) { copyNow(dst, src, bytes, "copying device memory"); }
 
 void useFakeDevice(bool on) { fakeOn.store(on, std::memory_order_release); }
 bool fakeDevice() { return fakeOn.load(std::memory_order_acquire); }

@@ -31,6 +31,9 @@ void setCurrentDevice(int device);
 void copyFromDevice(void* host, const void* device, size_t bytes);
 // device <- host, likewise.
 void copyToDevice(void* device, const void* host, size_t bytes);
+// dst <- src between any two of device memory (this device's, or a peer's
+// opened through CUDA IPC) and host memory, likewise.
+void copyAny(void* dst, const void* src, size_t bytes);
 
 // The tests' fake device, for machines without a GPU (CI): while on, memory
 // from fakeDeviceAlloc is "device memory" to pointerKind, and the staged

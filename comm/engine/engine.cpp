@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "base/copy_bytes.hpp"
+#include "base/device/cuda.hpp"
+#include "base/env.hpp"
 #include "base/log.hpp"
 
 namespace loom {
@@ -26,7 +28,8 @@ Engine::Engine(transport::Context context, std::vector<transport::Endpoint> endp
       endpoints_(std::move(endpoints)),
       transports_(transport::allTransports()),
       peers_(endpoints_.size()),
-      isActive_(endpoints_.size(), 0) {
+      isActive_(endpoints_.size(), 0),
+      singleCopy_(env::getInt("LOOM_SHM_SINGLE_COPY", 0, 1) == 1) {
   listener_ = std::make_unique<transport::Listener>(
       std::move(listener), context_, transports_,
       [this](int from, transport::Channel channel, std::unique_ptr<transport::RecvConnection> c) {
@@ -190,17 +193,23 @@ bool Engine::progressSends(int rank, Peer& peer) {
     }
     transport::SendConnection& connection = *peer.send;
     Step step{.moved = connection.progress(), .finished = false};
+    if (op.handle && sendByHandle(op, connection, step)) return step;
     while (op.moved < op.bytes || !op.started) {
       auto slot = connection.reserve();
       if (slot.empty()) break;
       const size_t n = std::min(slot.size(), op.bytes - op.moved);
-      // A socket sends from the user's buffer: the op finishes only once flushed().
-      connection.commitFrom({op.buffer + op.moved, n}, {.messageBytes = op.bytes,
-                                                        .offset = op.moved,
-                                                        .bytes = static_cast<uint32_t>(n),
-                                                        .message = op.messageId,
-                                                        .index = static_cast<uint32_t>(op.moved / slot.size()),
-                                                        .call = op.call});
+      const transport::SlotTag tag{.messageBytes = op.bytes,
+                                   .offset = op.moved,
+                                   .bytes = static_cast<uint32_t>(n),
+                                   .message = op.messageId,
+                                   .index = static_cast<uint32_t>(op.moved / slot.size()),
+                                   .call = op.call};
+      if (op.handle) {  // device memory that the receiver would not map: the device copies it into the slot
+        cuda::copyAny(slot.data(), op.buffer + op.moved, n);
+        connection.commit(tag);
+      } else {
+        connection.commitFrom({op.buffer + op.moved, n}, tag);  // a socket sends from the user's buffer: the op
+      }                                                        // finishes only once flushed()
       op.moved += n;
       op.started = true;
       step.moved = true;
@@ -231,6 +240,11 @@ bool Engine::progressRecvs(int rank, Peer& peer) {
       if (!slot) {
         if (connection.progress()) continue;
         break;
+      }
+      if ((slot->tag.flags & transport::kSlotHoldsHandle) != 0) {
+        takeByHandle(op, *slot, rank, peer);
+        step.moved = true;
+        continue;
       }
       requireMatch(slot->tag, {op.bytes, op.messageId, op.call, op.describeMessage}, op.moved, rank, {});
       if (op.moved + slot->data.size() > op.bytes) {

@@ -23,6 +23,7 @@
 
 #include "base/error.hpp"
 #include "comm/engine/p2p_op.hpp"
+#include "memory/registration.hpp"
 #include "transport/listener.hpp"
 #include "transport/transport.hpp"
 
@@ -65,6 +66,13 @@ class Engine {
   // The name of the transport that carries this rank's messages to `peer`
   // ("self" for its own rank): what a connection to it would use.
   const char* transportTo(int peer) const;
+  // Whether a message of `bytes` of device memory to or from `peer` may go
+  // by handle (by_handle.cpp): the peer shares this node over shared
+  // memory, LOOM_SHM_SINGLE_COPY is on, the peer has not refused a handle,
+  // and the message is larger than the connection's FIFO (a smaller one
+  // leaves the sender before the receiver has posted, which a send by handle,
+  // waiting for the receiver's copy, would not).
+  bool sendsByHandle(int peer, size_t bytes);
 
   const transport::Context& context() const { return context_; }
   const std::vector<transport::Endpoint>& endpoints() const { return endpoints_; }
@@ -98,6 +106,7 @@ class Engine {
     std::unique_ptr<transport::RecvConnection> recv;
     Direction sends;
     Direction recvs;  // after recv: its landing goes first
+    bool refusedHandles = false;  // this rank could not map one of the peer's handles
   };
 
   struct Step {
@@ -112,6 +121,13 @@ class Engine {
   void failOnStrays();
   bool progressSends(int rank, Peer& peer);
   bool progressRecvs(int rank, Peer& peer);
+  // Messages by handle (by_handle.cpp). A send with a handle: its handle's
+  // slot out, then true until the receiver has released it (`step` says
+  // when it finished); false where its bytes go instead (the receiver
+  // refused, before or on reading it). A receive: copies the message whose
+  // handle `slot` holds, or refuses it, and releases the slot.
+  bool sendByHandle(P2pOp& op, transport::SendConnection& connection, Step& step);
+  void takeByHandle(P2pOp& op, const transport::RecvSlot& slot, int rank, Peer& peer);
   // Fails the head op; a connection that broke, or one left mid-message,
   // fails everything queued behind it too and takes no more ops.
   void fail(Direction& direction, const Error& error);
@@ -124,12 +140,18 @@ class Engine {
   std::vector<Peer> peers_;
   std::vector<int> active_;  // peers with queued ops
   std::vector<char> isActive_;
-  std::mutex mutex_;         // guards all of the above
+  memory::Mappings mappings_;  // of the peers' handles
+  const bool singleCopy_;      // LOOM_SHM_SINGLE_COPY
+  std::mutex mutex_;           // guards all of the above
 
   std::mutex incomingMutex_;
   std::map<std::pair<int, transport::Channel>, std::unique_ptr<transport::RecvConnection>> incoming_;  // not yet claimed
 
   std::unique_ptr<transport::Listener> listener_;  // last: stopped first
 };
+
+// Bytes that receives in this process copied from their senders' buffers by
+// handle: the tests' proof that a message did not go through the slots.
+uint64_t bytesTakenByHandle();
 
 }  // namespace loom

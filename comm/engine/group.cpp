@@ -9,7 +9,9 @@
 
 #include "base/device/staging.hpp"
 #include "base/error.hpp"
+#include "comm/engine/engine.hpp"
 #include "comm/engine/wait.hpp"
+#include "memory/registration.hpp"
 
 namespace loom::group {
 namespace {
@@ -32,10 +34,13 @@ std::vector<std::pair<Key, std::vector<Call>>> splitBy(const std::vector<Call>& 
   return groups;
 }
 
-// Sends and receives of device memory run over pinned host copies: a
-// send's is filled here, before any op is posted (a receive's is filled by
-// its op), after the work queued before the call (the legacy default
-// stream's for a blocking call; a CUDA stream's task has waited for its own).
+// Sends and receives of device memory, once the work queued before the call
+// is done (the legacy default stream's for a blocking call; a CUDA stream's
+// task has waited for its own). Between ranks of one node a message larger
+// than the FIFO goes by handle (by_handle.cpp), a receive taking it straight
+// into its buffer. Otherwise they run over pinned host copies: a send's is
+// filled here, before any op is posted, a receive's by its op (also where
+// the sender's message comes as bytes).
 void stageDeviceBuffers(Communicator& comm, const std::vector<Call>& calls, std::vector<P2pOp>& ops,
                         std::vector<std::optional<cuda::StagingArea::Lease>>& staged) {
   cuda::DeviceStream* copies = nullptr;
@@ -45,6 +50,14 @@ void stageDeviceBuffers(Communicator& comm, const std::vector<Call>& calls, std:
     if (copies == nullptr) {
       copies = &comm.staging.stream();
       if (!cuda::onUserStream()) copies->afterDefaultStream();
+    }
+    if (ops[i].engine->sendsByHandle(p2p->peer, p2p->bytes)) {
+      if (p2p->kind == OpKind::Recv) {
+        ops[i].deviceTarget = p2p->buffer;
+      } else if (memory::Handle handle = memory::handleOf(p2p->buffer, p2p->bytes); handle.reachableByPeers()) {
+        ops[i].handle = handle;
+        continue;
+      }
     }
     staged[i].emplace(comm.staging.lease(p2p->bytes));
     ops[i].buffer = staged[i]->data();
@@ -59,7 +72,7 @@ void unstageReceives(Communicator& comm, const std::vector<Call>& calls, const s
   cuda::DeviceStream* copies = nullptr;
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
-    if (!staged[i] || p2p->kind != OpKind::Recv) continue;
+    if (!staged[i] || p2p->kind != OpKind::Recv || ops[i].landedOnDevice) continue;
     copies = &comm.staging.stream();
     copies->copy(p2p->buffer, ops[i].buffer, p2p->bytes);
   }

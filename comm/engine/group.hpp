@@ -29,8 +29,9 @@ struct PointToPoint {
   int peer = -1;
   std::byte* buffer = nullptr;
   size_t bytes = 0;
-  // The buffer is a CUDA device's: the op runs over a pinned copy of it
-  // (the staged device path), filled before a send, emptied after a receive.
+  // The buffer is a CUDA device's: between ranks of one node the message
+  // goes by handle, else the op runs over a pinned copy of it (the staged
+  // device path), filled before a send, emptied after a receive (group.cpp).
   bool device = false;
 };
 

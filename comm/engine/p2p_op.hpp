@@ -8,9 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "comm/engine/message_match.hpp"
+#include "memory/registration.hpp"
 
 namespace loom {
 
@@ -31,10 +33,20 @@ struct P2pOp {
   uint32_t messageId = 0;
   uint32_t call = 0;
   DescribeMessage describeMessage = describeP2pMessage;
+  // Device memory between ranks of one node (group.cpp, by_handle.cpp): a
+  // send's buffer, to go by this handle for the receiver to copy from (its
+  // bytes copied from the device slot by slot where the receiver cannot map
+  // it); a receive's, which a message that comes by handle is copied
+  // straight into (`buffer` is then the pinned copy that bytes land in).
+  std::optional<memory::Handle> handle;
+  std::byte* deviceTarget = nullptr;
 
   // Owned by the progressing thread while Pending.
   size_t moved = 0;      // bytes copied into or out of slots
   bool started = false;  // its first slot went out or came in
+  bool byHandle = false;       // a send whose handle's slot is out, numbered handleSlot
+  uint64_t handleSlot = 0;
+  bool landedOnDevice = false;  // a receive whose message went straight to deviceTarget
   std::chrono::steady_clock::time_point lastActivity{};
 
   // Published with release once the op leaves Pending; error fields first.

@@ -1,6 +1,6 @@
 // A rank for the device in-place tests: all-reduces, all-gathers,
 // reduce-scatters, broadcasts, reduces, all-to-alls, gathers and scatters
-// (roots 1) of device buffers (a GPU's where one is visible, else the
+// (roots 1), and rings of sends and receives, of device buffers (a GPU's where one is visible, else the
 // fake device's, whose memory peers map as they would through CUDA IPC), in
 // and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
 // checked against what every rank can compute, then a line with the bytes that went each way.
@@ -27,6 +27,7 @@
 #include "base/device/staging.hpp"
 #include "base/half.hpp"
 #include "collectives/device_work.hpp"
+#include "comm/engine/engine.hpp"
 #include "tests/support/device_memory.hpp"
 
 namespace {
@@ -210,6 +211,35 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, Op
   return true;
 }
 
+// Each rank sends `count` int32 to the next and receives from the previous, in
+// one group; false on a mismatch (said on stdout).
+bool sendRing(loomComm_t comm, int rank, int n, size_t count, bool device, int round) {
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const auto value = [&](int from, size_t i) { return static_cast<int32_t>(i * 11 + static_cast<size_t>(from) * 7 + round); };
+  std::vector<int32_t> out(count), in(count, -1);
+  for (size_t i = 0; i < count; ++i) out[i] = value(rank, i);
+  loom::test::DeviceBuffer dout(count * 4), din(count * 4);
+  dout.upload(out.data());
+  din.upload(in.data());
+  void* send = device ? static_cast<void*>(dout.data()) : out.data();
+  void* recv = device ? static_cast<void*>(din.data()) : in.data();
+  loomGroupStart();
+  loomSend(send, count, loomInt32, next, comm, nullptr);
+  loomRecv(recv, count, loomInt32, prev, comm, nullptr);
+  if (loomGroupEnd() != loomSuccess) {
+    std::printf("rank %d: send ring %d failed: %s\n", rank, round, loomGetLastError(comm));
+    return false;
+  }
+  if (device) din.download(in.data());
+  for (size_t i = 0; i < count; ++i) {
+    if (in[i] == value(prev, i)) continue;
+    std::printf("rank %d: send ring %d: element %zu of %zu is %d, not %d\n", rank, round, i, count, in[i],
+                value(prev, i));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,6 +260,7 @@ int main(int argc, char** argv) {
   if (mode == "refuse-ipc-on-rank-2" && rank == 2) loom::cuda::fakeRefuseIpc(true);
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
   const uint64_t inPlaceBefore = loom::coll::fakeDeviceBytesInPlace();
+  const uint64_t byHandleBefore = loom::bytesTakenByHandle();
   int failures = 0;
   for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce,
                     Coll::AlltoAll, Coll::Gather, Coll::Scatter}) {
@@ -244,6 +275,14 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Twice: where a receiver refused the first message's handle, the second
+  // is staged. Eight times the count, so that a message passes the 4 MiB
+  // FIFO (what goes by handle) where COUNT passes a segment slot.
+  for (int round = 0; round < 2; ++round) {
+    if (!sendRing(comm, rank, n, 8 * count, device, round)) ++failures;
+  }
+  std::printf("rank %d: received by handle %llu bytes\n", rank,
+              static_cast<unsigned long long>(loom::bytesTakenByHandle() - byHandleBefore));
   std::printf("rank %d of %d (%s): in place %llu bytes, staged %llu bytes\n", rank, n, device ? "device" : "host",
               static_cast<unsigned long long>(loom::coll::fakeDeviceBytesInPlace() - inPlaceBefore),
               static_cast<unsigned long long>(loom::cuda::fakeBytesStaged() - stagedBefore));

@@ -3,6 +3,8 @@
 //   head  — slots committed; written only by the sender (release), read by the receiver (acquire)
 //   tail  — slots released; written only by the receiver (release), read by the sender (acquire)
 //   tags  — tag of slot i, written by the sender before head passes i
+//   refusesHandles — set by the receiver (release, before the tail passes
+//           the handle's slot) once it cannot map the sender's handles
 //
 // Each counter and each tag sits on its own cache line, so the two sides
 // never write the same line. Counters only grow (64 bits do not wrap).
@@ -27,6 +29,7 @@ struct alignas(kCacheLine) TagLine {
 struct FifoControl {
   alignas(kCacheLine) std::atomic<uint64_t> head{0};
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
+  alignas(kCacheLine) std::atomic<uint32_t> refusesHandles{0};
   alignas(kCacheLine) TagLine tags[kMaxSlots];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free (address-free)");

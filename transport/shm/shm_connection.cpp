@@ -22,6 +22,12 @@ void ShmSendConnection::commit(SlotTag tag) {
   fifo_.control().head.store(++head_, std::memory_order_release);
 }
 
+bool ShmSendConnection::takesHandles() const {
+  return fifo_.control().refusesHandles.load(std::memory_order_acquire) == 0;
+}
+
+uint64_t ShmSendConnection::slotsReleased() const { return fifo_.control().tail.load(std::memory_order_acquire); }
+
 void ShmSendConnection::checkAlive() {
   // A peer that took every slot and left finished its part before this rank.
   if (fifo_.control().tail.load(std::memory_order_acquire) == head_) return;
@@ -44,6 +50,8 @@ std::optional<RecvSlot> ShmRecvConnection::peek() {
 }
 
 void ShmRecvConnection::release() { fifo_.control().tail.store(++tail_, std::memory_order_release); }
+
+void ShmRecvConnection::refuseHandles() { fifo_.control().refusesHandles.store(1, std::memory_order_release); }
 
 void ShmRecvConnection::checkAlive() {
   if (!control_.peerClosed()) return;

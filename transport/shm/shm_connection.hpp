@@ -2,6 +2,8 @@
 // segment; both map it. The sender writes payload straight into the slot and
 // publishes it by advancing head; the receiver reads straight from the slot.
 // No progress is needed: a committed slot is visible to the peer at once.
+// The peers share a node, so a slot may also hold a handle of the sender's
+// device buffer for the receiver to copy from (kSlotHoldsHandle).
 //
 // The TCP connection that carried the handshake stays open as a control
 // socket: it never carries data, so it turning readable means the peer closed
@@ -30,6 +32,9 @@ class ShmSendConnection final : public SendConnection {
   void checkAlive() override;
   void addWaitFds(std::vector<WaitFd>& out) const override { out.push_back({control_.fd(), POLLIN}); }
   const std::string& peerName() const override { return control_.label(); }
+  bool takesHandles() const override;
+  uint64_t slotsCommitted() const override { return head_; }
+  uint64_t slotsReleased() const override;
 
  private:
   ::loom::shm::Segment segment_;
@@ -47,6 +52,7 @@ class ShmRecvConnection final : public RecvConnection {
   std::optional<RecvSlot> peek() override;
   void release() override;
   bool progress() override { return false; }
+  void refuseHandles() override;
   void checkAlive() override;
   void addWaitFds(std::vector<WaitFd>& out) const override { out.push_back({control_.fd(), POLLIN}); }
   const std::string& peerName() const override { return control_.label(); }

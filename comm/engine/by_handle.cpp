@@ -1,0 +1,116 @@
+// Messages by handle: a send of device memory to a rank of this node, larger
+// than the connection's FIFO (so it waits for the receiver anyway), puts a
+// memory::Handle of its buffer (a CUDA IPC handle and offset; the fake
+// device's memfd; the address, between threads) in one slot instead of the
+// bytes. The receiver maps it (memory::Mappings, which keeps CUDA IPC views
+// as LOOM_CUDA_IPC_CACHE says), copies the whole message with the device's
+// copy engine straight into its destination, and releases the slot; the
+// send finishes once that slot is released, so its buffer outlives the
+// copy. One copy where the staged path makes four (device to pinned, into
+// the slot, out of it, pinned to device), as NCCL's P2P transport reads or
+// writes a peer's buffer through CUDA IPC.
+//
+// A receiver that cannot map a handle (CUDA IPC refused across containers,
+// say) says so in the connection (RecvConnection::refuseHandles) and
+// releases the slot unread; the sender then sends that message's bytes,
+// copied from its device slot by slot, and group.cpp stages the later ones
+// to that peer as before. Every wait here is the engine's: a receiver that
+// never releases the slot is the sender's "the peer took nothing" after
+// LOOM_TIMEOUT_MS, one that dies is its lost peer.
+#include <atomic>
+#include <cstring>
+#include <string_view>
+
+#include "base/bytes.hpp"
+#include "base/device/cuda.hpp"
+#include "base/log.hpp"
+#include "comm/engine/engine.hpp"
+
+namespace loom {
+namespace {
+
+std::atomic<uint64_t> takenByHandle{0};
+
+}  // namespace
+
+uint64_t bytesTakenByHandle() { return takenByHandle.load(std::memory_order_relaxed); }
+
+bool Engine::sendsByHandle(int peer, size_t bytes) {
+  if (!singleCopy_ || bytes <= context_.fifo.totalBytes() || std::string_view(transportTo(peer)) != "shm") {
+    return false;
+  }
+  std::lock_guard lock(mutex_);
+  const Peer& p = peers_[static_cast<size_t>(peer)];
+  return !p.send || p.send->takesHandles();  // not connected yet: it has refused nothing
+}
+
+bool Engine::sendByHandle(P2pOp& op, transport::SendConnection& connection, Step& step) {
+  if (!op.byHandle) {
+    if (op.started || !connection.takesHandles()) return false;  // refused since the call staged it
+    auto slot = connection.reserve();
+    if (slot.empty()) return true;  // no free slot yet
+    ByteWriter w;
+    op.handle->serialize(w);
+    if (w.bytes().size() > slot.size()) return false;  // slots too small to hold one
+    std::memcpy(slot.data(), w.bytes().data(), w.bytes().size());
+    op.handleSlot = connection.slotsCommitted();
+    connection.commit({.messageBytes = op.bytes,
+                       .offset = 0,
+                       .bytes = static_cast<uint32_t>(w.bytes().size()),
+                       .message = op.messageId,
+                       .index = 0,
+                       .call = op.call,
+                       .flags = transport::kSlotHoldsHandle});
+    op.byHandle = true;
+    op.started = true;
+    step.moved = true;
+  }
+  if (connection.slotsReleased() <= op.handleSlot) return true;  // the receiver is not done with it
+  // Ops to a peer finish in order, so no later handle of this rank's can have
+  // been refused yet: a refusal now is this one's, and its bytes follow.
+  if (!connection.takesHandles()) {
+    op.byHandle = false;
+    step.moved = true;
+    return false;
+  }
+  op.moved = op.bytes;
+  step.finished = true;
+  return true;
+}
+
+void Engine::takeByHandle(P2pOp& op, const transport::RecvSlot& slot, int rank, Peer& peer) {
+  transport::RecvConnection& connection = *peer.recv;
+  try {
+    requireMatch(slot.tag, {op.bytes, op.messageId, op.call, op.describeMessage}, op.moved, rank, {});
+  } catch (const Error&) {
+    connection.release();  // the sender, waiting for it, finishes as one whose bytes were sent
+    throw;
+  }
+  const std::byte* from = nullptr;
+  if (!peer.refusedHandles) {
+    ByteReader r(slot.data, "a message's handle from rank " + std::to_string(rank));
+    const memory::Handle handle = memory::Handle::deserialize(r);
+    try {
+      from = mappings_.map(handle);
+    } catch (const Error& e) {
+      LOOM_WARN(Net, "rank %d's device buffers cannot be mapped here (%s): its messages come through the slots",
+                rank, e.what());
+      peer.refusedHandles = true;
+    }
+  }
+  if (from == nullptr) {
+    connection.refuseHandles();
+    connection.release();  // unread: the sender sends the bytes
+    return;
+  }
+  std::byte* to = op.deviceTarget != nullptr ? op.deviceTarget : op.buffer;
+  cuda::copyAny(to, from, op.bytes);
+  mappings_.closeDeviceMappings();
+  connection.release();
+  op.landedOnDevice = op.deviceTarget != nullptr;
+  op.moved = op.bytes;
+  op.started = true;
+  takenByHandle.fetch_add(op.bytes, std::memory_order_relaxed);
+}
+
+}  // namespace loom
