@@ -118,6 +118,34 @@ TEST(DeviceP2p, ASendWithinTheFifoDoesNotWaitForItsReceiver) {
   loom::test::destroyAll(comms);
 }
 
+// A sender that gives up on a message by handle (here an abort while its
+// receiver has not posted) withdraws it: the receiver, posting later, fails
+// naming it instead of reading a buffer whose owner may have freed it.
+TEST(DeviceP2p, AWithdrawnHandleIsNotRead) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "20000");
+  // No heartbeats: the receive meets the withdrawn handle before it hears that rank 0 is gone.
+  loom::test::ScopedEnv heartbeats("LOOM_HEARTBEAT_MS", "0");
+  auto comms = loom::test::initThreadComms(2);
+  const size_t bytes = kFifoBytes + 3;
+  std::vector<std::byte> message(bytes), untouched(bytes, std::byte{0x5a}), got(bytes);
+  fillPattern(message, messageSeed(0, 1, bytes));
+  DeviceBuffer src(bytes), dst(bytes);
+  src.upload(message.data());
+  dst.upload(untouched.data());
+  loomResult_t sent = loomSuccess;
+  std::thread sender([&] { sent = loomSend(src.data(), bytes, loomUint8, 1, comms[0], nullptr); });
+  EXPECT_EQ(loom::test::abortOnceInside(comms[0]), loomSuccess);
+  sender.join();
+  EXPECT_NE(sent, loomSuccess);
+  const loomResult_t received = loomRecv(dst.data(), bytes, loomUint8, 0, comms[1], nullptr);
+  EXPECT_EQ(received, loomRemoteError);
+  EXPECT_NE(std::string(loomGetLastError(comms[1])).find("rank 0"), std::string::npos) << loomGetLastError(comms[1]);
+  dst.download(got.data());
+  EXPECT_EQ(got, untouched);
+  loomCommAbort(comms[1]);
+}
+
 // Where messages cannot go by handle, device memory is staged: with
 // LOOM_SHM_SINGLE_COPY=0, and over sockets.
 TEST(DeviceP2p, SingleCopyOffAndSocketsStageDeviceMemory) {

@@ -154,6 +154,43 @@ TEST(ShmFifo, CommitFromCopiesIntoTheSlot) {
   for (auto byte : slot->data) EXPECT_EQ(byte, std::byte{1});
 }
 
+// A handle in flight (comm/engine/by_handle.cpp): one compare-and-swap
+// decides between the sender's withdrawal and the receiver's taking it, and
+// the receiver's refusal reaches the sender.
+TEST(ShmFifo, AHandleIsEitherWithdrawnOrTakenNeverBoth) {
+  ShmPair pair(FifoShape{.slots = 2, .slotBytes = 256});
+  transport::shm::ShmSendConnection& sender = *pair.sender;
+  transport::shm::ShmRecvConnection& receiver = *pair.receiver;
+  const transport::SlotTag tag{.messageBytes = 1 << 20, .bytes = 16, .flags = transport::kSlotHoldsHandle};
+  EXPECT_TRUE(sender.takesHandles());
+  // Withdrawn first: the receiver may not take it.
+  ASSERT_FALSE(sender.reserve().empty());
+  uint64_t slot = sender.slotsCommitted();
+  sender.offerHandle(slot);
+  sender.commit(tag);
+  EXPECT_TRUE(sender.withdrawHandle(slot));
+  EXPECT_TRUE(sender.withdrawHandle(slot));  // and it stays withdrawn
+  ASSERT_TRUE(receiver.peek().has_value());
+  EXPECT_FALSE(receiver.takeHandle());
+  receiver.release();
+  EXPECT_EQ(sender.slotsReleased(), slot + 1);
+  // Taken first: the sender may not withdraw it, and sees its release.
+  ASSERT_FALSE(sender.reserve().empty());
+  slot = sender.slotsCommitted();
+  sender.offerHandle(slot);
+  sender.commit(tag);
+  const auto seen = receiver.peek();
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->tag.flags, transport::kSlotHoldsHandle);
+  EXPECT_TRUE(receiver.takeHandle());
+  EXPECT_FALSE(sender.withdrawHandle(slot));
+  EXPECT_EQ(sender.slotsReleased(), slot);
+  receiver.release();
+  EXPECT_EQ(sender.slotsReleased(), slot + 1);
+  receiver.refuseHandles();
+  EXPECT_FALSE(sender.takesHandles());
+}
+
 // Each connection says where its slots live, and a CPU thread refuses slots
 // it cannot touch, naming the peer and the kind.
 TEST(ConnectionSlots, EachTransportNamesWhereItsSlotsLive) {

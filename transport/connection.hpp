@@ -103,6 +103,12 @@ class SendConnection {
   virtual bool takesHandles() const { return false; }
   virtual uint64_t slotsCommitted() const { return 0; }
   virtual uint64_t slotsReleased() const { return 0; }
+  // The one handle in flight, by slot number: offered before its slot is
+  // committed; withdrawn by a sender that gives up on the message, which
+  // succeeds unless the receiver has taken it (RecvConnection::takeHandle)
+  // and may be reading the sender's buffer until it releases the slot.
+  virtual void offerHandle(uint64_t /*slot*/) {}
+  virtual bool withdrawHandle(uint64_t /*slot*/) { return true; }
 };
 
 class RecvConnection {
@@ -125,6 +131,10 @@ class RecvConnection {
   // This rank cannot map the sender's handles: the sender sends bytes from
   // now on (SendConnection::takesHandles). Call before releasing the slot.
   virtual void refuseHandles() {}
+  // Before reading through the handle in the oldest unreleased slot: false
+  // if the sender has withdrawn it (its buffer may be gone), else the
+  // sender now waits for the slot's release before it lets the buffer go.
+  virtual bool takeHandle() { return true; }
   // Throws loomRemoteError if the peer is known to be gone and every slot it
   // committed has been released here.
   virtual void checkAlive() = 0;

@@ -10,6 +10,12 @@
 // the slot, out of it, pinned to device), as NCCL's P2P transport reads or
 // writes a peer's buffer through CUDA IPC.
 //
+// A sender that gives up on the message (an abort, a failure) withdraws the
+// handle unless the receiver has taken it, one compare-and-swap deciding
+// (SendConnection::withdrawHandle); once taken, it waits for the slot's
+// release before its caller may free the buffer, and a receiver that finds
+// the handle withdrawn fails its receive instead of reading.
+//
 // A receiver that cannot map a handle (CUDA IPC refused across containers,
 // say) says so in the connection (RecvConnection::refuseHandles) and
 // releases the slot unread; the sender then sends that message's bytes,
@@ -18,8 +24,10 @@
 // never releases the slot is the sender's "the peer took nothing" after
 // LOOM_TIMEOUT_MS, one that dies is its lost peer.
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 #include "base/bytes.hpp"
 #include "base/device/cuda.hpp"
@@ -54,6 +62,7 @@ bool Engine::sendByHandle(P2pOp& op, transport::SendConnection& connection, Step
     if (w.bytes().size() > slot.size()) return false;  // slots too small to hold one
     std::memcpy(slot.data(), w.bytes().data(), w.bytes().size());
     op.handleSlot = connection.slotsCommitted();
+    connection.offerHandle(op.handleSlot);
     connection.commit({.messageBytes = op.bytes,
                        .offset = 0,
                        .bytes = static_cast<uint32_t>(w.bytes().size()),
@@ -78,6 +87,19 @@ bool Engine::sendByHandle(P2pOp& op, transport::SendConnection& connection, Step
   return true;
 }
 
+void Engine::withdrawHandle(const P2pOp& op, transport::SendConnection& connection) {
+  if (connection.withdrawHandle(op.handleSlot)) return;  // the receiver will not read it
+  const auto deadline = std::chrono::steady_clock::now() + context_.timeout;
+  while (connection.slotsReleased() <= op.handleSlot && std::chrono::steady_clock::now() < deadline) {
+    try {
+      connection.checkAlive();
+    } catch (const Error&) {
+      return;  // a receiver that is gone reads nothing more
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 void Engine::takeByHandle(P2pOp& op, const transport::RecvSlot& slot, int rank, Peer& peer) {
   transport::RecvConnection& connection = *peer.recv;
   try {
@@ -85,6 +107,11 @@ void Engine::takeByHandle(P2pOp& op, const transport::RecvSlot& slot, int rank, 
   } catch (const Error&) {
     connection.release();  // the sender, waiting for it, finishes as one whose bytes were sent
     throw;
+  }
+  if (!connection.takeHandle()) {
+    connection.release();
+    throw Error(loomRemoteError, "rank " + std::to_string(rank) +
+                                     " withdrew its message before this rank took it (its call failed or was aborted)");
   }
   const std::byte* from = nullptr;
   if (!peer.refusedHandles) {

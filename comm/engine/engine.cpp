@@ -97,6 +97,7 @@ void Engine::withdraw(std::span<P2pOp* const> ops) {
     Peer& peer = peers_[static_cast<size_t>(op->peer)];
     Direction& direction = op->kind == OpKind::Send ? peer.sends : peer.recvs;
     const bool wasHead = !direction.queue.empty() && direction.queue.front() == op;
+    if (op->kind == OpKind::Send && op->byHandle && peer.send) withdrawHandle(*op, *peer.send);
     std::erase(direction.queue, op);
     direction.removed(op);
     if (wasHead && !direction.queue.empty()) direction.queue.front()->lastActivity = Clock::now();

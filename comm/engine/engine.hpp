@@ -128,6 +128,11 @@ class Engine {
   // handle `slot` holds, or refuses it, and releases the slot.
   bool sendByHandle(P2pOp& op, transport::SendConnection& connection, Step& step);
   void takeByHandle(P2pOp& op, const transport::RecvSlot& slot, int rank, Peer& peer);
+  // A send by handle given up on (withdraw): withdraws the handle, or,
+  // where the receiver has taken it, waits until it has released the slot
+  // (or is gone, or LOOM_TIMEOUT_MS has passed), so that the caller may
+  // free the buffer once this returns.
+  void withdrawHandle(const P2pOp& op, transport::SendConnection& connection);
   // Fails the head op; a connection that broke, or one left mid-message,
   // fails everything queued behind it too and takes no more ops.
   void fail(Direction& direction, const Error& error);

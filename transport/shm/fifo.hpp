@@ -5,6 +5,10 @@
 //   tags  — tag of slot i, written by the sender before head passes i
 //   refusesHandles — set by the receiver (release, before the tail passes
 //           the handle's slot) once it cannot map the sender's handles
+//   handle — the handle in flight: its slot number x 4 + Offered, Taken or
+//           Withdrawn; the sender offers (before committing the slot), then
+//           one compare-and-swap decides between its withdrawal and the
+//           receiver's taking
 //
 // Each counter and each tag sits on its own cache line, so the two sides
 // never write the same line. Counters only grow (64 bits do not wrap).
@@ -22,6 +26,9 @@ namespace loom::transport::shm {
 
 constexpr uint32_t kMaxSlots = 64;
 
+// FifoControl::handle's states, in its low two bits.
+enum HandleState : uint64_t { kHandleOffered = 0, kHandleTaken = 1, kHandleWithdrawn = 2 };
+
 struct alignas(kCacheLine) TagLine {
   SlotTag tag;
 };
@@ -30,6 +37,7 @@ struct FifoControl {
   alignas(kCacheLine) std::atomic<uint64_t> head{0};
   alignas(kCacheLine) std::atomic<uint64_t> tail{0};
   alignas(kCacheLine) std::atomic<uint32_t> refusesHandles{0};
+  alignas(kCacheLine) std::atomic<uint64_t> handle{0};
   alignas(kCacheLine) TagLine tags[kMaxSlots];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free (address-free)");

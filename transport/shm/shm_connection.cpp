@@ -28,6 +28,17 @@ bool ShmSendConnection::takesHandles() const {
 
 uint64_t ShmSendConnection::slotsReleased() const { return fifo_.control().tail.load(std::memory_order_acquire); }
 
+void ShmSendConnection::offerHandle(uint64_t slot) {
+  fifo_.control().handle.store(slot * 4 + kHandleOffered, std::memory_order_release);
+}
+
+bool ShmSendConnection::withdrawHandle(uint64_t slot) {
+  uint64_t offered = slot * 4 + kHandleOffered;
+  return fifo_.control().handle.compare_exchange_strong(offered, slot * 4 + kHandleWithdrawn,
+                                                        std::memory_order_acq_rel) ||
+         offered == slot * 4 + kHandleWithdrawn;
+}
+
 void ShmSendConnection::checkAlive() {
   // A peer that took every slot and left finished its part before this rank.
   if (fifo_.control().tail.load(std::memory_order_acquire) == head_) return;
@@ -52,6 +63,11 @@ std::optional<RecvSlot> ShmRecvConnection::peek() {
 void ShmRecvConnection::release() { fifo_.control().tail.store(++tail_, std::memory_order_release); }
 
 void ShmRecvConnection::refuseHandles() { fifo_.control().refusesHandles.store(1, std::memory_order_release); }
+
+bool ShmRecvConnection::takeHandle() {
+  uint64_t offered = tail_ * 4 + kHandleOffered;
+  return fifo_.control().handle.compare_exchange_strong(offered, tail_ * 4 + kHandleTaken, std::memory_order_acq_rel);
+}
 
 void ShmRecvConnection::checkAlive() {
   if (!control_.peerClosed()) return;

@@ -35,6 +35,8 @@ class ShmSendConnection final : public SendConnection {
   bool takesHandles() const override;
   uint64_t slotsCommitted() const override { return head_; }
   uint64_t slotsReleased() const override;
+  void offerHandle(uint64_t slot) override;
+  bool withdrawHandle(uint64_t slot) override;
 
  private:
   ::loom::shm::Segment segment_;
@@ -53,6 +55,7 @@ class ShmRecvConnection final : public RecvConnection {
   void release() override;
   bool progress() override { return false; }
   void refuseHandles() override;
+  bool takeHandle() override;
   void checkAlive() override;
   void addWaitFds(std::vector<WaitFd>& out) const override { out.push_back({control_.fd(), POLLIN}); }
   const std::string& peerName() const override { return control_.label(); }
