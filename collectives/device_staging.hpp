@@ -4,9 +4,9 @@
 // as any host call does, and the result is copied back, so every collective,
 // algorithm, transport, dtype and op works on device memory, ranks may mix
 // memory kinds in one call, and LOOM_DETERMINISTIC gives the host's bits.
-// It costs a copy each way over the host's link to the device; the device's
-// own path (kernels on peers' buffers mapped through CUDA IPC) is still to
-// come (README's status table).
+// It costs a copy each way over the host's link to the device; the
+// shared-memory collectives on one node read device buffers in place
+// instead where they can (algorithms/shm_steps.hpp's readDeviceInPlace).
 #pragma once
 
 #include <functional>
