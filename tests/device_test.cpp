@@ -110,8 +110,10 @@ TEST(DeviceP2p, ASendWithinTheFifoDoesNotWaitForItsReceiver) {
     fillPattern(out, messageSeed(r, 1 - r, bytes));
     DeviceBuffer dout(bytes), din(bytes);
     dout.upload(out.data());
-    ASSERT_EQ(loomSend(dout.data(), bytes, loomUint8, 1 - r, comms[r], nullptr), loomSuccess) << loomGetLastError(comms[r]);
-    ASSERT_EQ(loomRecv(din.data(), bytes, loomUint8, 1 - r, comms[r], nullptr), loomSuccess) << loomGetLastError(comms[r]);
+    ASSERT_EQ(loomSend(dout.data(), bytes, loomUint8, 1 - r, comms[r], nullptr), loomSuccess)
+        << loomGetLastError(comms[r]);
+    ASSERT_EQ(loomRecv(din.data(), bytes, loomUint8, 1 - r, comms[r], nullptr), loomSuccess)
+        << loomGetLastError(comms[r]);
     din.download(in.data());
     EXPECT_EQ(firstMismatch(in, messageSeed(1 - r, r, bytes)), -1) << "rank " << r;
   });

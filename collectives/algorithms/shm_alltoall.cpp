@@ -55,8 +55,8 @@ void stageForPeers(const Plan& plan, shm::NodeArea& node, uint64_t step, const P
   const int me = node.localRank();
   for (int q = 0; q < node.localSize(); ++q) {
     if (q == me) continue;
-    plan.copy(stagedFor(node, step, piece, me, q), plan.c.send + static_cast<size_t>(q) * plan.c.blockBytes() + piece.offset,
-              piece.bytes);
+    const std::byte* in = plan.c.send + static_cast<size_t>(q) * plan.c.blockBytes() + piece.offset;
+    plan.copy(stagedFor(node, step, piece, me, q), in, piece.bytes);
   }
 }
 

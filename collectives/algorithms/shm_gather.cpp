@@ -24,7 +24,7 @@ namespace {
 // The root, after the first step's arrive: every rank's input from `from`
 // on, copied by the CPU, or whole by the root's device when `device` is given.
 void rootReadsInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, size_t from,
-                 DeviceWork* device) {
+                      DeviceWork* device) {
   const size_t block = plan.c.blockBytes();
   if (node.localRank() == plan.c.root) {
     const shm::PeerReads reading(node, plan.what);

@@ -25,7 +25,7 @@ namespace {
 // After the first step's arrive: this rank's block of the root's input from
 // `from` on, copied by the CPU, or whole by this rank's device when `device` is given.
 void readBlockInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, size_t from,
-                 DeviceWork* device) {
+                      DeviceWork* device) {
   const size_t block = plan.c.blockBytes();
   const size_t mine = static_cast<size_t>(node.localRank()) * block;
   const bool isRoot = node.localRank() == plan.c.root;
@@ -56,15 +56,16 @@ void scatterSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, b
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
   const int me = node.localRank();
   const size_t block = plan.c.blockBytes();
-  if (offer) node.offerBuffers(plan.c.send, me == root ? block * static_cast<size_t>(node.localSize()) : 0, nullptr, 0);
+  const size_t all = block * static_cast<size_t>(node.localSize());
+  if (offer) node.offerBuffers(plan.c.send, me == root ? all : 0, nullptr, 0);
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const uint64_t step = node.nextStep();
     if (me == root) {
       for (int q = 0; q < node.localSize(); ++q) {
         if (q == root) continue;
-        plan.copy(stagedByRoot(node, root, step, piece, q), plan.c.send + static_cast<size_t>(q) * block + piece.offset,
-                  piece.bytes);
+        const std::byte* in = plan.c.send + static_cast<size_t>(q) * block + piece.offset;
+        plan.copy(stagedByRoot(node, root, step, piece, q), in, piece.bytes);
       }
     }
     node.arrive(step, plan.what);
@@ -88,6 +89,7 @@ void shmScatter(const Plan& plan) {
   shm::NodeArea& node = startOnNode(plan);
   const bool isRoot = node.localRank() == plan.c.root;
   const size_t block = plan.c.blockBytes();
+  const size_t all = block * static_cast<size_t>(node.localSize());
   const Pieces pieces = piecesPerBlock(plan, node);
   // The device path is for a rank whose offered buffer is device memory (the
   // root's input, a receiver's output): a rank that offers host memory takes
@@ -98,8 +100,8 @@ void shmScatter(const Plan& plan) {
     return;
   }
   if (pieces.count() > 1 &&
-      readDeviceInPlace(plan, node, plan.c.send, isRoot ? block * static_cast<size_t>(node.localSize()) : 0,
-                        plan.c.recv, isRoot ? 0 : block, [&](const shm::PeerBuffers& peers, DeviceWork& device) {
+      readDeviceInPlace(plan, node, plan.c.send, isRoot ? all : 0, plan.c.recv, isRoot ? 0 : block,
+                        [&](const shm::PeerBuffers& peers, DeviceWork& device) {
                           readBlockInPlace(plan, node, peers, 0, &device);
                         })) {
     return;

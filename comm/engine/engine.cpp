@@ -209,8 +209,9 @@ bool Engine::progressSends(int rank, Peer& peer) {
         cuda::copyAny(slot.data(), op.buffer + op.moved, n);
         connection.commit(tag);
       } else {
-        connection.commitFrom({op.buffer + op.moved, n}, tag);  // a socket sends from the user's buffer: the op
-      }                                                        // finishes only once flushed()
+        // A socket sends from the user's buffer: the op finishes only once flushed().
+        connection.commitFrom({op.buffer + op.moved, n}, tag);
+      }
       op.moved += n;
       op.started = true;
       step.moved = true;

@@ -66,12 +66,12 @@ class Engine {
   // The name of the transport that carries this rank's messages to `peer`
   // ("self" for its own rank): what a connection to it would use.
   const char* transportTo(int peer) const;
-  // Whether a message of `bytes` of device memory to or from `peer` may go
-  // by handle (by_handle.cpp): the peer shares this node over shared
-  // memory, LOOM_SHM_SINGLE_COPY is on, the peer has not refused a handle,
-  // and the message is larger than the connection's FIFO (a smaller one
-  // leaves the sender before the receiver has posted, which a send by handle,
-  // waiting for the receiver's copy, would not).
+  // Whether a send of `bytes` of device memory to `peer` may go by handle
+  // (by_handle.cpp): the peer shares this node over shared memory,
+  // LOOM_SHM_SINGLE_COPY is on, the peer has not refused a handle, and the
+  // message is larger than the connection's FIFO (a smaller one leaves the
+  // sender before the receiver has posted, which a send by handle, waiting
+  // for the receiver's copy, would not).
   bool sendsByHandle(int peer, size_t bytes);
 
   const transport::Context& context() const { return context_; }

@@ -51,10 +51,10 @@ void stageDeviceBuffers(Communicator& comm, const std::vector<Call>& calls, std:
       copies = &comm.staging.stream();
       if (!cuda::onUserStream()) copies->afterDefaultStream();
     }
-    if (ops[i].engine->sendsByHandle(p2p->peer, p2p->bytes)) {
-      if (p2p->kind == OpKind::Recv) {
-        ops[i].deviceTarget = p2p->buffer;
-      } else if (memory::Handle handle = memory::handleOf(p2p->buffer, p2p->bytes); handle.reachableByPeers()) {
+    if (p2p->kind == OpKind::Recv) {
+      ops[i].deviceTarget = p2p->buffer;  // where a message that comes by handle goes
+    } else if (ops[i].engine->sendsByHandle(p2p->peer, p2p->bytes)) {
+      if (memory::Handle handle = memory::handleOf(p2p->buffer, p2p->bytes); handle.reachableByPeers()) {
         ops[i].handle = handle;
         continue;
       }

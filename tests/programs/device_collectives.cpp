@@ -215,7 +215,9 @@ bool runOne(loomComm_t comm, int rank, int n, Coll coll, loomDataType_t type, Op
 // one group; false on a mismatch (said on stdout).
 bool sendRing(loomComm_t comm, int rank, int n, size_t count, bool device, int round) {
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  const auto value = [&](int from, size_t i) { return static_cast<int32_t>(i * 11 + static_cast<size_t>(from) * 7 + round); };
+  const auto value = [&](int from, size_t i) {
+    return static_cast<int32_t>(i * 11 + static_cast<size_t>(from) * 7 + round);
+  };
   std::vector<int32_t> out(count), in(count, -1);
   for (size_t i = 0; i < count; ++i) out[i] = value(rank, i);
   loom::test::DeviceBuffer dout(count * 4), din(count * 4);
