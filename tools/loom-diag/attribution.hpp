@@ -9,9 +9,11 @@
 // five or more pairs, where a MAD means something. A rank is slow when most
 // of what it sends (or most of what it receives), and at least two pairs of
 // it, are slow, or when its sends (receives) as a whole fall below the
-// other ranks' by the same rule (the median of its pairs over their path's
-// median, held against the ranks'; needed in small jobs, where one rank's
-// pairs are half of them): the fault is the rank, not each of its links. A
+// other ranks' by the same rule (each pair of it over the median of its
+// path's pairs that do not touch it, the median of those held against the
+// ranks'; needed in small jobs, where one rank's pairs are half of them and
+// drag the path's median towards their own): the fault is the rank, not
+// each of its links. A
 // node is slow when all of its two or more ranks are. The slow pairs no slow
 // rank explains are slow links.
 #pragma once
