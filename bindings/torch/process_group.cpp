@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
+#include <c10/core/DeviceGuard.h>
+
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -34,14 +36,16 @@ loomDataType_t loomType(const at::Tensor& t) {
 // A tensor Loom may read and write in place.
 void requireUsable(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.layout() == at::kStrided, "loom: ", what, ": sparse tensors are not supported");
-  TORCH_CHECK(t.device().is_cpu(), "loom: ", what, ": ", t.device(),
-              " tensors need Loom's GPU support; this build moves CPU tensors");
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "loom: ", what, ": ", t.device(),
+              " tensors: Loom moves CPU and CUDA tensors");
   TORCH_CHECK(t.is_contiguous(), "loom: ", what, ": tensors must be contiguous");
 }
 
 void requireSame(const at::Tensor& a, const at::Tensor& b, const char* what) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "loom: ", what, ": ", a.scalar_type(), " and ", b.scalar_type(),
               " tensors in one call");
+  TORCH_CHECK(a.device() == b.device(), "loom: ", what, ": tensors on ", a.device(), " and ", b.device(),
+              " in one call");
 }
 
 void requireOne(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -122,7 +126,7 @@ class ScopedOp {
 
 ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout)
-    : ProcessGroup(rank, size), timeout_(timeout) {
+    : BackendBase(rank, size), timeout_(timeout) {
   loomUniqueId id;
   if (rank == 0) {
     check(loomGetUniqueId(&id));
@@ -163,7 +167,7 @@ ProcessGroupLoom::~ProcessGroupLoom() {
   }
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroupLoom::create(const c10::intrusive_ptr<c10d::Store>& store,
+c10::intrusive_ptr<BackendBase> ProcessGroupLoom::create(const c10::intrusive_ptr<c10d::Store>& store,
                                                                 int rank, int size,
                                                                 const std::chrono::duration<float>& timeout) {
   return c10::make_intrusive<ProcessGroupLoom>(
@@ -187,19 +191,29 @@ void ProcessGroupLoom::inGroup(const std::function<void(FirstFailure&)>& calls) 
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::enqueue(c10d::OpType type, std::string what,
-                                                         std::vector<at::Tensor> outputs, std::function<void()> run) {
+                                                         std::vector<at::Tensor> outputs, std::function<void()> run,
+                                                         const std::vector<at::Tensor>& inputs) {
+  StreamFence ready;
+  const auto fenceFor = [&ready](const std::vector<at::Tensor>& tensors) {
+    for (const auto& t : tensors) {
+      if (t.device().is_cuda() && !ready.device()) ready = StreamFence(t.device());
+    }
+  };
+  fenceFor(outputs);
+  fenceFor(inputs);
   auto work = c10::make_intrusive<LoomWork>(getRank(), type, what, std::move(outputs), timeout_);
+  Task task{{work}, std::move(run), std::move(what), std::move(ready)};
   {
     std::lock_guard lock(mutex_);
     if (coalescing_) {
       // A Loom group defers sends and receives alone to its end; anything
       // else would run (and copy its results) before its data had moved.
-      TORCH_CHECK(type == c10d::OpType::SEND || type == c10d::OpType::RECV, "loom: ", what,
+      TORCH_CHECK(type == c10d::OpType::SEND || type == c10d::OpType::RECV, "loom: ", task.what,
                   " inside batch_isend_irecv: only isend and irecv may be coalesced");
-      coalescing_->push_back({{work}, std::move(run)});
+      coalescing_->push_back(std::move(task));
       return work;
     }
-    queue_.push_back({{work}, std::move(run)});
+    queue_.push_back(std::move(task));
   }
   ready_.notify_one();
   return work;
@@ -211,35 +225,75 @@ void ProcessGroupLoom::startCoalescing() {
   coalescing_.emplace();
 }
 
-void ProcessGroupLoom::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) {
+void ProcessGroupLoom::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) { queueBatch(); }
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::endCoalescing() {
+  c10::intrusive_ptr<LoomWork> batch = queueBatch();
+  if (batch) return batch;
+  auto none = c10::make_intrusive<LoomWork>(getRank(), c10d::OpType::UNKNOWN, "an empty batch",
+                                            std::vector<at::Tensor>{}, timeout_);
+  none->complete(nullptr);
+  return none;
+}
+
+c10::intrusive_ptr<LoomWork> ProcessGroupLoom::queueBatch() {
+  std::lock_guard lock(mutex_);
+  TORCH_CHECK(coalescing_, "loom: endCoalescing without startCoalescing");
   Task batch;
   std::vector<std::function<void()>> runs;
-  {
-    std::lock_guard lock(mutex_);
-    TORCH_CHECK(coalescing_, "loom: endCoalescing without startCoalescing");
-    for (Task& t : *coalescing_) {
-      batch.works.push_back(t.works[0]);
-      runs.push_back(std::move(t.run));
-    }
-    coalescing_.reset();
-    if (runs.empty()) return;
-    batch.run = [this, runs = std::move(runs)] {
-      check(loomGroupStart());
-      std::exception_ptr first;
-      for (const auto& run : runs) {
-        try {
-          run();
-        } catch (...) {
-          if (!first) first = std::current_exception();
-        }
-      }
-      const loomResult_t end = loomGroupEnd();
-      if (first) std::rethrow_exception(first);
-      check(end);
-    };
-    queue_.push_back(std::move(batch));
+  std::vector<at::Tensor> outputs;
+  for (Task& t : *coalescing_) {
+    batch.works.push_back(t.works[0]);
+    for (const auto& o : t.works[0]->result()) outputs.push_back(o);
+    runs.push_back(std::move(t.run));
+    // Every call was queued on the caller's stream in turn: the last fence is behind them all.
+    if (t.ready.device()) batch.ready = t.ready;
   }
+  coalescing_.reset();
+  if (runs.empty()) return {};
+  // The whole batch's Work, for PyTorch 2's endCoalescing; completed with the others.
+  auto whole = c10::make_intrusive<LoomWork>(getRank(), c10d::OpType::UNKNOWN, "batch_isend_irecv",
+                                             std::move(outputs), timeout_);
+  batch.works.push_back(whole);
+  batch.what = "batch_isend_irecv";
+  batch.run = [this, runs = std::move(runs)] {
+    check(loomGroupStart());
+    std::exception_ptr first;
+    for (const auto& run : runs) {
+      try {
+        run();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    const loomResult_t end = loomGroupEnd();
+    if (first) std::rethrow_exception(first);
+    check(end);
+  };
+  queue_.push_back(std::move(batch));
   ready_.notify_one();
+  return whole;
+}
+
+void ProcessGroupLoom::runTask(const Task& task) const {
+  const auto device = task.ready.device();
+  if (!device) {
+    task.run();
+    return;
+  }
+  const auto notReached = [&](const char* when) {
+    return std::runtime_error("loom: " + task.what + ": the CUDA stream did not get " + when + " within the timeout of " +
+                              std::to_string(timeout_.count()) + " ms");
+  };
+  if (!task.ready.waitUntil(std::chrono::steady_clock::now() + timeout_)) throw notReached("to the call");
+  const c10::DeviceGuard onDevice(*device);
+  task.run();
+  // Loom's calls have finished on the device when they return; the copies
+  // the worker queued itself (a gather's pieces into the caller's tensors)
+  // are on its current stream.
+  if (!StreamFence(*device).waitUntil(std::chrono::steady_clock::now() + timeout_)) {
+    throw notReached("past the worker's copies");
+  }
 }
 
 void ProcessGroupLoom::work() {
@@ -254,7 +308,7 @@ void ProcessGroupLoom::work() {
     }
     std::exception_ptr error;
     try {
-      task.run();
+      runTask(task);
     } catch (...) {
       error = std::current_exception();
     }
@@ -408,7 +462,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::gather(std::vector<std::vector<
       at::Tensor o = outs[r];
       o.copy_(flat.narrow(0, static_cast<int64_t>(r) * in.numel(), in.numel()).view_as(o));
     }
-  });
+  }, {in});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::scatter(std::vector<at::Tensor>& outputs,
@@ -542,6 +596,54 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::alltoall(std::vector<at::Tensor
     });
   });
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& /*opts*/) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "loom: allgather_into_tensor_coalesced takes as ",
+              "many outputs as inputs, one or more, not ", outputs.size(), " and ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    requireUsable(outputs[i], "allgather_into_tensor_coalesced");
+    requireUsable(inputs[i], "allgather_into_tensor_coalesced");
+    requireSame(outputs[i], inputs[i], "allgather_into_tensor_coalesced");
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize(), "loom: allgather_into_tensor_coalesced: output ",
+                i, " holds ", outputs[i].numel(), " elements, not world size x ", inputs[i].numel());
+  }
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_into_tensor_coalesced", outputs, [this, inputs, outputs] {
+    inGroup([&](FirstFailure& failed) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        failed(loomAllGather(inputs[i].data_ptr(), outputs[i].data_ptr(), count(inputs[i]), loomType(inputs[i]),
+                             comm_, nullptr));
+      }
+    });
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "loom: reduce_scatter_tensor_coalesced takes as ",
+              "many outputs as inputs, one or more, not ", outputs.size(), " and ", inputs.size());
+  TORCH_CHECK(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM, "loom: reduce_scatter_tensor_coalesced with PREMUL_SUM");
+  std::vector<Reduction> reductions;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    requireUsable(outputs[i], "reduce_scatter_tensor_coalesced");
+    requireUsable(inputs[i], "reduce_scatter_tensor_coalesced");
+    requireSame(outputs[i], inputs[i], "reduce_scatter_tensor_coalesced");
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize(), "loom: reduce_scatter_tensor_coalesced: input ",
+                i, " holds ", inputs[i].numel(), " elements, not world size x ", outputs[i].numel());
+    reductions.push_back(reductionFor(opts.reduceOp, outputs[i], "reduce_scatter_tensor_coalesced"));
+  }
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor_coalesced", outputs,
+                 [this, inputs, outputs, reductions] {
+                   inGroup([&](FirstFailure& failed) {
+                     for (size_t i = 0; i < inputs.size(); ++i) {
+                       failed(loomReduceScatter(inputs[i].data_ptr(), outputs[i].data_ptr(), count(outputs[i]),
+                                                loomType(outputs[i]), reductions[i].op, comm_, nullptr));
+                     }
+                   });
+                 });
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::send(std::vector<at::Tensor>& tensors, int dstRank, int /*tag*/) {
   requireOne(tensors, "send");

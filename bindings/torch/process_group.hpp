@@ -1,4 +1,5 @@
-// Loom as a torch.distributed backend ("loom"): a c10d::ProcessGroup whose
+// Loom as a torch.distributed backend ("loom"): the c10d::Backend (in
+// PyTorch 2; 1.13's plug-ins subclass c10d::ProcessGroup itself) whose
 // operations run on Loom, over <loom/loom.h> alone. The group's communicator
 // is made from a unique id that rank 0 publishes in the c10d store the group
 // was given (each group its own prefix of it), with the group's timeout as
@@ -6,7 +7,12 @@
 // (its stream), which runs each as one Loom call (a group of them for the
 // list forms) and completes its Work and future; the caller returns at once.
 //
-// Tensors: CPU, dense, contiguous; every dtype Loom has (float64, float32,
+// Tensors: dense and contiguous, on the CPU or a CUDA device (one device
+// per call; Loom reads and writes device memory where it is built with
+// CUDA, and says so by name where it is not). A call on CUDA tensors runs
+// once the caller's current stream has reached it (stream_fence.hpp), and
+// its Work completes once the result is in place, whatever stream reads it
+// next. Every dtype Loom has (float64, float32,
 // float16, bfloat16, int64, int32, int8, uint8), bool (as uint8, sum as
 // max, product as min, NCCL's mapping) and complex (as pairs of reals; sum
 // and average only). Reductions: SUM, AVG, PRODUCT, MIN,
@@ -16,8 +22,13 @@
 #pragma once
 
 #include <loom/loom.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 
 #include <chrono>
 #include <condition_variable>
@@ -29,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "bindings/torch/stream_fence.hpp"
 #include "bindings/torch/work.hpp"
 
 namespace loom::torch {
@@ -41,14 +53,22 @@ struct FirstFailure {
   }
 };
 
-class ProcessGroupLoom final : public c10d::ProcessGroup {
+// What a plug-in backend subclasses: PyTorch 2's ProcessGroup holds one
+// Backend per device type, 1.13's was the backend itself.
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+class ProcessGroupLoom final : public BackendBase {
  public:
   ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout);
   ~ProcessGroupLoom() override;
 
   // What torch.distributed.Backend.register_backend calls.
-  static c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+  static c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                        int size, const std::chrono::duration<float>& timeout);
 
   const std::string getBackendName() const override { return "loom"; }
@@ -92,13 +112,38 @@ class ProcessGroupLoom final : public c10d::ProcessGroup {
   // Loom group, so that ranks may post them in any order without waiting on
   // each other (two ranks that each receive first would otherwise deadlock).
   void startCoalescing() override;
-  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+  // The end of a batch has changed form: 1.13 and 2.0 pass the requests,
+  // later versions take the batch's one Work back, and ask
+  // supportsCoalescing() before they coalesce CPU tensors at all. These are
+  // declared without `override` so that each overrides its base's virtual
+  // in the versions that have it, and is a plain member in the others.
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs);
+  c10::intrusive_ptr<c10d::Work> endCoalescing();
+  bool supportsCoalescing() const { return true; }
+
+#if TORCH_VERSION_MAJOR >= 2
+  // PyTorch 2's coalesced forms of all_gather_into_tensor and
+  // reduce_scatter_tensor (FSDP's): pair i as _allgather_base
+  // (_reduce_scatter_base) would run it, all pairs in one Loom group.
+  // Without `override` for the same reason as above.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts);
+#endif
 
  private:
   // Queues `run` on the worker; the Work completes when it returns, or
-  // fails with what it threw.
+  // fails with what it threw. CUDA tensors among `outputs` (or `inputs`,
+  // for a call whose rank has no output) make it wait for the caller's
+  // stream first.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
-                                         std::function<void()> run);
+                                         std::function<void()> run, const std::vector<at::Tensor>& inputs = {});
+  // The batch that startCoalescing began, queued as one task; its Work, or
+  // null for an empty batch.
+  c10::intrusive_ptr<LoomWork> queueBatch();
   void work();
   // byRank[r][i] <- input i of rank r, for allgather and allgather_coalesced.
   c10::intrusive_ptr<c10d::Work> gatherEach(std::vector<std::vector<at::Tensor>>& byRank,
@@ -114,7 +159,12 @@ class ProcessGroupLoom final : public c10d::ProcessGroup {
   struct Task {
     std::vector<c10::intrusive_ptr<LoomWork>> works;  // completed together when run returns
     std::function<void()> run;
+    std::string what;
+    StreamFence ready;  // the caller's stream at the call, for CUDA tensors
   };
+  // One task on the worker: after its fence, on its device, and finished
+  // there (the worker's own copies included) when it returns.
+  void runTask(const Task& task) const;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Task> queue_;

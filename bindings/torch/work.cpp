@@ -3,7 +3,24 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace loom::torch {
+namespace {
+
+// The CUDA devices of `tensors`: a future of CUDA tensors must name them, so
+// that whoever waits on it from a stream is ordered after the result.
+std::vector<c10::Device> cudaDevicesOf(const std::vector<at::Tensor>& tensors) {
+  std::vector<c10::Device> devices;
+  for (const auto& t : tensors) {
+    if (t.device().is_cuda() && std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+      devices.push_back(t.device());
+    }
+  }
+  return devices;
+}
+
+}  // namespace
 
 LoomWork::LoomWork(int rank, c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
                    std::chrono::milliseconds timeout)
@@ -11,7 +28,8 @@ LoomWork::LoomWork(int rank, c10d::OpType type, std::string what, std::vector<at
       what_(std::move(what)),
       outputs_(std::move(outputs)),
       timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                       cudaDevicesOf(outputs_))) {}
 
 bool LoomWork::isCompleted() {
   std::lock_guard lock(mutex_);
