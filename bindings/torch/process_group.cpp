@@ -192,11 +192,14 @@ void ProcessGroupLoom::inGroup(const std::function<void(FirstFailure&)>& calls) 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::enqueue(c10d::OpType type, std::string what,
                                                          std::vector<at::Tensor> outputs, std::function<void()> run,
-                                                         const std::vector<at::Tensor>& inputs) {
+                                                         const std::vector<at::Tensor>& inputs, bool wholeGroup) {
   StreamFence ready;
-  const auto fenceFor = [&ready](const std::vector<at::Tensor>& tensors) {
+  const auto fenceFor = [&](const std::vector<at::Tensor>& tensors) {
     for (const auto& t : tensors) {
-      if (t.device().is_cuda() && !ready.device()) ready = StreamFence(t.device());
+      if (!t.device().is_cuda()) continue;
+      if (!ready.device()) ready = StreamFence(t.device());
+      TORCH_CHECK(t.device() == *ready.device(), "loom: ", what, ": tensors on ", *ready.device(), " and ",
+                  t.device(), " in one call (one CUDA device per call)");
     }
   };
   fenceFor(outputs);
@@ -205,7 +208,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::enqueue(c10d::OpType type, std:
   Task task{{work}, std::move(run), std::move(what), std::move(ready)};
   {
     std::lock_guard lock(mutex_);
-    if (coalescing_) {
+    if (coalescing_ && !wholeGroup) {
       // A Loom group defers sends and receives alone to its end; anything
       // else would run (and copy its results) before its data had moved.
       TORCH_CHECK(type == c10d::OpType::SEND || type == c10d::OpType::RECV, "loom: ", task.what,
@@ -230,10 +233,10 @@ void ProcessGroupLoom::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::endCoalescing() {
   c10::intrusive_ptr<LoomWork> batch = queueBatch();
   if (batch) return batch;
-  auto none = c10::make_intrusive<LoomWork>(getRank(), c10d::OpType::UNKNOWN, "an empty batch",
-                                            std::vector<at::Tensor>{}, timeout_);
-  none->complete(nullptr);
-  return none;
+  // No sends or receives: the coalescing manager's fast path issued one
+  // coalesced call (queued in turn) or nothing. A task that does nothing
+  // completes after whatever was queued before it.
+  return enqueue(c10d::OpType::UNKNOWN, "a coalesced batch", {}, [] {});
 }
 
 c10::intrusive_ptr<LoomWork> ProcessGroupLoom::queueBatch() {
@@ -346,14 +349,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allreduce_coalesced(std::vector
     TORCH_CHECK(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM, "loom: allreduce_coalesced with PREMUL_SUM");
     reductions.push_back(reductionFor(opts.reduceOp, t, "allreduce_coalesced"));
   }
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, [this, tensors, reductions] {
+  const auto run = [this, tensors, reductions] {
     inGroup([&](FirstFailure& failed) {
       for (size_t i = 0; i < tensors.size(); ++i) {
         const at::Tensor& t = tensors[i];
         failed(loomAllReduce(t.data_ptr(), t.data_ptr(), count(t), loomType(t), reductions[i].op, comm_, nullptr));
       }
     });
-  });
+  };
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, run, {}, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce(std::vector<at::Tensor>& tensors,
@@ -609,14 +613,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::allgather_into_tensor_coalesced
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize(), "loom: allgather_into_tensor_coalesced: output ",
                 i, " holds ", outputs[i].numel(), " elements, not world size x ", inputs[i].numel());
   }
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_into_tensor_coalesced", outputs, [this, inputs, outputs] {
+  const auto run = [this, inputs, outputs] {
     inGroup([&](FirstFailure& failed) {
       for (size_t i = 0; i < inputs.size(); ++i) {
         failed(loomAllGather(inputs[i].data_ptr(), outputs[i].data_ptr(), count(inputs[i]), loomType(inputs[i]),
                              comm_, nullptr));
       }
     });
-  });
+  };
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_into_tensor_coalesced", outputs, run, inputs, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter_tensor_coalesced(
@@ -633,15 +638,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLoom::reduce_scatter_tensor_coalesced
                 i, " holds ", inputs[i].numel(), " elements, not world size x ", outputs[i].numel());
     reductions.push_back(reductionFor(opts.reduceOp, outputs[i], "reduce_scatter_tensor_coalesced"));
   }
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor_coalesced", outputs,
-                 [this, inputs, outputs, reductions] {
-                   inGroup([&](FirstFailure& failed) {
-                     for (size_t i = 0; i < inputs.size(); ++i) {
-                       failed(loomReduceScatter(inputs[i].data_ptr(), outputs[i].data_ptr(), count(outputs[i]),
-                                                loomType(outputs[i]), reductions[i].op, comm_, nullptr));
-                     }
-                   });
-                 });
+  const auto run = [this, inputs, outputs, reductions] {
+    inGroup([&](FirstFailure& failed) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        failed(loomReduceScatter(inputs[i].data_ptr(), outputs[i].data_ptr(), count(outputs[i]), loomType(outputs[i]),
+                                 reductions[i].op, comm_, nullptr));
+      }
+    });
+  };
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor_coalesced", outputs, run, inputs, true);
 }
 #endif
 

@@ -138,9 +138,13 @@ class ProcessGroupLoom final : public BackendBase {
   // Queues `run` on the worker; the Work completes when it returns, or
   // fails with what it threw. CUDA tensors among `outputs` (or `inputs`,
   // for a call whose rank has no output) make it wait for the caller's
-  // stream first.
+  // stream first. Inside a batch (startCoalescing to endCoalescing) sends
+  // and receives join it; a call that is a Loom group of its own
+  // (`wholeGroup`: the coalesced forms, which PyTorch 2's coalescing
+  // manager issues inside a batch) is queued in turn; anything else is refused.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::string what, std::vector<at::Tensor> outputs,
-                                         std::function<void()> run, const std::vector<at::Tensor>& inputs = {});
+                                         std::function<void()> run, const std::vector<at::Tensor>& inputs = {},
+                                         bool wholeGroup = false);
   // The batch that startCoalescing began, queued as one task; its Work, or
   // null for an empty batch.
   c10::intrusive_ptr<LoomWork> queueBatch();
