@@ -44,6 +44,12 @@ std::optional<Ring> acrossHostsOf(Communicator& comm) {
   return Ring(std::move(order), comm.size());
 }
 
+// Whether any rank of the job sees a CUDA device (its bootstrap record says).
+bool anyRankHasDevices(const Communicator& comm) {
+  const auto& peers = comm.peers();
+  return std::any_of(peers.begin(), peers.end(), [](const PeerInfo& p) { return p.cudaDeviceCount > 0; });
+}
+
 Overrides overridesOf(const Communicator& comm) {
   Overrides o = Overrides::fromEnv();
   o.deterministic = comm.config().deterministic;
@@ -55,6 +61,8 @@ Overrides overridesOf(const Communicator& comm) {
 
 CommState::CommState(Communicator& comm)
     : checkSignatures(signatureCheckEnabled()),
+      stagingPieceBytes(static_cast<size_t>(env::getInt("LOOM_STAGING_PIECE_BYTES", 0, 1ll << 30))),
+      jobHasDevices(anyRankHasDevices(comm)),
       tuner(layoutOf(comm), overridesOf(comm)),
       ring(comm.placement().ring, comm.size()),
       acrossHosts(acrossHostsOf(comm)),

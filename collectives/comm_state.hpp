@@ -35,6 +35,8 @@ class CommState final : public CommExtension {
   uint32_t sequence = 0;  // collectives started, under runMutex
   std::string callName;   // the running collective's name for errors ("allreduce #12"), under runMutex
   const bool checkSignatures;  // LOOM_CHECK, read once per communicator
+  const size_t stagingPieceBytes;  // LOOM_STAGING_PIECE_BYTES, read once per communicator
+  const bool jobHasDevices;        // some rank sees a CUDA device (device_staging.hpp's pieces)
   Tuner tuner;
   RedOpTable ops;
   FlightRecorder recorder;  // under runMutex

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/copy_bytes.hpp"
+#include "base/device/cuda.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "collectives/algorithms/algorithms.hpp"
@@ -56,12 +57,24 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
 // A call on device memory is chosen for as the host executor would run it,
 // as every rank of the call chooses whatever memory its buffers are in; then
 // its buffers are staged through pinned host memory, unless the algorithm
-// takes device buffers as they are (AlgorithmEntry::readsDevice).
+// takes device buffers as they are (AlgorithmEntry::readsDevice); a large
+// element-wise call of a job with GPUs stages in pieces, on every rank
+// (device_staging.hpp).
 void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry) {
   const bool onDevice = touchesDevice(c);
   const Executor& executor = onDevice ? hostExecutor() : executorFor(c);
   const Choice choice = comm.size() > 1 ? state.tuner.choose(c.kind, tunedBytes(c, comm.size()), executor) : Choice{};
+  const bool stages = choice.algorithm != nullptr && !choice.algorithm->readsDevice;
+  // The fake device stands in for a GPU in the tests (every rank turns it on).
+  if (stages && (state.jobHasDevices || cuda::fakeDevice())) {
+    if (const size_t piece = pieceBytesFor(c, state.stagingPieceBytes); piece != 0) {
+      runInPieces(comm, c, piece, [&](const Collective& p) {
+        runChosen(comm, state, p, sequence, call, entry, executor, choice);
+      });
+      return;
+    }
+  }
   if (onDevice && !(choice.algorithm != nullptr && choice.algorithm->readsDevice)) {
     runStaged(comm, c, [&](const Collective& staged) {
       runChosen(comm, state, staged, sequence, call, entry, executor, choice);

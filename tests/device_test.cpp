@@ -15,6 +15,7 @@
 
 #include "base/device/cuda.hpp"
 #include "base/device/staging.hpp"
+#include "collectives/device_staging.hpp"
 #include "comm/engine/engine.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/pattern.hpp"
@@ -213,6 +214,130 @@ TEST(DeviceDeterminism, Float32SumsOfDeviceBuffersHaveTheHostsBits) {
     EXPECT_EQ(std::memcmp(host.data(), fromDevice.data(), count * 4), 0) << "rank " << r;
   });
   loom::test::destroyAll(comms);
+}
+
+// Large element-wise calls of a job with GPUs (the fake device stands in
+// where there is none) run as pieces where their algorithm stages device
+// buffers (collectives/device_staging.hpp): every element lands where it
+// belongs, the last, shorter piece's too, with device and host buffers mixed
+// across ranks, in and out of place, for all-reduce (sum and average),
+// broadcast and reduce.
+TEST(DevicePieces, ElementWiseCallsRunInPiecesAndAreExact) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  loom::test::ScopedEnv ring("LOOM_ALGO", "ring");  // not the shared segment's in-place reads: staged
+  loom::test::ScopedEnv piece("LOOM_STAGING_PIECE_BYTES", "65536");
+  constexpr int n = 3;
+  constexpr size_t count = 100003;  // of 4-byte elements: 7 pieces, the last of 6796 bytes
+  constexpr int calls = 5;
+  constexpr uint64_t piecesPerCall = 7;
+  const uint64_t before = loom::coll::piecesRun();
+  auto comms = loom::test::initThreadComms(n);
+  onThreads(n, [&](int r) {
+    const bool mixedDevice = r % 2 == 0;  // ranks 0 and 2 on the device, 1 on the host, in the mixed calls
+    const auto run = [&](bool device, const void* in, void* out, size_t bytes, auto&& call) {
+      DeviceBuffer din(bytes), dout(bytes);
+      if (!device) return call(in, out);
+      din.upload(in);
+      dout.upload(out);
+      const bool inPlace = in == out;
+      const loomResult_t result = call(din.data(), inPlace ? din.data() : dout.data());
+      (inPlace ? din : dout).download(out);
+      return result;
+    };
+    std::vector<int32_t> input(count), output(count, -1);
+    for (size_t i = 0; i < count; ++i) input[i] = static_cast<int32_t>(i) * (r + 1) + r;
+    const auto sumAt = [&](size_t i) { return static_cast<int32_t>(i) * 6 + 3; };  // (1 + 2 + 3) i + 0 + 1 + 2
+    const auto allReduce = [&](const void* in, void* out) {
+      return loomAllReduce(in, out, count, loomInt32, loomSum, comms[r], nullptr);
+    };
+    // 1: every rank on the device, out of place.
+    ASSERT_EQ(run(true, input.data(), output.data(), count * 4, allReduce), loomSuccess) << loomGetLastError(nullptr);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(output[i], sumAt(i)) << "all-reduce, rank " << r << ", element " << i;
+    // 2: mixed, in place.
+    std::vector<int32_t> inPlace = input;
+    ASSERT_EQ(run(mixedDevice, inPlace.data(), inPlace.data(), count * 4, allReduce), loomSuccess);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(inPlace[i], sumAt(i)) << "in place, rank " << r << ", element " << i;
+    // 3: a broadcast from rank 1 (on the host), mixed, out of place.
+    std::vector<int32_t> sent(count), got(count, -1);
+    for (size_t i = 0; i < count; ++i) sent[i] = static_cast<int32_t>(i ^ 0x5a5a);
+    ASSERT_EQ(run(mixedDevice, sent.data(), got.data(), count * 4,
+                  [&](const void* in, void* out) {
+                    return loomBroadcast(in, out, count, loomInt32, 1, comms[r], nullptr);
+                  }),
+              loomSuccess);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], sent[i]) << "broadcast, rank " << r << ", element " << i;
+    // 4: a reduce to rank 2, mixed, in place.
+    std::vector<int32_t> reduced = input;
+    ASSERT_EQ(run(mixedDevice, reduced.data(), reduced.data(), count * 4,
+                  [&](const void* in, void* out) {
+                    return loomReduce(in, out, count, loomInt32, loomSum, 2, comms[r], nullptr);
+                  }),
+              loomSuccess);
+    if (r == 2) {
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(reduced[i], sumAt(i)) << "reduce, element " << i;
+    }
+    // 5: an average, mixed: (2 + 4 + 6) / 3 + (i mod 7), exact in float32.
+    std::vector<float> values(count), mean(count, -1);
+    for (size_t i = 0; i < count; ++i) values[i] = 2.0f * static_cast<float>(r + 1) + static_cast<float>(i % 7);
+    ASSERT_EQ(run(mixedDevice, values.data(), mean.data(), count * 4,
+                  [&](const void* in, void* out) {
+                    return loomAllReduce(in, out, count, loomFloat32, loomAvg, comms[r], nullptr);
+                  }),
+              loomSuccess);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(mean[i], 4.0f + static_cast<float>(i % 7)) << "average, rank " << r << ", element " << i;
+    }
+  });
+  loom::test::destroyAll(comms);
+  EXPECT_EQ(loom::coll::piecesRun() - before, calls * n * piecesPerCall);
+}
+
+// Pieces change nothing of an element's arithmetic: under
+// LOOM_DETERMINISTIC=1 a float32 sum in pieces of device buffers has the
+// bits of the same sum, whole, of host buffers.
+TEST(DevicePieces, DeterministicSumsInPiecesHaveTheWholeCallsBits) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
+  loom::test::ScopedEnv direct("LOOM_ALGO", "direct");  // deterministic, and staged
+  constexpr int n = 3;
+  constexpr size_t count = 70001;
+  std::vector<std::vector<float>> inputs(n, std::vector<float>(count));
+  for (int r = 0; r < n; ++r) {
+    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1);
+    for (float& v : inputs[static_cast<size_t>(r)]) {  // magnitudes from 1e-4 to 1e4: rounding depends on the order
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      v = static_cast<float>(static_cast<double>(x % 20001) - 10000.0) * (x % 3 == 0 ? 1e-8f : 1.0f);
+    }
+  }
+  // Each rank's result of one all-reduce, its buffers on the device or the host.
+  const auto sum = [&](const char* pieceBytes, bool device) {
+    loom::test::ScopedEnv piece("LOOM_STAGING_PIECE_BYTES", pieceBytes);
+    std::vector<std::vector<float>> results(n, std::vector<float>(count));
+    auto comms = loom::test::initThreadComms(n);
+    onThreads(n, [&](int r) {
+      const auto& in = inputs[static_cast<size_t>(r)];
+      auto& out = results[static_cast<size_t>(r)];
+      if (!device) {
+        ASSERT_EQ(loomAllReduce(in.data(), out.data(), count, loomFloat32, loomSum, comms[r], nullptr), loomSuccess);
+        return;
+      }
+      DeviceBuffer din(count * 4), dout(count * 4);
+      din.upload(in.data());
+      ASSERT_EQ(loomAllReduce(din.data(), dout.data(), count, loomFloat32, loomSum, comms[r], nullptr), loomSuccess)
+          << loomGetLastError(comms[r]);
+      dout.download(out.data());
+    });
+    loom::test::destroyAll(comms);
+    return results;
+  };
+  const uint64_t before = loom::coll::piecesRun();
+  const auto inPieces = sum("4096", true);
+  EXPECT_EQ(loom::coll::piecesRun() - before, n * ((count * 4 + 4095) / 4096));
+  const auto whole = sum("0", false);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(std::memcmp(inPieces[static_cast<size_t>(r)].data(), whole[static_cast<size_t>(r)].data(), count * 4), 0)
+        << "rank " << r;
+  }
 }
 
 // Pinned memory costs far more to allocate than to fill: a staging area lends

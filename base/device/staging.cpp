@@ -6,6 +6,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "base/backoff.hpp"
 #include "base/device/cuda.hpp"
@@ -31,6 +32,21 @@ std::atomic<uint64_t> fakeStaged{0};
 
 // How many pinned buffers a staging area keeps when none is lent.
 constexpr size_t kKeep = 4;
+
+#ifdef LOOM_HAVE_CUDA
+// Polls `query` (cudaStreamQuery, cudaEventQuery) until the work is done,
+// backing off, with `checkWait` between polls to give up.
+void waitUntilDone(const std::function<cudaError_t()>& query, const std::function<void()>& checkWait) {
+  Backoff backoff;
+  for (;;) {
+    const cudaError_t state = query();
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) throwIfFailed(state, "a staging copy");
+    backoff.idle([&](Backoff::Phase) { checkWait(); },
+                 [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
+  }
+}
+#endif
 
 }  // namespace
 
@@ -109,17 +125,47 @@ void DeviceStream::copy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+CopyMark DeviceStream::mark() {
+  CopyMark m;
+  if (impl_->fake) return m;
+#ifdef LOOM_HAVE_CUDA
+  cudaEvent_t event = nullptr;
+  throwIfFailed(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  m.event_ = event;  // the mark owns it from here, whatever fails next
+  throwIfFailed(cudaEventRecord(event, impl_->stream), "cudaEventRecord on the copy stream");
+#endif
+  return m;
+}
+
+CopyMark::~CopyMark() {
+#ifdef LOOM_HAVE_CUDA
+  if (event_ != nullptr && cudaEventDestroy(static_cast<cudaEvent_t>(event_)) != cudaSuccess) (void)cudaGetLastError();
+#endif
+}
+
+CopyMark::CopyMark(CopyMark&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+CopyMark& CopyMark::operator=(CopyMark&& other) noexcept {
+  if (this != &other) {
+    CopyMark old(std::move(*this));
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+void CopyMark::wait(const std::function<void()>& checkWait) const {
+  if (event_ == nullptr) return;
+#ifdef LOOM_HAVE_CUDA
+  waitUntilDone([this] { return cudaEventQuery(static_cast<cudaEvent_t>(event_)); }, checkWait);
+#else
+  (void)checkWait;
+#endif
+}
+
 void DeviceStream::synchronize(const std::function<void()>& checkWait) {
   if (impl_->fake) return;
 #ifdef LOOM_HAVE_CUDA
-  Backoff backoff;
-  for (;;) {
-    const cudaError_t state = cudaStreamQuery(impl_->stream);
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) throwIfFailed(state, "a staging copy");
-    backoff.idle([&](Backoff::Phase) { checkWait(); },
-                 [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
-  }
+  waitUntilDone([this] { return cudaStreamQuery(impl_->stream); }, checkWait);
 #else
   (void)checkWait;
 #endif
@@ -139,6 +185,8 @@ StagingArea::Lease::Lease(StagingArea& owner, std::unique_ptr<PinnedBuffer> buff
 StagingArea::Lease::~Lease() {
   if (buffer_) owner_->giveBack(std::move(buffer_));
 }
+
+void StagingArea::Lease::abandon() noexcept { (void)buffer_.release(); }
 
 StagingArea::Lease StagingArea::lease(size_t bytes) {
   std::unique_ptr<PinnedBuffer> chosen;

@@ -37,6 +37,26 @@ class PinnedBuffer {
   bool fake_ = false;
 };
 
+// A point in a DeviceStream's queue, reached once every copy queued before
+// it is done: a caller waits for its own copies alone, whatever other
+// threads queue on the stream after it. Owns its CUDA event.
+class CopyMark {
+ public:
+  CopyMark() = default;  // reached already (the fake device copies at once)
+  ~CopyMark();
+  CopyMark(CopyMark&& other) noexcept;
+  CopyMark& operator=(CopyMark&& other) noexcept;
+  CopyMark(const CopyMark&) = delete;
+  CopyMark& operator=(const CopyMark&) = delete;
+
+  // Returns once reached; `check` as DeviceStream::synchronize's.
+  void wait(const std::function<void()>& check) const;
+
+ private:
+  friend class DeviceStream;
+  void* event_ = nullptr;  // a cudaEvent_t
+};
+
 // A non-blocking CUDA stream on the device current when it was made, for
 // Loom's own copies.
 class DeviceStream {
@@ -52,6 +72,8 @@ class DeviceStream {
   void afterDefaultStream();
   // dst <- src, queued; any pair of host and device memory.
   void copy(void* dst, const void* src, size_t bytes);
+  // The copies queued so far, as a mark to wait for.
+  CopyMark mark();
   // Returns once every queued copy is done. `check` runs between polls and
   // throws to give up (an abort, a deadline); a CUDA error throws
   // loomUnhandledCudaError.
@@ -76,6 +98,10 @@ class StagingArea {
     Lease(Lease&&) = default;
     Lease& operator=(Lease&&) = delete;
     std::byte* data() const { return buffer_->data(); }
+    // For a lease a copy may still be writing into (its wait gave up: the
+    // device is stuck or the call aborted): the buffer is never lent again,
+    // nor freed, as freeing it under a copy in flight is no safer.
+    void abandon() noexcept;
 
    private:
     StagingArea* owner_;
