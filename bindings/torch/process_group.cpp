@@ -1,10 +1,9 @@
 #include "bindings/torch/process_group.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
-
-#include <c10/core/DeviceGuard.h>
 
 #include <cstring>
 #include <optional>

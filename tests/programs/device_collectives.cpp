@@ -3,7 +3,8 @@
 // (roots 1), and rings of sends and receives, of device buffers (a GPU's where one is visible, else the
 // fake device's, whose memory peers map as they would through CUDA IPC), in
 // and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
-// checked against what every rank can compute, then a line with the bytes that went each way.
+// checked against what every rank can compute, then a line with the bytes that went each way
+// (and the pieces staged calls ran as: collectives/device_staging.hpp).
 //   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2]
 // (refuse-ipc-on-rank-2: on the fake device, rank 2 cannot map its peers' buffers.)
 // Values are small integers, so that int32 and float32 sums, maxima and
@@ -26,6 +27,7 @@
 #include "base/device/cuda.hpp"
 #include "base/device/staging.hpp"
 #include "base/half.hpp"
+#include "collectives/device_staging.hpp"
 #include "collectives/device_work.hpp"
 #include "comm/engine/engine.hpp"
 #include "tests/support/device_memory.hpp"
@@ -263,6 +265,7 @@ int main(int argc, char** argv) {
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
   const uint64_t inPlaceBefore = loom::coll::fakeDeviceBytesInPlace();
   const uint64_t byHandleBefore = loom::bytesTakenByHandle();
+  const uint64_t piecesBefore = loom::coll::piecesRun();
   int failures = 0;
   for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce,
                     Coll::AlltoAll, Coll::Gather, Coll::Scatter}) {
@@ -285,9 +288,11 @@ int main(int argc, char** argv) {
   }
   std::printf("rank %d: received by handle %llu bytes\n", rank,
               static_cast<unsigned long long>(loom::bytesTakenByHandle() - byHandleBefore));
-  std::printf("rank %d of %d (%s): in place %llu bytes, staged %llu bytes\n", rank, n, device ? "device" : "host",
+  std::printf("rank %d of %d (%s): in place %llu bytes, staged %llu bytes, pieces %llu\n", rank, n,
+              device ? "device" : "host",
               static_cast<unsigned long long>(loom::coll::fakeDeviceBytesInPlace() - inPlaceBefore),
-              static_cast<unsigned long long>(loom::cuda::fakeBytesStaged() - stagedBefore));
+              static_cast<unsigned long long>(loom::cuda::fakeBytesStaged() - stagedBefore),
+              static_cast<unsigned long long>(loom::coll::piecesRun() - piecesBefore));
   if (failures == 0) std::printf("rank %d: collectives ok\n", rank);
   return loomCommDestroy(comm) == loomSuccess && failures == 0 ? 0 : 1;
 }
