@@ -65,9 +65,9 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
   const bool onDevice = touchesDevice(c);
   const Executor& executor = onDevice ? hostExecutor() : executorFor(c);
   const Choice choice = comm.size() > 1 ? state.tuner.choose(c.kind, tunedBytes(c, comm.size()), executor) : Choice{};
-  const bool stages = choice.algorithm != nullptr && !choice.algorithm->readsDevice;
+  const bool readsDevice = choice.algorithm != nullptr && choice.algorithm->readsDevice;
   // The fake device stands in for a GPU in the tests (every rank turns it on).
-  if (stages && (state.jobHasDevices || cuda::fakeDevice())) {
+  if (!readsDevice && comm.size() > 1 && (state.jobHasDevices || cuda::fakeDevice())) {
     if (const size_t piece = pieceBytesFor(c, state.stagingPieceBytes); piece != 0) {
       runInPieces(comm, c, piece, [&](const Collective& p) {
         runChosen(comm, state, p, sequence, call, entry, executor, choice);
@@ -75,7 +75,7 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
       return;
     }
   }
-  if (onDevice && !(choice.algorithm != nullptr && choice.algorithm->readsDevice)) {
+  if (onDevice && !readsDevice) {
     runStaged(comm, c, [&](const Collective& staged) {
       runChosen(comm, state, staged, sequence, call, entry, executor, choice);
     });

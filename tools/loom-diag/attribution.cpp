@@ -61,13 +61,20 @@ Attribution attribute(std::span<const PairResult> pairs, std::span<const int> ho
   // link (measured 0.75 of the ranks' median for a rank with one
   // 100-Mbit/s link) from naming its rank.
   const int n = static_cast<int>(hostOf.size());
+  // Each (rank, path)'s median once: a sampled schedule of a large job holds
+  // tens of thousands of pairs, each asked about several times.
+  std::map<std::pair<size_t, std::string>, double> yardsticks;
   const auto yardstick = [&](size_t r, const std::string& path) {
-    std::vector<double> others;
-    for (size_t i : byPath[path]) {
-      if (static_cast<size_t>(pairs[i].from) != r && static_cast<size_t>(pairs[i].to) != r)
-        others.push_back(pairs[i].bandwidthGBps);
+    const auto [at, fresh] = yardsticks.try_emplace({r, path}, 0.0);
+    if (fresh) {
+      std::vector<double> others;
+      for (size_t i : byPath[path]) {
+        if (static_cast<size_t>(pairs[i].from) != r && static_cast<size_t>(pairs[i].to) != r)
+          others.push_back(pairs[i].bandwidthGBps);
+      }
+      at->second = others.size() >= 2 ? median(others) : medianOf(path);
     }
-    return others.size() >= 2 ? median(others) : medianOf(path);
+    return at->second;
   };
   const auto shareOf = [&](size_t i, size_t r) {
     const double m = yardstick(r, pairs[i].path);
