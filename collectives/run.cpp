@@ -50,8 +50,10 @@ size_t tunedBytes(const Collective& c, int nranks) {
                                              : contributionBytes(c, nranks);
 }
 
+// `callBytes`: the user's count x datatype size, whatever part of it `c` is
+// (a piece, device_staging.hpp), as every rank's stall probe compares it.
 void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
-               FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice);
+               FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice, uint64_t callBytes);
 
 // One collective, under the state's runMutex; `entry` learns its algorithm.
 // A call on device memory is chosen for as the host executor would run it,
@@ -70,22 +72,22 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
   if (!readsDevice && comm.size() > 1 && (state.jobHasDevices || cuda::fakeDevice())) {
     if (const size_t piece = pieceBytesFor(c, state.stagingPieceBytes); piece != 0) {
       runInPieces(comm, c, piece, [&](const Collective& p) {
-        runChosen(comm, state, p, sequence, call, entry, executor, choice);
+        runChosen(comm, state, p, sequence, call, entry, executor, choice, c.blockBytes());
       });
       return;
     }
   }
   if (onDevice && !readsDevice) {
     runStaged(comm, c, [&](const Collective& staged) {
-      runChosen(comm, state, staged, sequence, call, entry, executor, choice);
+      runChosen(comm, state, staged, sequence, call, entry, executor, choice, c.blockBytes());
     });
     return;
   }
-  runChosen(comm, state, c, sequence, call, entry, executor, choice);
+  runChosen(comm, state, c, sequence, call, entry, executor, choice, c.blockBytes());
 }
 
 void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
-               FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice) {
+               FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice, uint64_t callBytes) {
   const int n = comm.size();
   const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
                        c.kind == CollectiveKind::ReduceScatter;
@@ -142,7 +144,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
               .nranks = n,
               .sequence = sequence,
               .call = call,
-              .callBytes = c.blockBytes(),
+              .callBytes = callBytes,
               .chunkBytes = std::min(choice.chunkBytes, comm.engine().context().fifo.totalBytes() / 2),
               .what = what,
               .node = node,
