@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/device/cuda.hpp"
+#include "base/device/peer_access.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "memory/shared_buffers.hpp"

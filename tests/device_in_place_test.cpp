@@ -11,6 +11,7 @@
 #include <loom/loom.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -37,10 +38,12 @@ bool fake() { return std::string(deviceMemoryKind()) == "fake"; }
 // each type the program runs, bfloat16 too.
 constexpr size_t kLarge = 150001;
 
-// Int32 sums of n thread ranks, rank `hostRank`'s buffers on the host (-1: none).
-void allReduceOnThreads(int n, size_t count, int hostRank, bool inPlace) {
+// Int32 sums of n thread ranks, rank `hostRank`'s buffers on the host (-1:
+// none), rank r's on GPU r % gpus.
+void allReduceOnThreads(int n, size_t count, int hostRank, bool inPlace, int gpus = 1) {
   auto comms = initThreadComms(n);
   onThreads(n, [&](int r) {
+    cuda::setCurrentDevice(r % gpus);
     std::vector<int32_t> in(count), out(count), expected(count);
     for (size_t i = 0; i < count; ++i) {
       in[i] = static_cast<int32_t>(i * 31 + static_cast<size_t>(r) * 1000003);
@@ -80,6 +83,81 @@ TEST(DeviceInPlace, ThreadsOnOneDeviceReadEachOthersBuffersWithoutStaging) {
       }
     }
   }
+}
+
+// The fake device's GPUs for a scope (fakeDeviceGpus); one again after it.
+class FakeGpus {
+ public:
+  FakeGpus(int count, bool peerAccess) { cuda::fakeDeviceGpus(count, peerAccess); }
+  ~FakeGpus() { cuda::fakeDeviceGpus(1, true); }
+  FakeGpus(const FakeGpus&) = delete;
+  FakeGpus& operator=(const FakeGpus&) = delete;
+};
+
+// Each rank on a GPU of its own (the fake device shows three; a GPU machine
+// what it has). Where every rank's kernels may access the others' GPUs as
+// peers, the ranks read each other's buffers in place as on one GPU; where
+// they may not, every rank finds out (one rank alone could not see it), and
+// all stage, with the same sums.
+TEST(DeviceInPlace, ThreadsOnGpusOfTheirOwnReadInPlaceOnlyAsPeers) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  const int gpus = fake() ? 3 : std::min(3, cuda::deviceCount());
+  for (bool peers : {true, false}) {
+    if (!fake() && !peers) continue;  // a GPU machine's access is what it is
+    const FakeGpus shown(gpus, peers);
+    for (int n : {2, 3}) {
+      const uint64_t staged = cuda::fakeBytesStaged();
+      const uint64_t read = coll::fakeDeviceBytesInPlace();
+      allReduceOnThreads(n, kLarge, -1, false, gpus);
+      if (!fake()) continue;
+      if (peers) {
+        EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
+        EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
+            << n << " ranks";
+      } else {
+        EXPECT_GT(cuda::fakeBytesStaged(), staged) << n << " ranks";
+        EXPECT_EQ(coll::fakeDeviceBytesInPlace(), read) << n << " ranks";
+      }
+    }
+  }
+}
+
+// One thread driving two ranks in one group, NCCL's idiom for a rank per
+// GPU: each call runs on the device current where it was made, not on the
+// one current at loomGroupEnd, nor on a group worker's. Both ranks' buffers
+// are on fake GPU 1 and the GPUs have no peer access, so a share run from
+// GPU 0 would find them out of reach and stage.
+TEST(DeviceInPlace, AGroupRunsEachCallOnTheDeviceItWasMadeOn) {
+  if (!fake()) GTEST_SKIP() << "the fake device's GPUs without peer access; ThreadsOnGpusOfTheirOwn... runs on GPUs";
+  const FakeGpus shown(2, false);
+  auto comms = initThreadComms(2);
+  const size_t bytes = kLarge * sizeof(int32_t);
+  cuda::setCurrentDevice(1);
+  DeviceBuffer first(bytes), second(bytes);
+  DeviceBuffer* buffers[] = {&first, &second};
+  for (size_t r = 0; r < 2; ++r) {
+    std::vector<int32_t> in(kLarge);
+    for (size_t i = 0; i < kLarge; ++i) in[i] = static_cast<int32_t>(i + 1000 * r);
+    buffers[r]->upload(in.data());
+  }
+  const uint64_t staged = cuda::fakeBytesStaged();
+  const uint64_t read = coll::fakeDeviceBytesInPlace();
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(loomAllReduce(buffers[r]->data(), buffers[r]->data(), kLarge, loomInt32, loomSum, comms[r], nullptr),
+              loomSuccess);
+  }
+  cuda::setCurrentDevice(0);
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[0]) << " / " << loomGetLastError(comms[1]);
+  EXPECT_EQ(cuda::currentDevice(), 0) << "loomGroupEnd leaves the caller's device as it was";
+  for (size_t r = 0; r < 2; ++r) {
+    std::vector<int32_t> out(kLarge);
+    buffers[r]->download(out.data());
+    for (size_t i = 0; i < kLarge; ++i) ASSERT_EQ(out[i], static_cast<int32_t>(2 * i + 1000)) << "rank " << r << ", " << i;
+  }
+  EXPECT_EQ(cuda::fakeBytesStaged(), staged);
+  EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, 2 * bytes);
+  destroyAll(comms);
 }
 
 // All-gather and reduce-scatter of int32 on n thread ranks, out of place, every rank's buffers on the device.
@@ -352,6 +430,31 @@ TEST(DeviceInPlace, ProcessesRunStagedCallsInPiecesAndAgree) {
     EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": collectives ok")) << r.output;
   }
   EXPECT_EQ(searchAll(r.output, "pieces 450\\n").size(), 3u) << r.output;
+}
+
+// Each process on a GPU of its own: as peers (the fake device's GPUs with
+// peer access; a GPU machine's, if it has several, as they are) every call
+// reads in place as on one GPU; the fake device's GPUs without peer access
+// stage every call, every rank having found a peer's GPU out of reach. The
+// sends of device memory go by handle either way: a copy between GPUs needs
+// no peer access.
+TEST(DeviceInPlace, ProcessesOnGpusOfTheirOwnReadInPlaceOnlyAsPeers) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (const char* mode : {"gpu-per-rank", "gpu-per-rank-no-peer"}) {
+    if (!fake() && std::string(mode) == "gpu-per-rank-no-peer") continue;
+    const ProcessResult r = runRanks(3, {std::to_string(kLarge), mode});
+    ASSERT_EQ(r.exitCode, 0) << mode << "\n" << r.output;
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": collectives ok")) << mode << "\n" << r.output;
+      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": received by handle " +
+                                         std::to_string(2 * 8 * kLarge * 4) + " bytes"))
+          << mode << "\n" << r.output;
+    }
+    if (!fake()) continue;
+    const char* expected = std::string(mode) == "gpu-per-rank" ? "in place [1-9][0-9]* bytes, staged 0 bytes"
+                                                               : "in place 0 bytes, staged [1-9][0-9]* bytes";
+    EXPECT_EQ(searchAll(r.output, expected).size(), 3u) << mode << "\n" << r.output;
+  }
 }
 
 // One rank cannot map its peers' buffers (as CUDA IPC may refuse, across

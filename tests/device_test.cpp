@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/device/cuda.hpp"
+#include "base/device/peer_access.hpp"
 #include "base/device/staging.hpp"
 #include "collectives/device_staging.hpp"
 #include "comm/engine/engine.hpp"
@@ -83,7 +84,9 @@ TEST(DeviceP2p, SendsAndReceivesOfDeviceMemoryArriveExactly) {
       const uint64_t all = bytes * static_cast<size_t>(n);
       // Within the FIFO staged (every send's copy in, every receive's out), past it by handle.
       EXPECT_EQ(moved.byHandle, bytes > kFifoBytes ? all : 0u) << n << " ranks, " << bytes << " bytes";
-      if (fake()) EXPECT_EQ(moved.staged, bytes > kFifoBytes ? 0u : 2 * all) << n << " ranks, " << bytes << " bytes";
+      if (fake()) {
+        EXPECT_EQ(moved.staged, bytes > kFifoBytes ? 0u : 2 * all) << n << " ranks, " << bytes << " bytes";
+      }
     }
   }
 }
@@ -96,7 +99,9 @@ TEST(DeviceP2p, DeviceAndHostMemoryMixAcrossRanks) {
     // staged at 2. Within it, ranks 0 and 2 stage both ways.
     const Moved moved = movedBy(3, bytes, true);
     EXPECT_EQ(moved.byHandle, bytes > kFifoBytes ? 2 * bytes : 0u);
-    if (fake()) EXPECT_EQ(moved.staged, bytes > kFifoBytes ? bytes : 4 * bytes);
+    if (fake()) {
+      EXPECT_EQ(moved.staged, bytes > kFifoBytes ? bytes : 4 * bytes);
+    }
   }
 }
 
@@ -158,12 +163,16 @@ TEST(DeviceP2p, SingleCopyOffAndSocketsStageDeviceMemory) {
     loom::test::ScopedEnv off("LOOM_SHM_SINGLE_COPY", "0");
     const Moved moved = movedBy(3, bytes, false);
     EXPECT_EQ(moved.byHandle, 0u);
-    if (fake()) EXPECT_EQ(moved.staged, 2 * bytes * 3);  // every send's copy in, every receive's out
+    if (fake()) {
+      EXPECT_EQ(moved.staged, 2 * bytes * 3);  // every send's copy in, every receive's out
+    }
   }
   loom::test::TransportScope sockets("socket");
   const Moved moved = movedBy(2, bytes, false);
   EXPECT_EQ(moved.byHandle, 0u);
-  if (fake()) EXPECT_EQ(moved.staged, 2 * bytes * 2);
+  if (fake()) {
+    EXPECT_EQ(moved.staged, 2 * bytes * 2);
+  }
 }
 
 // loomScalarDevice with the scalar in device memory: read through a copy, never dereferenced on the host.
@@ -342,6 +351,57 @@ TEST(DevicePieces, DeterministicSumsInPiecesHaveTheWholeCallsBits) {
 
 // Pinned memory costs far more to allocate than to fill: a staging area lends
 // the same buffer again for any size it covers, and a larger one when none does.
+// The fake device's GPUs as the in-place path sees them (peer_access.hpp):
+// memory names the GPU it was made on, the same in every process; a thread's
+// kernels reach their own GPU's, another's only with peer access, and an
+// unknown one never. On a GPU machine: the machine's GPUs, each reaching its own.
+TEST(PeerAccess, AGpuReachesItsOwnMemoryAndPeersOnlyWithAccess) {
+  if (!fake()) {
+    for (int d = 0; d < loom::cuda::deviceCount(); ++d) {
+      loom::cuda::setCurrentDevice(d);
+      DeviceBuffer mine(64);
+      EXPECT_NE(loom::cuda::deviceIdOf(mine.data()), 0u) << "device " << d;
+      EXPECT_TRUE(loom::cuda::canReachDevice(loom::cuda::deviceIdOf(mine.data()))) << "device " << d;
+    }
+    loom::cuda::setCurrentDevice(0);
+    return;
+  }
+  struct Restore {
+    ~Restore() {
+      loom::cuda::setCurrentDevice(0);
+      loom::cuda::fakeDeviceGpus(1, true);
+    }
+  } restore;
+  loom::cuda::fakeDeviceGpus(2, false);
+  loom::cuda::setCurrentDevice(1);
+  EXPECT_EQ(loom::cuda::currentDevice(), 1);
+  DeviceBuffer onOne(64);
+  loom::cuda::setCurrentDevice(2);  // not a GPU the fake device shows: ignored
+  EXPECT_EQ(loom::cuda::currentDevice(), 1);
+  loom::cuda::setCurrentDevice(0);
+  DeviceBuffer onZero(64);
+  const uint64_t zero = loom::cuda::deviceIdOf(onZero.data());
+  const uint64_t one = loom::cuda::deviceIdOf(onOne.data());
+  EXPECT_NE(zero, 0u);
+  EXPECT_NE(one, 0u);
+  EXPECT_NE(zero, one);
+  EXPECT_EQ(loom::cuda::deviceIdOf(onOne.data() + 17), one) << "an offset into an allocation";
+  EXPECT_TRUE(loom::cuda::canReachDevice(zero));
+  EXPECT_FALSE(loom::cuda::canReachDevice(one));
+  EXPECT_FALSE(loom::cuda::canReachDevice(0));
+  std::thread([&] {  // another thread has a current device of its own
+    EXPECT_EQ(loom::cuda::currentDevice(), 0);
+    loom::cuda::setCurrentDevice(1);
+    EXPECT_TRUE(loom::cuda::canReachDevice(one));
+    EXPECT_FALSE(loom::cuda::canReachDevice(zero));
+  }).join();
+  EXPECT_EQ(loom::cuda::currentDevice(), 0);
+  loom::cuda::fakeDeviceGpus(2, true);
+  EXPECT_TRUE(loom::cuda::canReachDevice(one));
+  EXPECT_TRUE(loom::cuda::canReachDevice(zero));
+  EXPECT_FALSE(loom::cuda::canReachDevice(zero + 8)) << "a GPU the fake device does not show";
+}
+
 TEST(StagingArea, LendsItsBuffersAgain) {
   loom::test::deviceMemoryKind();  // the fake device, where no GPU is
   loom::cuda::StagingArea area;

@@ -26,8 +26,12 @@ struct FakeBlock {
   size_t bytes;
   int fd;
   uint64_t serial;
+  int gpu;
 };
 std::atomic<bool> fakeOn{false};
+std::atomic<int> fakeGpus{1};
+std::atomic<bool> fakePeers{true};
+thread_local int fakeCurrent = 0;
 std::mutex fakeMutex;
 uint64_t fakeSerials = 0;
 std::map<const std::byte*, FakeBlock>& fakeAllocations() {
@@ -63,11 +67,16 @@ bool compiledWithCuda() {
 
 int deviceCount() {
 #ifdef LOOM_HAVE_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();  // no driver or no device: not an error for a host communicator
-    return 0;
-  }
+  // Asked once: CUDA reads CUDA_VISIBLE_DEVICES when it starts, so the count
+  // is the process's for its life, and calls ask for the current device often.
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver or no device: not an error for a host communicator
+      return 0;
+    }
+    return n;
+  }();
   return count;
 #else
   return 0;
@@ -116,9 +125,10 @@ std::string currentDeviceBusId() {
 }
 
 int currentDevice() {
+  if (fakeDevice()) return fakeCurrent;
 #ifdef LOOM_HAVE_CUDA
   int device = 0;
-  if (fakeDevice() || deviceCount() == 0 || cudaGetDevice(&device) != cudaSuccess) {
+  if (deviceCount() == 0 || cudaGetDevice(&device) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
@@ -129,12 +139,24 @@ int currentDevice() {
 }
 
 void setCurrentDevice(int device) {
+  if (fakeDevice()) {
+    if (device >= 0 && device < fakeGpuCount()) fakeCurrent = device;
+    return;
+  }
 #ifdef LOOM_HAVE_CUDA
-  if (fakeDevice() || deviceCount() == 0) return;
+  if (deviceCount() == 0) return;
   if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
 #else
   (void)device;
 #endif
+}
+
+DeviceScope::DeviceScope(int device) : previous_(currentDevice()), changed_(device != previous_) {
+  if (changed_) setCurrentDevice(device);
+}
+
+DeviceScope::~DeviceScope() {
+  if (changed_) setCurrentDevice(previous_);
 }
 
 namespace {
@@ -183,7 +205,7 @@ void* fakeDeviceAlloc(size_t bytes) {
     return nullptr;
   }
   std::lock_guard lock(fakeMutex);
-  fakeAllocations()[static_cast<const std::byte*>(p)] = {size, fd, ++fakeSerials};
+  fakeAllocations()[static_cast<const std::byte*>(p)] = {size, fd, ++fakeSerials, fakeCurrent};
   return p;
 }
 
@@ -196,6 +218,13 @@ void fakeDeviceFree(void* p) {
   ::close(it->second.fd);
   fakeAllocations().erase(it);
 }
+
+void fakeDeviceGpus(int count, bool peerAccess) {
+  fakeGpus.store(count < 1 ? 1 : count, std::memory_order_release);
+  fakePeers.store(peerAccess, std::memory_order_release);
+}
+int fakeGpuCount() { return fakeGpus.load(std::memory_order_acquire); }
+bool fakePeerAccess() { return fakePeers.load(std::memory_order_acquire); }
 
 namespace {
 std::atomic<bool> refuseIpc{false};
@@ -212,7 +241,8 @@ std::optional<FakeAllocation> fakeAllocationOf(const void* p) {
   return FakeAllocation{.fd = it->second.fd,
                         .serial = it->second.serial,
                         .bytes = it->second.bytes,
-                        .offset = static_cast<size_t>(static_cast<const std::byte*>(p) - it->first)};
+                        .offset = static_cast<size_t>(static_cast<const std::byte*>(p) - it->first),
+                        .gpu = it->second.gpu};
 }
 
 }  // namespace loom::cuda

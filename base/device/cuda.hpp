@@ -20,10 +20,24 @@ PointerKind pointerKind(const void* p);
 // case), or "" without CUDA or a device.
 std::string currentDeviceBusId();
 
-// This thread's current device (0 without CUDA), and making `device` it:
-// a task that runs on another thread for a caller uses the caller's.
+// This thread's current device (0 without CUDA; the fake device's, below,
+// while it is on), and making `device` it: a task that runs on another
+// thread for a caller uses the caller's.
 int currentDevice();
 void setCurrentDevice(int device);
+// Makes `device` this thread's current device for the scope's life, then
+// the one before it again.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_;
+  bool changed_;
+};
 
 // host <- device, `bytes` bytes, returning when they are there; on a stream
 // of its own that waits for no other (memcpy under the fake device).
@@ -43,14 +57,24 @@ void copyAny(void* dst, const void* src, size_t bytes);
 void useFakeDevice(bool on);
 bool fakeDevice();
 // Each fake allocation is a memfd mapped shared, which peer processes map
-// where a GPU's would be opened through CUDA IPC (ipc.hpp).
+// where a GPU's would be opened through CUDA IPC (ipc.hpp), and belongs to
+// the thread's current fake GPU.
 void* fakeDeviceAlloc(size_t bytes);
 void fakeDeviceFree(void* p);
+// The fake device shows `count` GPUs (1 until a test says otherwise;
+// setCurrentDevice picks one per thread), and `peerAccess` says whether one
+// GPU's kernels may read another's memory, as NVLink or a shared PCIe switch
+// lets a real GPU's (peer_access.hpp asks). Per process: the ranks of a test
+// that runs processes each say the same.
+void fakeDeviceGpus(int count, bool peerAccess);
+int fakeGpuCount();
+bool fakePeerAccess();
 struct FakeAllocation {
   int fd = -1;
   uint64_t serial = 0;  // unique per allocation in this process
   size_t bytes = 0;     // the whole allocation
   size_t offset = 0;    // of the pointer from its start
+  int gpu = 0;          // the fake GPU it is on
 };
 // The fake allocation holding p, if the fake device is on and made it.
 std::optional<FakeAllocation> fakeAllocationOf(const void* p);

@@ -1,7 +1,6 @@
 #include "base/device/ipc.hpp"
 
 #include <cstring>
-#include <functional>
 #include <string>
 
 #include "base/device/cuda.hpp"
@@ -59,24 +58,6 @@ std::optional<IpcExport> exportIpc(const void* p) {
 #else
   (void)p;
   return std::nullopt;
-#endif
-}
-
-uint64_t deviceIdOf(const void* p) {
-  if (fakeDevice()) return 1;
-#ifdef LOOM_HAVE_CUDA
-  cudaPointerAttributes attributes{};
-  char busId[32] = {};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess ||
-      cudaDeviceGetPCIBusId(busId, sizeof busId, attributes.device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  // Never 0 or 1, which mean "unknown" and the fake device.
-  return std::hash<std::string>{}(busId) | 2;
-#else
-  (void)p;
-  return 0;
 #endif
 }
 

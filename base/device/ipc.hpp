@@ -31,11 +31,6 @@ struct IpcExport {
 // managed memory, no device): such buffers are staged through the host.
 std::optional<IpcExport> exportIpc(const void* p);
 
-// Which GPU holds device memory `p`: a hash of its PCI bus id, the same in
-// every process whatever CUDA_VISIBLE_DEVICES numbers it (1 on the fake
-// device, 0 if unknown).
-uint64_t deviceIdOf(const void* p);
-
 // A peer's export, opened in this process; closed when the object goes.
 class OpenedIpc {
  public:

@@ -26,6 +26,8 @@
 
 #include "base/env.hpp"
 #include "base/error.hpp"
+#include "base/device/cuda.hpp"
+#include "base/device/peer_access.hpp"
 #include "base/log.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/collective.hpp"
@@ -306,7 +308,9 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // buffers are readable only when all the ranks are one process's threads.
   // (Cross-memory reads, process_vm_readv, were measured slower than staging:
   // the staged copy stays in cache, and pinning pages costs.) Device buffers
-  // are read by kernels, so either all are on one GPU or none is read in place.
+  // are read in place only when every rank's are, and only if each rank's
+  // kernels can reach every GPU holding them (its own, or peers CUDA lets it
+  // access): that a rank decides alone, and agreeOnDeviceMappings settles.
   const auto shared = [](const memory::Handle& h) { return h.empty() || h.reachableByPeers(); };
   bool allOffered = true;
   bool everyRankShown = true;  // each offered a buffer, so that its memory's kind is known
@@ -314,8 +318,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   bool allShared = true;
   bool anyDevice = false;
   bool allDevice = true;
-  uint64_t gpu = 0;
-  bool oneGpu = true;
+  bool reachable = true;  // by this rank's kernels
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
     allOffered = allOffered && theirs.offered == 1;
@@ -327,15 +330,12 @@ void NodeArea::resolveBuffers(uint64_t step) {
       const bool device = h->kind == memory::MemoryKind::CudaDevice;
       anyDevice = anyDevice || device;
       allDevice = allDevice && device;
-      if (!device) continue;
-      if (gpu == 0) gpu = h->device;
-      oneGpu = oneGpu && h->device != 0 && h->device == gpu;
+      reachable = reachable && (!device || loom::cuda::canReachDevice(h->device));
     }
   }
   deviceOffered_ = anyDevice;
   if (!allOffered || (!allShared && !oneProcess)) return;
-  if (anyDevice && !(allDevice && oneGpu && everyRankShown &&
-                    static_cast<size_t>(localSize_) <= coll::cuda::kMaxSources)) {
+  if (anyDevice && !(allDevice && everyRankShown && static_cast<size_t>(localSize_) <= coll::cuda::kMaxSources)) {
     return;
   }
   const auto map = [this](const memory::Handle& h) {
@@ -347,6 +347,16 @@ void NodeArea::resolveBuffers(uint64_t step) {
   // process, a driver's limit) is settled by agreeOnDeviceMappings, where
   // every rank learns whether all mapped; host memory fails the call as before.
   peerBuffers_.device = anyDevice;
+  if (!reachable) {
+    if (!announcedUnreachable_) {
+      announcedUnreachable_ = true;
+      LOOM_INFO(Coll,
+                "a local rank's device buffers are on a GPU that this rank's (device %d) cannot access as a peer, "
+                "so the node stages them",
+                loom::cuda::currentDevice());
+    }
+    return;
+  }
   try {
     for (int local = 0; local < localSize_; ++local) {
       const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;

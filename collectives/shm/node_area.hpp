@@ -224,6 +224,7 @@ class NodeArea {
   bool peersInPlace_ = false;
   bool deviceOffered_ = false;
   bool announcedShared_ = false;  // logged once per communicator
+  bool announcedUnreachable_ = false;
   PeerBuffers peerBuffers_;
   memory::Mappings mappings_;
   std::vector<int> localToRank_;  // communicator rank of each local rank

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/device/cuda.hpp"
 #include "base/device/staging.hpp"
 #include "base/error.hpp"
 #include "comm/engine/engine.hpp"
@@ -124,6 +125,7 @@ void runOneRank(const std::vector<Call>& calls) {
 void runNow(const std::vector<Call>& calls) {
   const auto oneRank = [&](const Call& c) { return c.comm == calls.front().comm; };
   if (std::all_of(calls.begin(), calls.end(), oneRank)) {  // no copies in the common case
+    const cuda::DeviceScope device(calls.front().device);
     try {
       return runOneRank(calls);
     } catch (const Error& e) {
@@ -137,12 +139,14 @@ void runNow(const std::vector<Call>& calls) {
     // A share of a task a CUDA stream waits for is such a task too (staging.hpp).
     ranks[i].first->groupWorker().enqueue([&share, onStream = cuda::onUserStream()] {
       cuda::UserStreamScope scope(onStream);
+      const cuda::DeviceScope device(share.front().device);
       runOneRank(share);
     });
   }
   // Every worker is waited for before `ranks` goes, whatever failed.
   std::exception_ptr first;
   try {
+    const cuda::DeviceScope device(ranks[0].second.front().device);
     runOneRank(ranks[0].second);
   } catch (const Error& e) {
     ranks[0].first->setLastError(e.what());
@@ -194,6 +198,9 @@ void enqueue(HostStream& stream, std::vector<Call> calls) {
       if (comm->cancelled()) comm->requireReady();
     }
   };
+  // A CUDA stream's gate goes on the stream from its own device, which the
+  // calls on it were made on (not the device current at loomGroupEnd).
+  const cuda::DeviceScope device(calls.front().device);
   stream.enqueue(
       [calls = std::move(calls), count] {
         try {
@@ -235,11 +242,13 @@ void end() {
 bool deferred(const HostStream* stream) { return state.depth > 0 || stream != nullptr; }
 
 void submit(const Call& call) {
+  Call noted = call;
+  noted.device = cuda::currentDevice();
   if (state.depth > 0) {
-    state.calls.push_back(call);
+    state.calls.push_back(std::move(noted));
     return;
   }
-  execute({call});
+  execute({std::move(noted)});
 }
 
 }  // namespace loom::group

@@ -44,6 +44,11 @@ struct Call {
   Communicator* comm;
   HostStream* stream;  // null: blocking
   std::variant<PointToPoint, Collective> what;
+  // The CUDA device current where the call was made (submit() notes it): the
+  // call runs there, whichever thread runs it and whatever device that
+  // thread's caller made current since (NCCL's idiom of one thread driving
+  // a rank per GPU sets each rank's device before its call in one group).
+  int device = 0;
 };
 
 void start();
