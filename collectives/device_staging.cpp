@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -14,31 +16,93 @@ using memory::MemoryKind;
 
 std::atomic<uint64_t> pieces{0};
 
-// A call's pinned stand-ins for its device buffers: `c` with them swapped
-// in, and the device buffers it stands for. In place (one pointer for both),
-// one pinned buffer serves as both.
+// Where a buffer's piece k lies. Flat: bytes [k P, k P + m) of the buffer
+// (the one block of an element-wise call, all-gather's and gather's input,
+// reduce-scatter's and scatter's output). Blocks: those bytes of each of the
+// call's n blocks, which the piece's call sees side by side, n rows of m, so
+// its stand-in holds the pieces one after another, piece k n k P bytes in.
+enum class PieceLayout { Flat, Blocks };
+
+PieceLayout sendLayout(CollectiveKind kind) {
+  return kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AlltoAll || kind == CollectiveKind::Scatter
+             ? PieceLayout::Blocks
+             : PieceLayout::Flat;
+}
+
+PieceLayout recvLayout(CollectiveKind kind) {
+  return kind == CollectiveKind::AllGather || kind == CollectiveKind::AlltoAll || kind == CollectiveKind::Gather
+             ? PieceLayout::Blocks
+             : PieceLayout::Flat;
+}
+
+// The pieces of a call: P bytes of each block of C, on n ranks.
+struct Geometry {
+  size_t pieceBytes;
+  size_t blockBytes;
+  size_t ranks;
+
+  size_t count() const { return (blockBytes + pieceBytes - 1) / pieceBytes; }
+  size_t bytes(size_t k) const { return std::min(pieceBytes, blockBytes - k * pieceBytes); }
+};
+
+// Piece k's rows in a buffer laid as `layout` and in its stand-in.
+struct Rows {
+  size_t originalAt;  // the first row's offset
+  size_t standInAt;
+  size_t originalPitch;
+  size_t standInPitch;
+  size_t rowBytes;
+  size_t rows;
+};
+
+Rows rowsOf(const Geometry& g, PieceLayout layout, size_t k) {
+  const size_t at = k * g.pieceBytes;
+  const size_t m = g.bytes(k);
+  if (layout == PieceLayout::Flat) return {at, at, m, m, m, 1};
+  return {at, g.ranks * at, g.blockBytes, m, m, g.ranks};
+}
+
+// A call's stand-ins for its buffers: `c` with them swapped in, and the
+// buffers they stand for. Device buffers stand in pinned memory, copied on
+// the copy stream; in a call run in pieces, a host buffer in blocks stands in
+// host memory, copied by this thread. In place (one device pointer for both,
+// laid alike), one pinned buffer serves as both.
 struct Staged {
   Collective c;
   const std::byte* deviceSend = nullptr;  // null: the send buffer is not staged
   std::byte* deviceRecv = nullptr;        // null: the receive buffer is not staged
+  const std::byte* hostSend = nullptr;    // null: no host stand-in for the send buffer
+  std::byte* hostRecv = nullptr;
   std::optional<cuda::StagingArea::Lease> in;
   std::optional<cuda::StagingArea::Lease> out;
+  std::unique_ptr<std::byte[]> hostIn;
+  std::unique_ptr<std::byte[]> hostOut;
 
-  Staged(cuda::StagingArea& area, Collective call) : c(call) {
+  // `sendInBlocks`, `recvInBlocks`: the call runs in pieces and the buffer
+  // is laid in blocks. `area` may be null where no buffer is a device's.
+  Staged(cuda::StagingArea* area, Collective call, bool sendInBlocks, bool recvInBlocks) : c(call) {
     const bool stageSend = c.sendKind == MemoryKind::CudaDevice;
     const bool stageRecv = c.recvKind == MemoryKind::CudaDevice;
-    const bool shared = stageSend && stageRecv && c.send == c.recv;
+    const bool shared = stageSend && stageRecv && c.send == c.recv && sendInBlocks == recvInBlocks;
     if (stageSend) {
       deviceSend = c.send;
-      in.emplace(area.lease(shared ? std::max(c.sendBytes, c.recvBytes) : c.sendBytes));
+      in.emplace(area->lease(shared ? std::max(c.sendBytes, c.recvBytes) : c.sendBytes));
       c.send = in->data();
       c.sendKind = MemoryKind::CudaHostPinned;
+    } else if (sendInBlocks && c.sendBytes != 0) {
+      hostSend = c.send;
+      hostIn = std::make_unique_for_overwrite<std::byte[]>(c.sendBytes);
+      c.send = hostIn.get();
     }
     if (stageRecv) {
       deviceRecv = c.recv;
-      if (!shared) out.emplace(area.lease(c.recvBytes));
+      if (!shared) out.emplace(area->lease(c.recvBytes));
       c.recv = shared ? in->data() : out->data();
       c.recvKind = MemoryKind::CudaHostPinned;
+    } else if (recvInBlocks && c.recvBytes != 0) {
+      hostRecv = c.recv;
+      hostOut = std::make_unique_for_overwrite<std::byte[]>(c.recvBytes);
+      c.recv = hostOut.get();
     }
   }
 
@@ -55,27 +119,41 @@ struct Staged {
   }
 };
 
-// Piece k of `c`, pieces of `pieceBytes`: elements [k pieceBytes, ...) of
-// each buffer this rank uses (a buffer it ignores stays as it is).
-Collective pieceOf(const Collective& c, size_t pieceBytes, size_t k) {
+// Piece k of `c`, whose buffers are stand-ins (or flat host buffers, their
+// own): the same call on rows of m bytes of each block it has.
+Collective pieceOf(const Collective& c, const Geometry& g, size_t k) {
   Collective p = c;
-  const size_t at = k * pieceBytes;
-  const size_t bytes = std::min(pieceBytes, c.blockBytes() - at);
-  p.count = bytes / c.typeSize;
-  if (c.sendBytes != 0) p.send += at, p.sendBytes = bytes;
-  if (c.recvBytes != 0) p.recv += at, p.recvBytes = bytes;
+  p.count = g.bytes(k) / c.typeSize;
+  if (c.sendBytes != 0) {
+    const Rows rows = rowsOf(g, sendLayout(c.kind), k);
+    p.send += rows.standInAt;
+    p.sendBytes = rows.rowBytes * rows.rows;
+  }
+  if (c.recvBytes != 0) {
+    const Rows rows = rowsOf(g, recvLayout(c.kind), k);
+    p.recv += rows.standInAt;
+    p.recvBytes = rows.rowBytes * rows.rows;
+  }
   return p;
 }
 
-// Runs `body` on `c` with its device buffers swapped for pinned stand-ins,
-// its copies on the communicator's copy stream after the work queued before
-// the call; if it throws, the copies it queued are drained first.
+// Host rows, by this thread.
+void copyHostRows(std::byte* dst, size_t dstPitch, const std::byte* src, size_t srcPitch, size_t rowBytes,
+                  size_t rows) {
+  for (size_t i = 0; i < rows; ++i) std::memcpy(dst + i * dstPitch, src + i * srcPitch, rowBytes);
+}
+
+// Runs `body` on `c` with its device buffers swapped for pinned stand-ins
+// (and, in pieces, its host buffers in blocks for host ones), its copies on
+// the communicator's copy stream after the work queued before the call; if
+// it throws, the copies it queued are drained first.
 using StagedBody = std::function<void(Staged&, cuda::DeviceStream&, const std::function<void()>& check)>;
-void withStaged(Communicator& comm, const Collective& c, const StagedBody& body) {
+void withStaged(Communicator& comm, const Collective& c, bool inPieces, const StagedBody& body) {
   cuda::StagingArea& area = comm.staging;
   cuda::DeviceStream& copies = area.stream();
   const auto check = comm.deviceWaitCheck();
-  Staged staged(area, c);
+  Staged staged(&area, c, inPieces && sendLayout(c.kind) == PieceLayout::Blocks,
+                inPieces && recvLayout(c.kind) == PieceLayout::Blocks);
   try {
     if (!cuda::onUserStream()) copies.afterDefaultStream();
     body(staged, copies, check);
@@ -85,6 +163,44 @@ void withStaged(Communicator& comm, const Collective& c, const StagedBody& body)
   }
 }
 
+// The pieces of a call whose stand-ins are `staged`, in turn: every device
+// piece's copy in queued at once, each with a mark; the copies back queue
+// behind them and run while the later pieces cross the network. Host
+// stand-ins are filled and emptied by this thread around their piece.
+// `copies` is null where no buffer is a device's.
+void runPieces(Staged& staged, const Geometry& g, cuda::DeviceStream* copies, const std::function<void()>& check,
+               const std::function<void(const Collective&)>& run) {
+  const PieceLayout sendAs = sendLayout(staged.c.kind);
+  const PieceLayout recvAs = recvLayout(staged.c.kind);
+  const size_t count = g.count();
+  std::vector<cuda::CopyMark> arrived(staged.deviceSend != nullptr ? count : 0);
+  for (size_t k = 0; k < arrived.size(); ++k) {
+    const Rows r = rowsOf(g, sendAs, k);
+    copies->copyRows(staged.in->data() + r.standInAt, r.standInPitch, staged.deviceSend + r.originalAt,
+                     r.originalPitch, r.rowBytes, r.rows);
+    arrived[k] = copies->mark();
+  }
+  for (size_t k = 0; k < count; ++k) {
+    if (!arrived.empty()) arrived[k].wait(check);
+    if (staged.hostSend != nullptr) {
+      const Rows r = rowsOf(g, sendAs, k);
+      copyHostRows(staged.hostIn.get() + r.standInAt, r.standInPitch, staged.hostSend + r.originalAt,
+                   r.originalPitch, r.rowBytes, r.rows);
+    }
+    const Collective piece = pieceOf(staged.c, g, k);
+    run(piece);
+    if (piece.recvBytes == 0) continue;
+    const Rows r = rowsOf(g, recvAs, k);
+    if (staged.deviceRecv != nullptr) {
+      copies->copyRows(staged.deviceRecv + r.originalAt, r.originalPitch, piece.recv, r.standInPitch, r.rowBytes,
+                       r.rows);
+    } else if (staged.hostRecv != nullptr) {
+      copyHostRows(staged.hostRecv + r.originalAt, r.originalPitch, piece.recv, r.standInPitch, r.rowBytes, r.rows);
+    }
+  }
+  if (copies != nullptr) copies->synchronize(check);
+}
+
 }  // namespace
 
 bool touchesDevice(const Collective& c) {
@@ -92,7 +208,7 @@ bool touchesDevice(const Collective& c) {
 }
 
 void runStaged(Communicator& comm, Collective c, const std::function<void(const Collective&)>& run) {
-  withStaged(comm, c, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
+  withStaged(comm, c, false, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
     if (staged.deviceSend != nullptr) copies.copy(staged.in->data(), staged.deviceSend, c.sendBytes);
     copies.synchronize(check);
     run(staged.c);
@@ -103,41 +219,24 @@ void runStaged(Communicator& comm, Collective c, const std::function<void(const 
   });
 }
 
-size_t pieceBytesFor(const Collective& c, size_t pieceBytes) {
-  const bool elementWise = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Broadcast ||
-                           c.kind == CollectiveKind::Reduce;
+size_t pieceBytesFor(const Collective& c, size_t pieceBytes, int ranks) {
+  const bool inBlocks = sendLayout(c.kind) == PieceLayout::Blocks || recvLayout(c.kind) == PieceLayout::Blocks;
+  if (inBlocks && ranks > 1) pieceBytes /= static_cast<size_t>(ranks);
   pieceBytes -= pieceBytes % 64;  // a whole number of elements of every type, aligned as a cache line
-  return elementWise && pieceBytes != 0 && c.blockBytes() > pieceBytes ? pieceBytes : 0;
+  return pieceBytes != 0 && c.blockBytes() > pieceBytes ? pieceBytes : 0;
 }
 
 void runInPieces(Communicator& comm, const Collective& c, size_t pieceBytes,
                  const std::function<void(const Collective&)>& run) {
-  const size_t count = (c.blockBytes() + pieceBytes - 1) / pieceBytes;
-  pieces.fetch_add(count, std::memory_order_relaxed);
-  if (!touchesDevice(c)) {
-    for (size_t k = 0; k < count; ++k) run(pieceOf(c, pieceBytes, k));
+  const Geometry g{pieceBytes, c.blockBytes(), static_cast<size_t>(comm.size())};
+  pieces.fetch_add(g.count(), std::memory_order_relaxed);
+  if (!touchesDevice(c)) {  // no copy stream: a host rank may have no CUDA at all
+    Staged onHost(nullptr, c, sendLayout(c.kind) == PieceLayout::Blocks, recvLayout(c.kind) == PieceLayout::Blocks);
+    runPieces(onHost, g, nullptr, [] {}, run);
     return;
   }
-  withStaged(comm, c, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
-    // Every piece's copy in, queued at once, each with a mark; the copies
-    // back queue behind them and run while the later pieces cross the network.
-    std::vector<cuda::CopyMark> arrived(count);
-    for (size_t k = 0; k < count; ++k) {
-      if (staged.deviceSend != nullptr) {
-        copies.copy(staged.in->data() + k * pieceBytes, staged.deviceSend + k * pieceBytes,
-                    pieceOf(c, pieceBytes, k).sendBytes);
-      }
-      arrived[k] = copies.mark();
-    }
-    for (size_t k = 0; k < count; ++k) {
-      arrived[k].wait(check);
-      const Collective piece = pieceOf(staged.c, pieceBytes, k);
-      run(piece);
-      if (staged.deviceRecv != nullptr && piece.recvBytes != 0) {
-        copies.copy(staged.deviceRecv + k * pieceBytes, piece.recv, piece.recvBytes);
-      }
-    }
-    copies.synchronize(check);
+  withStaged(comm, c, true, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
+    runPieces(staged, g, &copies, check, run);
   });
 }
 

@@ -415,21 +415,27 @@ TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
   EXPECT_TRUE(contains(r.output, "rank 2: " + both)) << r.output;
 }
 
-// Forced onto the ring, which stages device buffers as the algorithms across
-// nodes do, the all-reduces, broadcasts and reduces run in pieces on every
-// rank, the host rank's too, and every collective stays exact: of COUNT
-// elements, 10 pieces of 64 KiB for float32 and int32 and 5 for bfloat16,
-// over 24 all-reduces, 24 reduces and 6 broadcasts (every type, op and
-// placement): 450 a rank.
+// Forced onto the ring and direct algorithms, which stage device buffers as
+// the algorithms across nodes do, every collective runs in pieces on every
+// rank, the host rank's too, and stays exact. Of COUNT elements: the
+// all-reduces, broadcasts and reduces in 10 pieces of 64 KiB for float32
+// and int32 and 5 for bfloat16, over 24 all-reduces, 24 reduces and 6
+// broadcasts (every type, op and placement): 450 a rank; the calls in
+// blocks in pieces of 21824 bytes of each block (64 KiB / 3, rounded down to
+// 64), 28 and 14, over 24 reduce-scatters, 6 all-gathers, gathers and
+// scatters and 3 all-to-alls: 1050 more.
 TEST(DeviceInPlace, ProcessesRunStagedCallsInPiecesAndAgree) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
-  const ProcessResult r = runRanks(3, {std::to_string(kLarge), "host-on-rank-0"},
-                                   {{"LOOM_ALGO", "ring"}, {"LOOM_STAGING_PIECE_BYTES", "65536"}});
+  const ProcessResult r =
+      runRanks(3, {std::to_string(kLarge), "host-on-rank-0"},
+               {{"LOOM_ALGO", "allreduce:ring,reducescatter:ring,allgather:ring,broadcast:ring,reduce:ring,"
+                              "alltoall:direct,gather:direct,scatter:direct"},
+                {"LOOM_STAGING_PIECE_BYTES", "65536"}});
   ASSERT_EQ(r.exitCode, 0) << r.output;
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": collectives ok")) << r.output;
   }
-  EXPECT_EQ(searchAll(r.output, "pieces 450\\n").size(), 3u) << r.output;
+  EXPECT_EQ(searchAll(r.output, "pieces 1500\\n").size(), 3u) << r.output;
 }
 
 // Each process on a GPU of its own: as peers (the fake device's GPUs with

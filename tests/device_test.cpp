@@ -349,8 +349,88 @@ TEST(DevicePieces, DeterministicSumsInPiecesHaveTheWholeCallsBits) {
   }
 }
 
-// Pinned memory costs far more to allocate than to fill: a staging area lends
-// the same buffer again for any size it covers, and a larger one when none does.
+// The calls in blocks (all-gather, reduce-scatter, all-to-all, gather,
+// scatter) of a job with GPUs run in pieces of each block where their
+// algorithm stages, every rank's blocks copied in and out a piece at a time
+// as rows side by side: every element lands where it belongs, the last,
+// shorter piece's too, and each byte of a device buffer crosses once each way.
+TEST(DevicePieces, CallsInBlocksRunInPiecesAndAreExact) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  loom::test::ScopedEnv algorithms("LOOM_ALGO", "reducescatter:ring,allgather:ring,alltoall:direct,gather:direct,"
+                                                "scatter:direct");  // staged
+  loom::test::ScopedEnv piece("LOOM_STAGING_PIECE_BYTES", "65536");  // 21824 bytes of each of 3 blocks
+  constexpr int n = 3;
+  constexpr size_t nn = n;
+  constexpr size_t count = 30011;  // of 4-byte elements in a block: 6 pieces, the last of 10924 bytes
+  constexpr uint64_t piecesPerCall = 6;
+  constexpr int root = 1;
+  const uint64_t before = loom::coll::piecesRun();
+  const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
+  auto comms = loom::test::initThreadComms(n);
+  const auto value = [](int rank, size_t i) { return static_cast<int32_t>(i * 11 + static_cast<size_t>(rank) * 7001); };
+  onThreads(n, [&](int r) {
+    // `call(send, recv)` on device copies of `in` and `out`, `out` read back.
+    const auto onDevice = [&](const std::vector<int32_t>& in, std::vector<int32_t>& out, auto&& call) {
+      DeviceBuffer din(in.size() * 4), dout(out.size() * 4);
+      din.upload(in.data());
+      const loomResult_t result = call(din.data(), dout.data());
+      dout.download(out.data());
+      return result;
+    };
+    std::vector<int32_t> block(count), blocks(nn * count), gathered(nn * count), one(count);
+    for (size_t i = 0; i < count; ++i) block[i] = value(r, i);
+    for (size_t i = 0; i < nn * count; ++i) blocks[i] = value(r, i);
+    loomComm_t comm = comms[static_cast<size_t>(r)];
+    ASSERT_EQ(onDevice(block, gathered,
+                       [&](void* s, void* d) { return loomAllGather(s, d, count, loomInt32, comm, nullptr); }),
+              loomSuccess)
+        << loomGetLastError(comm);
+    for (size_t i = 0; i < nn * count; ++i) {
+      ASSERT_EQ(gathered[i], value(static_cast<int>(i / count), i % count)) << "all-gather, rank " << r << ", " << i;
+    }
+    ASSERT_EQ(onDevice(blocks, one,
+                       [&](void* s, void* d) {
+                         return loomReduceScatter(s, d, count, loomInt32, loomSum, comm, nullptr);
+                       }),
+              loomSuccess);
+    for (size_t i = 0; i < count; ++i) {
+      int32_t sum = 0;
+      for (int q = 0; q < n; ++q) sum += value(q, static_cast<size_t>(r) * count + i);
+      ASSERT_EQ(one[i], sum) << "reduce-scatter, rank " << r << ", " << i;
+    }
+    ASSERT_EQ(onDevice(blocks, gathered,
+                       [&](void* s, void* d) { return loomAlltoAll(s, d, count, loomInt32, comm, nullptr); }),
+              loomSuccess);
+    for (size_t i = 0; i < nn * count; ++i) {
+      ASSERT_EQ(gathered[i], value(static_cast<int>(i / count), static_cast<size_t>(r) * count + i % count))
+          << "all-to-all, rank " << r << ", " << i;
+    }
+    // The root's receive buffer alone is read and written; the others' are
+    // as large (a device buffer of 0 bytes is none) but not touched.
+    ASSERT_EQ(onDevice(block, gathered,
+                       [&](void* s, void* d) { return loomGather(s, d, count, loomInt32, root, comm, nullptr); }),
+              loomSuccess);
+    if (r == root) {
+      for (size_t i = 0; i < nn * count; ++i) {
+        ASSERT_EQ(gathered[i], value(static_cast<int>(i / count), i % count)) << "gather, " << i;
+      }
+    }
+    ASSERT_EQ(onDevice(blocks, one,
+                       [&](void* s, void* d) { return loomScatter(s, d, count, loomInt32, root, comm, nullptr); }),
+              loomSuccess);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(one[i], value(root, static_cast<size_t>(r) * count + i)) << "scatter, rank " << r << ", " << i;
+    }
+  });
+  loom::test::destroyAll(comms);
+  EXPECT_EQ(loom::coll::piecesRun() - before, 5 * n * piecesPerCall);
+  if (fake()) {
+    // Of a block's C bytes: all-gather and reduce-scatter 4 C a rank, all-to-all
+    // 6 C, gather and scatter 4 C at the root and C elsewhere: 54 C.
+    EXPECT_EQ(loom::cuda::fakeBytesStaged() - stagedBefore, 54 * count * 4);
+  }
+}
+
 // The fake device's GPUs as the in-place path sees them (peer_access.hpp):
 // memory names the GPU it was made on, the same in every process; a thread's
 // kernels reach their own GPU's, another's only with peer access, and an
@@ -402,6 +482,8 @@ TEST(PeerAccess, AGpuReachesItsOwnMemoryAndPeersOnlyWithAccess) {
   EXPECT_FALSE(loom::cuda::canReachDevice(zero + 8)) << "a GPU the fake device does not show";
 }
 
+// Pinned memory costs far more to allocate than to fill: a staging area lends
+// the same buffer again for any size it covers, and a larger one when none does.
 TEST(StagingArea, LendsItsBuffersAgain) {
   loom::test::deviceMemoryKind();  // the fake device, where no GPU is
   loom::cuda::StagingArea area;

@@ -125,6 +125,25 @@ void DeviceStream::copy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+void DeviceStream::copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes,
+                            size_t rows) {
+  if (rowBytes == 0 || rows == 0) return;
+  if (rows == 1 || (dstPitch == rowBytes && srcPitch == rowBytes)) return copy(dst, src, rowBytes * rows);
+#ifdef LOOM_HAVE_CUDA
+  // CUDA's 2D copies take pitches up to the device's maximum (2^31 - 1 bytes
+  // on every GPU so far); longer rows go one copy each.
+  constexpr size_t kMaxPitch = (size_t{1} << 31) - 1;
+  if (!impl_->fake && dstPitch <= kMaxPitch && srcPitch <= kMaxPitch) {
+    throwIfFailed(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, rowBytes, rows, cudaMemcpyDefault, impl_->stream),
+                  "cudaMemcpy2DAsync");
+    return;
+  }
+#endif
+  for (size_t i = 0; i < rows; ++i) {
+    copy(static_cast<std::byte*>(dst) + i * dstPitch, static_cast<const std::byte*>(src) + i * srcPitch, rowBytes);
+  }
+}
+
 CopyMark DeviceStream::mark() {
   CopyMark m;
   if (impl_->fake) return m;

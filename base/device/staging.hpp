@@ -72,6 +72,10 @@ class DeviceStream {
   void afterDefaultStream();
   // dst <- src, queued; any pair of host and device memory.
   void copy(void* dst, const void* src, size_t bytes);
+  // `rows` rows of `rowBytes` each, row i from src + i srcPitch to
+  // dst + i dstPitch, queued as one copy (a block of each of n ranks' to
+  // or from a piece's side-by-side stand-in).
+  void copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes, size_t rows);
   // The copies queued so far, as a mark to wait for.
   CopyMark mark();
   // Returns once every queued copy is done. `check` runs between polls and

@@ -67,12 +67,12 @@ double get(loomDataType_t type, const std::byte* in) {
     case loomFloat32: {
       float f = 0;
       std::memcpy(&f, in, 4);
-      return f;
+      return static_cast<double>(f);
     }
     default: {
       uint16_t b = 0;
       std::memcpy(&b, in, 2);
-      return loom::cpu::bfloat16ToFloat(b);
+      return static_cast<double>(loom::cpu::bfloat16ToFloat(b));
     }
   }
 }
