@@ -2,6 +2,7 @@
 #include <loom/loom.h>
 
 #include <chrono>
+#include <span>
 #include <thread>
 
 #include "api/api_call.hpp"
@@ -66,10 +67,11 @@ loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId,
   return loomCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
-loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* /*devlist: host ranks have no device*/) {
+loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist) {
   return call(__func__, nullptr, [&] {
     requireNonNull(comms, "comms");
-    auto created = loom::createLocalComms(ndev, loom::Config::resolve(nullptr));
+    const std::span<const int> devices(devlist, devlist != nullptr && ndev > 0 ? static_cast<size_t>(ndev) : 0);
+    auto created = loom::createLocalComms(ndev, devices, loom::Config::resolve(nullptr));
     for (size_t i = 0; i < created.size(); ++i) comms[i] = created[i].release();
   });
 }
@@ -178,6 +180,17 @@ loomResult_t loomCommLocalCount(const loomComm_t comm, int* localCount) {
   return call(__func__, comm, [&] {
     requireNonNull(localCount, "localCount");
     *localCount = ready(comm).localSize();
+  });
+}
+
+loomResult_t loomCommCuDevice(const loomComm_t comm, int* device) {
+  return call(__func__, comm, [&] {
+    requireNonNull(device, "device");
+    const int d = ready(comm).cudaDevice();
+    if (d < 0) {
+      throw loom::Error(loomInvalidUsage, "this communicator's rank has no CUDA device (none was visible where it was created)");
+    }
+    *device = d;
   });
 }
 

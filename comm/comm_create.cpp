@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/device/cuda.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
@@ -64,8 +65,19 @@ std::unique_ptr<loomComm> createCommFromEnv(const Config& config) {
   return comm;
 }
 
-std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, const Config& config) {
+std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, std::span<const int> devlist, const Config& config) {
   if (ndev < 1 || ndev > kMaxRanks) throw Error(loomInvalidArgument, "ndev=" + std::to_string(ndev) + " must be at least 1");
+  // Each rank's device, current on the thread that creates it, which places
+  // the rank on that GPU (comm_topology) and is the rank's loomCommCuDevice.
+  const int devices = cuda::fakeDevice() ? cuda::fakeGpuCount() : cuda::deviceCount();
+  std::vector<int> device(static_cast<size_t>(ndev), -1);
+  for (size_t r = 0; devices > 0 && r < device.size(); ++r) {
+    device[r] = devlist.empty() ? static_cast<int>(r) % devices : devlist[r];
+    if (device[r] < 0 || device[r] >= devices) {
+      throw Error(loomInvalidArgument, "devlist[" + std::to_string(r) + "]=" + std::to_string(device[r]) +
+                                           " is not a visible CUDA device (0 to " + std::to_string(devices - 1) + ")");
+    }
+  }
   loomUniqueId id = createUniqueId(config.timeout);
   Config blocking = config;
   blocking.blocking = true;
@@ -75,6 +87,7 @@ std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, const Config& 
   for (int r = 0; r < ndev; ++r) {
     threads.emplace_back([&, r] {
       try {
+        if (device[static_cast<size_t>(r)] >= 0) cuda::setCurrentDevice(device[static_cast<size_t>(r)]);
         comms[static_cast<size_t>(r)] = createComm(ndev, id, r, blocking);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();

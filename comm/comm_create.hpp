@@ -21,7 +21,10 @@ std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int ran
 
 std::unique_ptr<loomComm> createCommFromEnv(const Config& config);
 
-std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, const Config& config);
+// ndev ranks as threads of this process, rank i created on CUDA device
+// devlist[i] (devlist empty: i mod the devices) where a device is visible;
+// loomInvalidArgument naming devlist's entry that is no visible device.
+std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, std::span<const int> devlist, const Config& config);
 
 // Ranks with equal color form a new communicator, ordered by (key, parent
 // rank). Returns null for color LOOM_SPLIT_NOCOLOR. Collective over parent.

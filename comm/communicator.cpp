@@ -25,7 +25,8 @@ net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const
   return net::Socket::listen(address, label);
 }
 
-Communicator::Communicator(Config config) : config_(config) {}
+Communicator::Communicator(Config config)
+    : config_(config), cudaDevice_(cuda::deviceCount() > 0 || cuda::fakeDevice() ? cuda::currentDevice() : -1) {}
 
 Communicator::~Communicator() {
   groupWorker_.reset();  // idle: every group that used it waited for it

@@ -60,6 +60,10 @@ class Communicator {
   // "shm", "socket"); also on a revoked communicator (diagnostic queries).
   const char* transportTo(int peer) const;
   const Config& config() const { return config_; }
+  // The CUDA device current on the thread that created this rank (for
+  // loomCommInitAll's, the one its devlist names), -1 where none was
+  // visible: what loomCommCuDevice answers.
+  int cudaDevice() const { return cudaDevice_; }
 
   // Throws unless init finished successfully (loomInProgress while it runs,
   // the init error after a failure) and nothing revoked or aborted it.
@@ -173,6 +177,7 @@ class Communicator {
   void startEngine(const UniqueIdData& id, const PeerInfo& self);
 
   Config config_;
+  int cudaDevice_;
   Cancellation cancel_;
   int rank_ = -1;
   int size_ = 0;

@@ -61,6 +61,7 @@ TEST(BadArgs, QueriesAndTeardown) {
   expectInvalid(loomCommUserRank(comms[0], nullptr), comms[0], "rank is NULL");
   expectInvalid(loomCommLocalRank(comms[0], nullptr), comms[0], "localRank is NULL");
   expectInvalid(loomCommGetAsyncError(comms[0], nullptr), comms[0], "asyncError is NULL");
+  expectInvalid(loomCommCuDevice(comms[0], nullptr), comms[0], "device is NULL");
   expectInvalid(loomCommSplit(comms[0], 0, 0, nullptr, nullptr), comms[0], "newcomm is NULL");
   // The per-communicator message stays with its communicator.
   EXPECT_NE(std::string(loomGetLastError(comms[0])).find("newcomm"), std::string::npos);

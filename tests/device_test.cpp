@@ -482,6 +482,55 @@ TEST(PeerAccess, AGpuReachesItsOwnMemoryAndPeersOnlyWithAccess) {
   EXPECT_FALSE(loom::cuda::canReachDevice(zero + 8)) << "a GPU the fake device does not show";
 }
 
+// Each rank of loomCommInitAll is created on its devlist's device (NULL:
+// i mod the devices; a device no GPU is refused by name), which
+// loomCommCuDevice answers, as a rank of loomCommInitRank answers the device
+// current on the thread that created it. On the fake device's two GPUs, or
+// on a GPU machine's own.
+TEST(DeviceComms, ARankIsOnTheDeviceItWasCreatedOn) {
+  loom::test::deviceMemoryKind();
+  const int gpus = fake() ? 2 : loom::cuda::deviceCount();
+  struct Restore {
+    ~Restore() {
+      loom::cuda::setCurrentDevice(0);
+      loom::cuda::fakeDeviceGpus(1, true);
+    }
+  } restore;
+  if (fake()) loom::cuda::fakeDeviceGpus(gpus, true);
+  const auto devicesOf = [](std::vector<loomComm_t>& comms) {
+    std::vector<int> devices;
+    for (loomComm_t comm : comms) {
+      int d = -1;
+      EXPECT_EQ(loomCommCuDevice(comm, &d), loomSuccess) << loomGetLastError(comm);
+      devices.push_back(d);
+    }
+    loom::test::destroyAll(comms);
+    return devices;
+  };
+  std::vector<loomComm_t> comms(3);
+  const std::vector<int> devlist = {gpus - 1, 0, gpus - 1};
+  ASSERT_EQ(loomCommInitAll(comms.data(), 3, devlist.data()), loomSuccess) << loomGetLastError(nullptr);
+  EXPECT_EQ(devicesOf(comms), devlist);
+  ASSERT_EQ(loomCommInitAll(comms.data(), 3, nullptr), loomSuccess) << loomGetLastError(nullptr);
+  EXPECT_EQ(devicesOf(comms), (std::vector<int>{0, 1 % gpus, 2 % gpus}));
+  const int bad[] = {0, gpus};
+  EXPECT_EQ(loomCommInitAll(comms.data(), 2, bad), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("devlist[1]=" + std::to_string(gpus)), std::string::npos)
+      << loomGetLastError(nullptr);
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  loom::cuda::setCurrentDevice(gpus - 1);
+  loomComm_t one = nullptr;
+  ASSERT_EQ(loomCommInitRank(&one, 1, id, 0), loomSuccess);
+  loom::cuda::setCurrentDevice(0);
+  int d = -1;
+  EXPECT_EQ(loomCommCuDevice(one, &d), loomSuccess);
+  EXPECT_EQ(d, gpus - 1);
+  EXPECT_EQ(loomCommCuDevice(one, nullptr), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(one)).find("device is NULL"), std::string::npos) << loomGetLastError(one);
+  EXPECT_EQ(loomCommDestroy(one), loomSuccess);
+}
+
 // Pinned memory costs far more to allocate than to fill: a staging area lends
 // the same buffer again for any size it covers, and a larger one when none does.
 TEST(StagingArea, LendsItsBuffersAgain) {

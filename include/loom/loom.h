@@ -136,8 +136,10 @@ loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);
 loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank);
 loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId, int rank,
                                     loomConfig_t* config);
-/* ndev communicators in this process (ranks as threads); devlist is ignored
- * for host communicators and may be NULL. */
+/* ndev communicators in this process (ranks as threads), rank i on CUDA
+ * device devlist[i] (devlist NULL: i mod the visible devices; several ranks
+ * may share a device). Where no CUDA device is visible, devlist is ignored.
+ * loomInvalidArgument naming the devlist entry that is no visible device. */
 loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
 /* Rank, size and rendezvous from the launcher's environment (loomrun,
  * torchrun, Slurm, Open MPI, PMI); see the README for the order. */
@@ -174,6 +176,12 @@ loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
 /* Loom extensions: ranks on the same host (same host id). */
 loomResult_t loomCommLocalRank(const loomComm_t comm, int* localRank);
 loomResult_t loomCommLocalCount(const loomComm_t comm, int* localCount);
+/* The CUDA device this rank was created on: the one current on the thread
+ * that created it (loomCommInitAll: its devlist's), as NCCL's
+ * ncclCommCuDevice. A call on device memory runs on the device current
+ * where it is made (in a group, where each call was made). loomInvalidUsage
+ * if no CUDA device was visible there; naming "device" if it is NULL. */
+loomResult_t loomCommCuDevice(const loomComm_t comm, int* device);
 
 /* Loom extension: where a peer runs and how this rank reaches it, for tools
  * (loom-perf's rank lines, loom-diag's per-pair attribution). Every string is

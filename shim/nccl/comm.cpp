@@ -146,18 +146,10 @@ LOOM_NCCL_DEFINE(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* ra
   return fromLoom(loomCommUserRank(toLoom(comm), rank));
 }
 
-// The CUDA device placement gave this rank; a host communicator has none.
+// The CUDA device the rank was created on (ncclCommInitAll: its devlist's);
+// a host communicator has none.
 LOOM_NCCL_DEFINE(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device)) {
-  if (device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
-  int rank = 0;
-  if (const ncclResult_t r = fromLoom(loomCommUserRank(toLoom(comm), &rank)); r != ncclSuccess) return r;
-  loomPeerInfo_t info;
-  if (const ncclResult_t r = fromLoom(loomCommGetPeerInfo(toLoom(comm), rank, &info)); r != ncclSuccess) return r;
-  if (info.gpu < 0) {
-    return fail(ncclInvalidUsage, "ncclCommCuDevice: this communicator's rank has no CUDA device (a host communicator)");
-  }
-  *device = info.gpu;
-  return ncclSuccess;
+  return fromLoom(loomCommCuDevice(toLoom(comm), device));
 }
 
 LOOM_NCCL_DEFINE(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle)) {

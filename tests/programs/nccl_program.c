@@ -252,8 +252,11 @@ static void badInput(ncclComm_t comm) {
   ncclWindow_t win;
   CHECK(ncclCommWindowRegister(comm, x, sizeof x, &win, NCCL_WIN_DEFAULT) == ncclInvalidUsage, "windows");
   CHECK(strstr(ncclGetLastError(comm), "not offered") != NULL, "windows' message: %s", ncclGetLastError(comm));
-  int device = 0;
-  CHECK(ncclCommCuDevice(comm, &device) == ncclInvalidUsage, "a host communicator has no device");
+  int device = -1;
+  const ncclResult_t onDevice = ncclCommCuDevice(comm, &device);  /* a device only where CUDA sees one */
+  CHECK(onDevice == ncclInvalidUsage || (onDevice == ncclSuccess && device >= 0), "ncclCommCuDevice: %d, device %d",
+        (int)onDevice, device);
+  CHECK(ncclCommCuDevice(comm, NULL) == ncclInvalidArgument, "ncclCommCuDevice with a NULL device");
   CHECK(ncclGetErrorString(ncclTimeout) != NULL && strlen(ncclGetErrorString(ncclInvalidArgument)) > 0, "strings");
 }
 
