@@ -110,3 +110,21 @@ TEST(OneThreadGroupsAcrossProcesses, MixWithRanksOfOtherProcesses) {
 }
 
 }  // namespace
+
+namespace {
+
+// A group with nothing in it ends in success, as does one whose every call
+// was refused when it was made (the refusal was that call's result).
+TEST(Groups, AnEmptyGroupOrOneOfRefusedCallsEndsInSuccess) {
+  auto comms = loom::test::initThreadComms(1);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  EXPECT_EQ(loomGroupEnd(), loomSuccess);
+  int32_t x = 0;
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  EXPECT_EQ(loomSend(&x, 1, static_cast<loomDataType_t>(1000), 0, comms[0], nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomAllReduce(&x, &x, 1, loomInt32, loomSum, nullptr, nullptr), loomInvalidArgument);
+  EXPECT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[0]);
+  loom::test::destroyAll(comms);
+}
+
+}  // namespace

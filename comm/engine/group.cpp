@@ -123,6 +123,7 @@ void runOneRank(const std::vector<Call>& calls) {
 // worker its own. Run one after another, the first rank's collective would
 // wait on a peer that this same thread had not started yet.
 void runNow(const std::vector<Call>& calls) {
+  if (calls.empty()) return;  // a group whose every call was refused
   const auto oneRank = [&](const Call& c) { return c.comm == calls.front().comm; };
   if (std::all_of(calls.begin(), calls.end(), oneRank)) {  // no copies in the common case
     const cuda::DeviceScope device(calls.front().device);
