@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "base/bus_id.hpp"
 #include "base/error.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/processes.hpp"
@@ -80,10 +81,10 @@ TEST(TopologyDiscovery, DgxReadsNvLinksToTheFourNvSwitches) {
 // gives the graph hwloc's matrix gave; a GPU pair reported from both ends
 // counts once; ends the graph lacks are left out.
 TEST(TopologyDiscovery, NvLinksFromNvmlPortsMatchTheMachine) {
-  EXPECT_EQ(normalizeBusId("00000000:1A:00.0"), "0000:1a:00.0");
-  EXPECT_EQ(normalizeBusId("0000:1a:00.0"), "0000:1a:00.0");
-  EXPECT_EQ(normalizeBusId("0000:1a:00.0 "), "");
-  EXPECT_EQ(normalizeBusId("1a:00.0"), "");
+  EXPECT_EQ(loom::normalizeBusId("00000000:1A:00.0"), "0000:1a:00.0");
+  EXPECT_EQ(loom::normalizeBusId("0000:1a:00.0"), "0000:1a:00.0");
+  EXPECT_EQ(loom::normalizeBusId("0000:1a:00.0 "), "");
+  EXPECT_EQ(loom::normalizeBusId("1a:00.0"), "");
 
   const System& dgx = machine("dgx-h100.xml");
   std::vector<NvLinkPort> ports;
@@ -266,6 +267,26 @@ TEST(TopologyPlacement, ARankWithACudaDeviceSitsOnThatGpu) {
   EXPECT_EQ(p.numa, 1);
   // A bus id the machine does not have: placed by local rank, as without one.
   EXPECT_EQ(placeThisProcess(sys, 3, 8, "0000:99:00.0").gpu, 3);
+}
+
+// CUDA's devices, by ordinal, are the graph's GPUs with their bus ids,
+// whatever order CUDA_VISIBLE_DEVICES puts them in; one the graph lacks
+// stays unmatched. A saved machine has none (they are the discovering
+// process's), and says so in its JSON.
+TEST(TopologyCuda, DevicesAreMatchedToTheGraphsGpusByBusId) {
+  const System& sys = machine("pcie-8gpu.xml");
+  const std::vector<std::string> visible = {"0000:33:00.0", sys.node(sys.find(NodeKind::Gpu, 0)).busId, "0000:99:00.0"};
+  const std::vector<CudaDevice> devices = matchCudaDevices(sys, visible);
+  ASSERT_EQ(devices.size(), 3u);
+  EXPECT_EQ(devices[0].ordinal, 0);
+  EXPECT_EQ(devices[0].gpu, 5);
+  EXPECT_EQ(devices[1].gpu, 0);
+  EXPECT_EQ(devices[2].gpu, -1);
+  EXPECT_EQ(devices[2].busId, "0000:99:00.0");
+  EXPECT_EQ(sys.gpuWithBusId(""), -1);
+  EXPECT_TRUE(sys.cudaDevices.empty());
+  EXPECT_NE(dumpJson(sys, nullptr).find("\"cuda_devices\": []"), std::string::npos);
+  EXPECT_EQ(loom::normalizeBusId("00000000:33:00.0"), "0000:33:00.0") << "CUDA's spelling";
 }
 
 // A rank's listener (which populates its receive FIFOs) is bound to the

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 
+#include "base/device/cuda.hpp"
 #include "base/error.hpp"
 #include "topology/nvml.hpp"
 
@@ -281,7 +282,9 @@ class Builder {
 
 System discover(const std::string& xmlFile, const std::string& what) {
   Topology topology = load(xmlFile, what);
-  return Builder(topology.get(), xmlFile.empty()).build();
+  System sys = Builder(topology.get(), xmlFile.empty()).build();
+  if (sys.thisMachine) sys.cudaDevices = matchCudaDevices(sys, cuda::visibleDeviceBusIds());
+  return sys;
 }
 
 }  // namespace loom::topo

@@ -60,6 +60,11 @@ void writeSystem(JsonWriter& json, const System& sys) {
     json.beginObject().field("a", l.a).field("b", l.b).field("links", l.links).field("GBs", l.GBs).endObject();
   }
   json.endArray();
+  json.key("cuda_devices").beginArray();
+  for (const CudaDevice& d : sys.cudaDevices) {
+    json.beginObject().field("ordinal", d.ordinal).field("bus_id", d.busId).field("gpu", d.gpu).endObject();
+  }
+  json.endArray();
   const std::vector<int> ends = pathEndpoints(sys);
   json.key("paths").beginObject().key("names").beginArray(true);
   for (int e : ends) json.value(sys.nodes[static_cast<size_t>(e)].name);

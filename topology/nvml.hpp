@@ -23,9 +23,6 @@ struct NvLinkPort {
 // there or answers nothing.
 std::vector<NvLinkPort> queryNvLinks(std::span<const std::string> gpuBusIds);
 
-// NVML's "00000000:1A:00.0" in hwloc's spelling ("0000:1a:00.0"); empty if malformed.
-std::string normalizeBusId(std::string_view busId);
-
 // The graph's NVLinks from `ports`: links counted per (GPU, GPU or NVSwitch)
 // pair, GPU pairs once however many ends report them; ends not in `sys` are
 // left out.

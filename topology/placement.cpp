@@ -84,9 +84,7 @@ RankPlace placeByLocalRank(const System& sys, int localRank, int localSize) {
 }
 
 RankPlace placeThisProcess(const System& sys, int localRank, int localSize, const std::string& gpuBusId) {
-  for (int g : sys.all(NodeKind::Gpu)) {
-    if (!gpuBusId.empty() && sys.node(g).busId == gpuBusId) return onGpu(sys, g);
-  }
+  if (const int g = sys.gpuWithBusId(gpuBusId); g >= 0) return onGpu(sys, g);
   // A described machine is not this one: its ranks are placed as launched.
   if (!sys.thisMachine) return placeByLocalRank(sys, localRank, localSize);
   cpu_set_t set;

@@ -46,4 +46,21 @@ int System::cpuOfPu(int pu) const {
   return -1;
 }
 
+int System::gpuWithBusId(const std::string& busId) const {
+  if (busId.empty()) return -1;
+  for (int g : all(NodeKind::Gpu)) {
+    if (node(g).busId == busId) return g;
+  }
+  return -1;
+}
+
+std::vector<CudaDevice> matchCudaDevices(const System& sys, std::span<const std::string> busIds) {
+  std::vector<CudaDevice> devices;
+  for (size_t d = 0; d < busIds.size(); ++d) {
+    const int g = sys.gpuWithBusId(busIds[d]);
+    devices.push_back({static_cast<int>(d), busIds[d], g < 0 ? -1 : sys.node(g).index});
+  }
+  return devices;
+}
+
 }  // namespace loom::topo

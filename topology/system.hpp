@@ -5,6 +5,7 @@
 // everything above it can be tested on machines we do not have.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,12 +56,23 @@ struct LinkModel {
   static constexpr double kNetDefaultGbps = 10.0;   // a NIC whose speed nobody reports
 };
 
+// A CUDA device of this process, by its ordinal, and the graph's GPU with
+// its PCI bus id.
+struct CudaDevice {
+  int ordinal = -1;
+  std::string busId;
+  int gpu = -1;  // the GPU's index (gpu3: 3), -1 when the graph has none with that bus id
+};
+
 struct System {
   std::string hostname;
   bool thisMachine = false;        // discovered live, not loaded from a file
   std::vector<Node> nodes;
   std::vector<NvLink> nvlinks;
   std::vector<std::string> notes;  // what discovery could not see, one line each
+  // This machine's only: the CUDA devices the discovering process sees,
+  // which CUDA_VISIBLE_DEVICES may number in another order than the GPUs.
+  std::vector<CudaDevice> cudaDevices;
 
   const Node& node(int i) const { return nodes[static_cast<size_t>(i)]; }  // by node index
   std::vector<int> all(NodeKind kind) const;  // node indexes of that kind, by index
@@ -68,6 +80,12 @@ struct System {
   int find(NodeKind kind, int index) const;   // the node of that kind and index, or -1
   // The NUMA node whose processing units include `pu`, or -1.
   int cpuOfPu(int pu) const;
+  // The GPU node with PCI bus id `busId` (hwloc's spelling), or -1.
+  int gpuWithBusId(const std::string& busId) const;
 };
+
+// CUDA's devices, by ordinal, with the PCI bus ids in `busIds`, matched to
+// the graph's GPUs.
+std::vector<CudaDevice> matchCudaDevices(const System& sys, std::span<const std::string> busIds);
 
 }  // namespace loom::topo

@@ -1,5 +1,6 @@
 #include "base/device/cuda.hpp"
 
+#include "base/bus_id.hpp"
 #include "base/error.hpp"
 
 #include <sys/mman.h>
@@ -7,7 +8,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -104,24 +104,23 @@ PointerKind pointerKind(const void* p) {
 #endif
 }
 
-std::string currentDeviceBusId() {
+std::vector<std::string> visibleDeviceBusIds() {
+  std::vector<std::string> ids;
 #ifdef LOOM_HAVE_CUDA
-  int device = 0;
-  char id[32] = {};
-  if (deviceCount() == 0 || cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return "";
+  for (int d = 0; d < deviceCount(); ++d) {
+    char id[32] = {};
+    if (cudaDeviceGetPCIBusId(id, sizeof id, d) != cudaSuccess) (void)cudaGetLastError();
+    ids.push_back(normalizeBusId(id));  // CUDA's "00000000:1A:00.0" in hwloc's spelling
   }
-  std::string out(id);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // CUDA may print the domain with 8 digits; hwloc and Loom use 4.
-  const size_t colon = out.find(':');
-  if (colon > 4 && colon != std::string::npos) out.erase(0, colon - 4);
-  return out;
-#else
-  return "";
 #endif
+  return ids;
+}
+
+std::string currentDeviceBusId() {
+  if (fakeDevice()) return "";
+  const std::vector<std::string> ids = visibleDeviceBusIds();
+  const auto device = static_cast<size_t>(currentDevice());
+  return device < ids.size() ? ids[device] : "";
 }
 
 int currentDevice() {

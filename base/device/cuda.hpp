@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace loom::cuda {
 
@@ -16,9 +17,13 @@ int deviceCount();
 enum class PointerKind { Host, Device, HostPinned };
 PointerKind pointerKind(const void* p);
 
-// The PCI bus id of this thread's current device ("0000:1a:00.0", lower
-// case), or "" without CUDA or a device.
+// The PCI bus id of this thread's current device, as hwloc spells it
+// (base/bus_id.hpp), or "" without CUDA or a device.
 std::string currentDeviceBusId();
+// Every device this process sees, by ordinal, likewise (empty without CUDA
+// or a device): under CUDA_VISIBLE_DEVICES ordinal 0 may be any of the
+// machine's GPUs.
+std::vector<std::string> visibleDeviceBusIds();
 
 // This thread's current device (0 without CUDA; the fake device's, below,
 // while it is on), and making `device` it: a task that runs on another

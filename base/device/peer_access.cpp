@@ -21,20 +21,13 @@ namespace {
 uint64_t fakeIdOf(int gpu) { return 1 + 4 * static_cast<uint64_t>(gpu); }
 
 #ifdef LOOM_HAVE_CUDA
-// Never 0 or odd: 0 means unknown, odd ids are the fake device's.
-uint64_t idOfBusId(const char* busId) { return (std::hash<std::string>{}(busId) | 2) & ~uint64_t{1}; }
-
-// Every visible device's id, by ordinal.
+// Every visible device's id, by ordinal: never 0 (unknown) or odd (the fake
+// device's).
 const std::vector<uint64_t>& visibleIds() {
   static const std::vector<uint64_t> ids = [] {
-    std::vector<uint64_t> out(static_cast<size_t>(deviceCount()), 0);
-    for (size_t d = 0; d < out.size(); ++d) {
-      char busId[32] = {};
-      if (cudaDeviceGetPCIBusId(busId, sizeof busId, static_cast<int>(d)) == cudaSuccess) {
-        out[d] = idOfBusId(busId);
-      } else {
-        (void)cudaGetLastError();
-      }
+    std::vector<uint64_t> out;
+    for (const std::string& busId : visibleDeviceBusIds()) {
+      out.push_back(busId.empty() ? 0 : (std::hash<std::string>{}(busId) | 2) & ~uint64_t{1});
     }
     return out;
   }();

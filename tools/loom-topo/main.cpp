@@ -89,6 +89,15 @@ void printMachine(const System& sys, const std::string& source) {
     std::printf("%-6s socket %d, PUs %s  %s\n", n.name.c_str(), n.package, loom::formatRanges(n.pus).c_str(), n.model.c_str());
     printSubtree(sys, c, 1);
   }
+  if (!sys.cudaDevices.empty()) {
+    // What a rank's CUDA device is in the graph: CUDA_VISIBLE_DEVICES
+    // renumbers the devices, the graph's GPUs go by bus id.
+    std::printf("CUDA devices of this process:\n");
+    for (const CudaDevice& d : sys.cudaDevices) {
+      std::printf("  %d  %-12s %s\n", d.ordinal, d.busId.c_str(),
+                  d.gpu >= 0 ? ("gpu" + std::to_string(d.gpu)).c_str() : "(no GPU of the graph has this bus id)");
+    }
+  }
   if (!sys.nvlinks.empty()) {
     std::printf("NVLink:\n");
     for (const auto& l : sys.nvlinks) {
