@@ -5,11 +5,10 @@
 // and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
 // checked against what every rank can compute, then a line with the bytes that went each way
 // (and the pieces staged calls ran as: collectives/device_staging.hpp).
-//   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 |
-//                                       gpu-per-rank | gpu-per-rank-no-peer]
+//   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 | gpu-per-rank]
 // (refuse-ipc-on-rank-2: on the fake device, rank 2 cannot map its peers' buffers;
-// gpu-per-rank: local rank r on GPU r, the fake device's GPUs with peer access
-// or, -no-peer, without; on a machine's GPUs r mod their count.)
+// gpu-per-rank: local rank r on GPU r, of the fake device's GPUs with peer
+// access, or of a machine's GPUs r mod their count.)
 // Values are small integers, so that int32 and float32 sums, maxima and
 // PreMulSums are exact, as are int32 averages (the sum divided, truncated);
 // a float32 average multiplies the exact sum by 1/n, two roundings (within
@@ -255,12 +254,12 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 2 ? argv[2] : "";
   const bool hostOnRank0 = mode == "host-on-rank-0";
   loom::test::deviceMemoryKind();
-  if (mode.starts_with("gpu-per-rank")) {
+  if (mode == "gpu-per-rank") {
     // Before the communicator, which may start CUDA on the current device.
     const char* local = std::getenv("LOOM_LOCAL_RANK");
     const int localRank = local != nullptr ? std::atoi(local) : 0;
     constexpr int kFakeGpus = 8;
-    if (loom::cuda::fakeDevice()) loom::cuda::fakeDeviceGpus(kFakeGpus, mode == "gpu-per-rank");
+    if (loom::cuda::fakeDevice()) loom::cuda::fakeDeviceGpus(kFakeGpus, true);
     const int gpus = loom::cuda::fakeDevice() ? kFakeGpus : loom::cuda::deviceCount();
     loom::cuda::setCurrentDevice(localRank % gpus);
   }
