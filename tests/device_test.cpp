@@ -303,7 +303,8 @@ TEST(DevicePieces, ElementWiseCallsRunInPiecesAndAreExact) {
 
 // Pieces change nothing of an element's arithmetic: under
 // LOOM_DETERMINISTIC=1 a float32 sum in pieces of device buffers has the
-// bits of the same sum, whole, of host buffers.
+// bits of the same sum, whole, of host buffers: an all-reduce's, and a
+// reduce-scatter's, whose pieces take rows of each block.
 TEST(DevicePieces, DeterministicSumsInPiecesHaveTheWholeCallsBits) {
   SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
   loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
@@ -318,34 +319,47 @@ TEST(DevicePieces, DeterministicSumsInPiecesHaveTheWholeCallsBits) {
       v = static_cast<float>(static_cast<double>(x % 20001) - 10000.0) * (x % 3 == 0 ? 1e-8f : 1.0f);
     }
   }
-  // Each rank's result of one all-reduce, its buffers on the device or the host.
+  constexpr size_t block = count / n;  // of the reduce-scatter, whose input is n such blocks of the same values
+  // Each rank's results of one all-reduce then one reduce-scatter, side by
+  // side, its buffers on the device or the host.
   const auto sum = [&](const char* pieceBytes, bool device) {
     loom::test::ScopedEnv piece("LOOM_STAGING_PIECE_BYTES", pieceBytes);
-    std::vector<std::vector<float>> results(n, std::vector<float>(count));
+    std::vector<std::vector<float>> results(n, std::vector<float>(count + block));
     auto comms = loom::test::initThreadComms(n);
     onThreads(n, [&](int r) {
       const auto& in = inputs[static_cast<size_t>(r)];
       auto& out = results[static_cast<size_t>(r)];
+      loomComm_t comm = comms[static_cast<size_t>(r)];
       if (!device) {
-        ASSERT_EQ(loomAllReduce(in.data(), out.data(), count, loomFloat32, loomSum, comms[r], nullptr), loomSuccess);
+        ASSERT_EQ(loomAllReduce(in.data(), out.data(), count, loomFloat32, loomSum, comm, nullptr), loomSuccess);
+        ASSERT_EQ(loomReduceScatter(in.data(), out.data() + count, block, loomFloat32, loomSum, comm, nullptr),
+                  loomSuccess);
         return;
       }
       DeviceBuffer din(count * 4), dout(count * 4);
       din.upload(in.data());
-      ASSERT_EQ(loomAllReduce(din.data(), dout.data(), count, loomFloat32, loomSum, comms[r], nullptr), loomSuccess)
-          << loomGetLastError(comms[r]);
+      ASSERT_EQ(loomAllReduce(din.data(), dout.data(), count, loomFloat32, loomSum, comm, nullptr), loomSuccess)
+          << loomGetLastError(comm);
       dout.download(out.data());
+      DeviceBuffer dblock(block * 4);
+      ASSERT_EQ(loomReduceScatter(din.data(), dblock.data(), block, loomFloat32, loomSum, comm, nullptr), loomSuccess)
+          << loomGetLastError(comm);
+      dblock.download(out.data() + count);
     });
     loom::test::destroyAll(comms);
     return results;
   };
   const uint64_t before = loom::coll::piecesRun();
   const auto inPieces = sum("4096", true);
-  EXPECT_EQ(loom::coll::piecesRun() - before, n * ((count * 4 + 4095) / 4096));
+  constexpr size_t rowBytes = 4096 / n / 64 * 64;  // of each block of the reduce-scatter
+  EXPECT_EQ(loom::coll::piecesRun() - before,
+            n * ((count * 4 + 4095) / 4096 + (block * 4 + rowBytes - 1) / rowBytes));
   const auto whole = sum("0", false);
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(std::memcmp(inPieces[static_cast<size_t>(r)].data(), whole[static_cast<size_t>(r)].data(), count * 4), 0)
-        << "rank " << r;
+    const float* got = inPieces[static_cast<size_t>(r)].data();
+    const float* want = whole[static_cast<size_t>(r)].data();
+    EXPECT_EQ(std::memcmp(got, want, count * 4), 0) << "all-reduce, rank " << r;
+    EXPECT_EQ(std::memcmp(got + count, want + count, block * 4), 0) << "reduce-scatter, rank " << r;
   }
 }
 
