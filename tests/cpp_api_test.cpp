@@ -82,6 +82,14 @@ TEST(CppApi, WrongSizesAndBadArgumentsThrowNamingThem) {
     EXPECT_EQ(e.result(), loomInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("root=5"), std::string::npos) << e.what();
   }
+  // Where no CUDA device is visible (CI), a rank has none, and says so; where
+  // one is, the rank was created on it.
+  try {
+    EXPECT_GE(comms[0].cudaDevice(), 0);
+  } catch (const loom::CallError& e) {
+    EXPECT_EQ(e.result(), loomInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
   loom::Comm moved = std::move(comms[0]);  // ownership moves; the old object holds nothing
   EXPECT_FALSE(comms[0]);
   EXPECT_TRUE(moved);

@@ -165,6 +165,9 @@ class Comm {
   int size() const { return query(loomCommCount); }
   int localRank() const { return query(loomCommLocalRank); }
   int localSize() const { return query(loomCommLocalCount); }
+  // The CUDA device this rank was created on (loomCommCuDevice); throws
+  // CallError (loomInvalidUsage) where no CUDA device was visible there.
+  int cudaDevice() const { return query(loomCommCuDevice); }
   void barrier() const { check(loomCommBarrier(comm_), comm_); }
   // loomCommGetAsyncError's answer.
   loomResult_t asyncError() const {
