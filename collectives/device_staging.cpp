@@ -78,9 +78,12 @@ struct Staged {
   std::unique_ptr<std::byte[]> hostIn;
   std::unique_ptr<std::byte[]> hostOut;
 
-  // `sendInBlocks`, `recvInBlocks`: the call runs in pieces and the buffer
-  // is laid in blocks. `area` may be null where no buffer is a device's.
-  Staged(cuda::StagingArea* area, Collective call, bool sendInBlocks, bool recvInBlocks) : c(call) {
+  // `inPieces`: the call runs in pieces, so its buffers in blocks need
+  // stand-ins even in host memory. `area` may be null where no buffer is a
+  // device's.
+  Staged(cuda::StagingArea* area, Collective call, bool inPieces) : c(call) {
+    const bool sendInBlocks = inPieces && sendLayout(c.kind) == PieceLayout::Blocks;
+    const bool recvInBlocks = inPieces && recvLayout(c.kind) == PieceLayout::Blocks;
     const bool stageSend = c.sendKind == MemoryKind::CudaDevice;
     const bool stageRecv = c.recvKind == MemoryKind::CudaDevice;
     const bool shared = stageSend && stageRecv && c.send == c.recv && sendInBlocks == recvInBlocks;
@@ -152,8 +155,7 @@ void withStaged(Communicator& comm, const Collective& c, bool inPieces, const St
   cuda::StagingArea& area = comm.staging;
   cuda::DeviceStream& copies = area.stream();
   const auto check = comm.deviceWaitCheck();
-  Staged staged(&area, c, inPieces && sendLayout(c.kind) == PieceLayout::Blocks,
-                inPieces && recvLayout(c.kind) == PieceLayout::Blocks);
+  Staged staged(&area, c, inPieces);
   try {
     if (!cuda::onUserStream()) copies.afterDefaultStream();
     body(staged, copies, check);
@@ -231,7 +233,7 @@ void runInPieces(Communicator& comm, const Collective& c, size_t pieceBytes,
   const Geometry g{pieceBytes, c.blockBytes(), static_cast<size_t>(comm.size())};
   pieces.fetch_add(g.count(), std::memory_order_relaxed);
   if (!touchesDevice(c)) {  // no copy stream: a host rank may have no CUDA at all
-    Staged onHost(nullptr, c, sendLayout(c.kind) == PieceLayout::Blocks, recvLayout(c.kind) == PieceLayout::Blocks);
+    Staged onHost(nullptr, c, true);
     runPieces(onHost, g, nullptr, [] {}, run);
     return;
   }
