@@ -16,9 +16,20 @@
 #ifndef NCCL_H_
 #define NCCL_H_
 
+/* NCCL's header brings in CUDA's runtime and its half, bfloat16 and (for C++)
+ * fp8 types, and programs written for it use them without including them
+ * (nccl-tests' `half`); so does this one wherever CUDA's headers are found.
+ * A C program built without CUDA gets only the stream type. */
 #if defined(__has_include)
 #if __has_include(<cuda_runtime.h>) && !defined(LOOM_NCCL_NO_CUDA)
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#if CUDART_VERSION >= 11000
+#include <cuda_bf16.h>
+#endif
+#if defined(__cplusplus) && CUDART_VERSION >= 11080
+#include <cuda_fp8.h>
+#endif
 #define LOOM_NCCL_HAVE_CUDA_TYPES 1
 #endif
 #endif
