@@ -9,6 +9,7 @@
 #include "base/deadline.hpp"
 #include "base/log.hpp"
 #include "comm/comm_create.hpp"
+#include "comm/engine/group.hpp"
 
 using loom::api::call;
 using loom::api::ready;
@@ -57,7 +58,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId c
     requireNonNull(comm, "comm");
     *comm = nullptr;
     auto cfg = loom::Config::resolve(config);
-    *comm = loom::createComm(nranks, commId, rank, cfg).release();
+    *comm = loom::createCommInGroup(nranks, commId, rank, cfg).release();
     inProgress = !cfg.blocking;
   });
   return result == loomSuccess && inProgress ? loomInProgress : result;
@@ -85,15 +86,24 @@ loomResult_t loomCommInitFromEnv(loomComm_t* comm, loomConfig_t* config) {
 }
 
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm, loomConfig_t* config) {
-  return call(__func__, comm, [&] {
+  bool inProgress = false;
+  const loomResult_t result = call(__func__, comm, [&] {
     requireNonNull(newcomm, "newcomm");
     *newcomm = nullptr;
     loomComm& parent = ready(comm);
-    loom::LogRankScope scope(parent.rank());
     // Unset fields inherit the parent's settings, as in NCCL.
     loom::Config cfg = config != nullptr ? loom::Config::resolve(config) : parent.config();
-    *newcomm = loom::splitComm(parent, color, key, cfg).release();
+    // Inside a group it runs at the group's end with the group's other
+    // splits and inits (one thread splitting several ranks); *newcomm is
+    // set then, as NCCL's is.
+    auto split = [&parent, color, key, cfg, newcomm] {
+      loom::LogRankScope scope(parent.rank());
+      *newcomm = loom::splitComm(parent, color, key, cfg).release();
+    };
+    if (!loom::group::defer({split, cfg.blocking})) split();
+    inProgress = !cfg.blocking && color != LOOM_SPLIT_NOCOLOR;
   });
+  return result == loomSuccess && inProgress ? loomInProgress : result;
 }
 
 loomResult_t loomCommShrink(loomComm_t comm, int* excludeRanksList, int excludeRanksCount, loomComm_t* newcomm,

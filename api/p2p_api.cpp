@@ -53,7 +53,9 @@ loomResult_t loomGroupStart(void) {
 }
 
 loomResult_t loomGroupEnd(void) {
-  return call(__func__, nullptr, [] { loom::group::end(); });
+  bool inProgress = false;
+  const loomResult_t result = call(__func__, nullptr, [&] { inProgress = loom::group::end(); });
+  return result == loomSuccess && inProgress ? loomInProgress : result;
 }
 
 loomResult_t loomStreamCreate(loomStream_t* stream) {

@@ -10,6 +10,7 @@
 #include "comm/bootstrap/rendezvous.hpp"
 #include "comm/bootstrap/root.hpp"
 #include "comm/bootstrap/watchdog.hpp"
+#include "comm/engine/group.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/store/store.hpp"
 
@@ -23,7 +24,11 @@ loomUniqueId createUniqueId(std::chrono::milliseconds timeout) {
   return id;
 }
 
-std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int rank, const Config& config) {
+namespace {
+
+enum class Start { Now, AtGroupEnd };
+
+std::unique_ptr<loomComm> create(int nranks, const loomUniqueId& id, int rank, const Config& config, Start start) {
   if (nranks < 1 || nranks > kMaxRanks) {
     throw Error(loomInvalidArgument, "nranks=" + std::to_string(nranks) + " must be in [1, " + std::to_string(kMaxRanks) + "]");
   }
@@ -32,9 +37,22 @@ std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int ran
   }
   UniqueIdData data = decodeUniqueId(id);
   auto comm = std::make_unique<loomComm>(config);
-  if (config.blocking) comm->init(data, rank, nranks);
-  else comm->initAsync(data, rank, nranks);
+  auto init = [c = comm.get(), data, rank, nranks, blocking = config.blocking] {
+    if (blocking) c->init(data, rank, nranks);
+    else c->initAsync(data, rank, nranks);
+  };
+  if (start == Start::Now || !group::defer({init, config.blocking})) init();
   return comm;
+}
+
+}  // namespace
+
+std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int rank, const Config& config) {
+  return create(nranks, id, rank, config, Start::Now);
+}
+
+std::unique_ptr<loomComm> createCommInGroup(int nranks, const loomUniqueId& id, int rank, const Config& config) {
+  return create(nranks, id, rank, config, Start::AtGroupEnd);
 }
 
 std::unique_ptr<loomComm> createCommFromEnv(const Config& config) {

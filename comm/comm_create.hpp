@@ -18,6 +18,10 @@ loomUniqueId createUniqueId(std::chrono::milliseconds timeout);
 // Validates the arguments (naming the bad one) and initializes; with a
 // non-blocking config the communicator returns while init runs.
 std::unique_ptr<loomComm> createComm(int nranks, const loomUniqueId& id, int rank, const Config& config);
+// The same for a caller that may be inside a group (loomCommInitRank's):
+// there the init is deferred to the group's end (group::defer), as NCCL
+// defers a group's inits, and the communicator is returned before it.
+std::unique_ptr<loomComm> createCommInGroup(int nranks, const loomUniqueId& id, int rank, const Config& config);
 
 std::unique_ptr<loomComm> createCommFromEnv(const Config& config);
 

@@ -173,6 +173,8 @@ void Communicator::init(const UniqueIdData& id, int rank, int nranks) {
 void Communicator::initAsync(const UniqueIdData& id, int rank, int nranks) {
   initThread_ = std::thread([this, id, rank, nranks] {
     LogRankScope scope(rank);
+    // The rank's device, not this new thread's default: init places the rank on it.
+    const cuda::DeviceScope device(cudaDevice_ >= 0 ? cudaDevice_ : cuda::currentDevice());
     try {
       runInit(id, rank, nranks);
     } catch (const Error& e) {

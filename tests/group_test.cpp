@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -125,6 +127,142 @@ TEST(Groups, AnEmptyGroupOrOneOfRefusedCallsEndsInSuccess) {
   EXPECT_EQ(loomAllReduce(&x, &x, 1, loomInt32, loomSum, nullptr, nullptr), loomInvalidArgument);
   EXPECT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[0]);
   loom::test::destroyAll(comms);
+}
+
+}  // namespace
+
+namespace {
+
+// Polls a non-blocking communicator until its init has ended, as PyTorch
+// does (every 2 ms), within `limit`; its last state.
+loomResult_t awaitReady(loomComm_t comm, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  loomResult_t state = loomInProgress;
+  while (loomCommGetAsyncError(comm, &state) == loomSuccess && state == loomInProgress &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return state;
+}
+
+// nccl-tests' init with -g/-t, from one thread: loomGroupStart, one
+// loomCommInitRankConfig per rank, loomGroupEnd. Created at the call, rank
+// 0 would wait in the rendezvous for rank 1 until LOOM_TIMEOUT_MS; deferred
+// to the group's end they meet. Then every collective of every rank, in
+// one group each, exactly.
+class CreatedInAGroup : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(CreatedInAGroup, OneThreadCreatesEveryRankThenRunsEveryCollective) {
+  const auto [n, blocking] = GetParam();
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "10000");
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.blocking = blocking ? 1 : 0;
+  std::vector<loomComm_t> comms(static_cast<size_t>(n));
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(loomCommInitRankConfig(&comms[static_cast<size_t>(r)], n, id, r, &config),
+              blocking ? loomSuccess : loomInProgress)
+        << loomGetLastError(nullptr);
+    ASSERT_NE(comms[static_cast<size_t>(r)], nullptr);
+  }
+  // Nothing ran yet: the first rank's init has not begun.
+  loomResult_t state = loomSuccess;
+  ASSERT_EQ(loomCommGetAsyncError(comms[0], &state), loomSuccess);
+  EXPECT_EQ(state, loomInProgress);
+  ASSERT_EQ(loomGroupEnd(), blocking ? loomSuccess : loomInProgress) << loomGetLastError(nullptr);
+  for (loomComm_t comm : comms) ASSERT_EQ(awaitReady(comm, std::chrono::seconds(20)), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    int rank = -1, count = 0;
+    ASSERT_EQ(loomCommUserRank(comms[static_cast<size_t>(r)], &rank), loomSuccess);
+    ASSERT_EQ(loomCommCount(comms[static_cast<size_t>(r)], &count), loomSuccess);
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(count, n);
+  }
+  for (Coll coll : kEveryCall) {
+    for (size_t count : {size_t{1}, size_t{1003}}) {
+      EXPECT_EQ(loom::test::runGroupRound(comms, 0, n, coll, count, n - 1, GroupStreams::Null), "")
+          << loom::check::collName(coll) << " of " << count;
+    }
+  }
+  loom::test::destroyAll(comms);
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksAndModes, CreatedInAGroup,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()),
+                         [](const auto& param) {
+                           return std::to_string(std::get<0>(param.param)) + "ranks_" +
+                                  (std::get<1>(param.param) ? "blocking" : "nonblocking");
+                         });
+
+// One group holding the inits of new ranks and an all-reduce of ranks
+// built before: the inits run first, the all-reduce after, both complete.
+// Then the old ranks split in a group (one thread, every rank), and the
+// halves reduce exactly.
+TEST(CreatedInAGroup, InitsMixWithCallsAndSplitsOfOneThread) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "10000");
+  constexpr int n = 4;
+  auto old = loom::test::initThreadComms(n);
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  std::vector<loomComm_t> fresh(2);
+  std::vector<int32_t> values(n);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(loomCommInitRank(&fresh[static_cast<size_t>(r)], 2, id, r), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    values[static_cast<size_t>(r)] = r + 1;
+    ASSERT_EQ(loomAllReduce(&values[static_cast<size_t>(r)], &values[static_cast<size_t>(r)], 1, loomInt32, loomSum,
+                            old[static_cast<size_t>(r)], nullptr),
+              loomSuccess);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  for (int32_t v : values) EXPECT_EQ(v, 1 + 2 + 3 + 4);
+  EXPECT_EQ(loom::test::runGroupRound(fresh, 0, 2, Coll::AllReduce, 1000, 0, GroupStreams::Null), "");
+
+  std::vector<loomComm_t> halves(n, nullptr);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(loomCommSplit(old[static_cast<size_t>(r)], r % 2, -r, &halves[static_cast<size_t>(r)], nullptr),
+              loomSuccess);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_NE(halves[static_cast<size_t>(r)], nullptr);
+    int rank = -1;
+    ASSERT_EQ(loomCommUserRank(halves[static_cast<size_t>(r)], &rank), loomSuccess);
+    EXPECT_EQ(rank, 1 - r / 2) << "key -r orders each half backwards";
+    values[static_cast<size_t>(r)] = r + 1;
+  }
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(loomAllReduce(&values[static_cast<size_t>(r)], &values[static_cast<size_t>(r)], 1, loomInt32, loomSum,
+                            halves[static_cast<size_t>(r)], nullptr),
+              loomSuccess);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  EXPECT_EQ(values, (std::vector<int32_t>{1 + 3, 2 + 4, 1 + 3, 2 + 4}));
+  loom::test::destroyAll(halves);
+  loom::test::destroyAll(fresh);
+  loom::test::destroyAll(old);
+}
+
+// An init that fails at the group's end (nranks that do not agree) is the
+// group's end's error, naming it, and never a hang.
+TEST(CreatedInAGroup, AFailedInitIsTheGroupsError) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "2000");
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  std::vector<loomComm_t> comms(1, nullptr);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  ASSERT_EQ(loomCommInitRank(&comms[0], 2, id, 0), loomSuccess);  // rank 1 never comes
+  EXPECT_NE(loomGroupEnd(), loomSuccess);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)), "");
+  loomResult_t state = loomSuccess;
+  ASSERT_EQ(loomCommGetAsyncError(comms[0], &state), loomSuccess);
+  EXPECT_NE(state, loomSuccess);
+  EXPECT_NE(state, loomInProgress);
+  EXPECT_EQ(loomCommDestroy(comms[0]), loomSuccess);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,7 @@ namespace {
 
 struct State {
   int depth = 0;
+  std::vector<Creation> creations;
   std::vector<Call> calls;
 };
 thread_local State state;
@@ -230,14 +232,50 @@ void execute(std::vector<Call> calls) {
   if (!blocking.empty()) runNow(blocking);
 }
 
+// Every creation at once, each on a thread of its own under its rank's
+// device: a rendezvous ends only when all of its ranks have come. Every
+// thread is joined before the first failure is thrown.
+bool create(const std::vector<Creation>& creations) {
+  if (creations.empty()) return false;
+  std::vector<std::exception_ptr> errors(creations.size());
+  std::vector<std::thread> threads;
+  threads.reserve(creations.size());
+  for (size_t i = 0; i < creations.size(); ++i) {
+    threads.emplace_back([&creations, &errors, i] {
+      try {
+        const cuda::DeviceScope device(creations[i].device);
+        creations[i].run();
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return std::any_of(creations.begin(), creations.end(), [](const Creation& c) { return !c.blocking; });
+}
+
 }  // namespace
 
 void start() { ++state.depth; }
 
-void end() {
+bool end() {
   if (state.depth == 0) throw Error(loomInvalidUsage, "loomGroupEnd without a matching loomGroupStart");
-  if (--state.depth > 0) return;
-  execute(std::exchange(state.calls, {}));
+  if (--state.depth > 0) return false;
+  const std::vector<Creation> creations = std::exchange(state.creations, {});
+  std::vector<Call> calls = std::exchange(state.calls, {});
+  const bool inProgress = create(creations);
+  execute(std::move(calls));
+  return inProgress;
+}
+
+bool defer(Creation creation) {
+  if (state.depth == 0) return false;
+  creation.device = cuda::currentDevice();
+  state.creations.push_back(std::move(creation));
+  return true;
 }
 
 bool deferred(const HostStream* stream) { return state.depth > 0 || stream != nullptr; }

@@ -11,6 +11,12 @@
 // of this process (one thread driving several ranks) runs each one's share
 // at once, on the communicators' group workers, so no rank waits on a peer
 // this thread has not started.
+//
+// A communicator created inside a group (NCCL's idiom: one thread calls
+// ncclCommInitRank for each of its ranks between ncclGroupStart and
+// ncclGroupEnd) is created at the outermost end too, every one at once and
+// before the group's calls: created at the call, the first rank would wait
+// in the rendezvous for a rank this thread has not asked for yet.
 #pragma once
 
 #include <cstddef>
@@ -51,9 +57,25 @@ struct Call {
   int device = 0;
 };
 
+// The rest of a communicator's creation (its init, or a split), deferred
+// to the group's end. `blocking` false: `run` only starts it (a
+// non-blocking communicator) and the group's end reports it in progress.
+struct Creation {
+  std::function<void()> run;
+  bool blocking = true;
+  // The CUDA device current where it was asked for (defer() notes it):
+  // the rank's device, whichever thread runs it.
+  int device = 0;
+};
+
 void start();
-// Runs what the outermost group collected; throws the first failure.
-void end();
+// Runs what the outermost group collected: its creations, each on a thread
+// of its own and all at once, then its calls. Throws the first failure;
+// returns whether a non-blocking creation is still in progress.
+bool end();
+// Inside a group: records `creation` for the group's end and returns true.
+// Outside: returns false, and the caller runs it now.
+bool defer(Creation creation);
 // Inside a group: records the call. Outside: runs it now.
 void submit(const Call& call);
 // Whether a call on `stream` from this thread would be recorded (inside a

@@ -241,7 +241,13 @@ loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int
  * on each other. Calls on a NULL stream complete before GroupEnd returns;
  * their first error is GroupEnd's result. One thread may post for several
  * ranks of its process (loomCommInitAll, then one call per rank in a group,
- * as with one thread driving several GPUs): each rank's share runs at once. */
+ * as with one thread driving several GPUs): each rank's share runs at once.
+ * loomCommInitRank(Config) and loomCommSplit called inside a group return
+ * at once and run at the outermost GroupEnd, all together and before the
+ * group's calls (so one thread may create several ranks, each under its own
+ * CUDA device); a split's newcomm is set then. GroupEnd returns
+ * loomInProgress when one of them is non-blocking (config.blocking = 0):
+ * poll loomCommGetAsyncError on it until loomSuccess. */
 loomResult_t loomGroupStart(void);
 loomResult_t loomGroupEnd(void);
 
