@@ -59,6 +59,19 @@ struct Reduction {
   at::Tensor factor;  // PREMUL_SUM's, one element of t's type
 };
 
+// PREMUL_SUM's factor, on the CPU: a tensor where the caller gave one,
+// else the double. PyTorch 1.13 keeps tensors per device
+// (tensor_factors); 2.x keeps one (tensor_factor, undefined when none):
+// whichever member this PyTorch has is read.
+template <class Supplement>
+at::Tensor premulFactor(const Supplement& s) {
+  if constexpr (requires { s.tensor_factor; }) {
+    return s.tensor_factor.defined() ? s.tensor_factor.to(at::kCPU) : at::scalar_tensor(s.double_factor, at::kDouble);
+  } else {
+    return s.tensor_factors.empty() ? at::scalar_tensor(s.double_factor, at::kDouble) : s.tensor_factors[0].to(at::kCPU);
+  }
+}
+
 Reduction reductionFor(const c10d::ReduceOp& reduceOp, const at::Tensor& t, const char* what) {
   Reduction r;
   const bool boolean = t.scalar_type() == at::kBool;
@@ -77,10 +90,7 @@ Reduction reductionFor(const c10d::ReduceOp& reduceOp, const at::Tensor& t, cons
     case c10d::ReduceOp::PREMUL_SUM: {
       const auto* supplement = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(reduceOp.supplement_.get());
       TORCH_CHECK(supplement != nullptr, "loom: ", what, ": PREMUL_SUM without its factor");
-      const at::Tensor factor = supplement->tensor_factors.empty()
-                                    ? at::scalar_tensor(supplement->double_factor, at::kDouble)
-                                    : supplement->tensor_factors[0].to(at::kCPU);
-      r.factor = factor.to(t.scalar_type()).reshape({1}).contiguous();
+      r.factor = premulFactor(*supplement).to(t.scalar_type()).reshape({1}).contiguous();
       break;
     }
     default:
