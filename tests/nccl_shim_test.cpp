@@ -87,15 +87,18 @@ struct Job {
   std::vector<loom::test::ProcessResult> ranks;
 };
 
-// n processes of the NCCL program, with extra environment.
-Job runProgram(int n, const std::map<std::string, std::string>& env = {}) {
+// n processes of a program written for NCCL (`binary` RANK NRANKS DIR
+// `extra`...), with extra environment.
+Job runProgram(int n, const std::map<std::string, std::string>& env = {}, const char* binary = LOOM_NCCL_PROGRAM_BIN,
+               const std::vector<std::string>& extra = {}) {
   const std::string dir = ::testing::TempDir() + "loom-nccl-" + std::to_string(::getpid()) + "-" + std::to_string(n);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::vector<std::vector<std::string>> argvs;
   std::vector<std::map<std::string, std::string>> envs;
   for (int r = 0; r < n; ++r) {
-    argvs.push_back({LOOM_NCCL_PROGRAM_BIN, std::to_string(r), std::to_string(n), dir});
+    argvs.push_back({binary, std::to_string(r), std::to_string(n), dir});
+    argvs.back().insert(argvs.back().end(), extra.begin(), extra.end());
     envs.push_back(env);
   }
   Job job{loom::test::runProcesses(argvs, envs, std::chrono::seconds(120))};
@@ -121,6 +124,26 @@ TEST(NcclShim, AProgramWrittenForNcclRunsEveryCollectiveExactly) {
 }
 
 TEST(NcclShim, OverSockets) { expectEveryRankOk(runProgram(3, {{"LOOM_TRANSPORT", "socket"}})); }
+
+// PyTorch 2.x's call sequences (programs/torch_replay.cpp): non-blocking
+// inits polled, new_group's split, the lazy 2-rank communicator of an
+// unbatched send/recv, batch_isend_irecv of 8 MiB each way around a lazy
+// init, coalesced all-gathers and reduce-scatters, a watchdog thread,
+// finalize in orders that differ, aborts inside a group; every result
+// exact. On host buffers and on the fake device's, whose 8 MiB go by handle.
+TEST(TorchReplay, HostBuffers) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    expectEveryRankOk(runProgram(n, {{"LOOM_TIMEOUT_MS", "20000"}}, LOOM_TORCH_REPLAY_BIN, {"host"}));
+  }
+}
+
+TEST(TorchReplay, DeviceBuffers) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    expectEveryRankOk(runProgram(n, {{"LOOM_TIMEOUT_MS", "20000"}}, LOOM_TORCH_REPLAY_BIN, {"device"}));
+  }
+}
 
 // NCCL's variables reach Loom: NCCL_DEBUG=INFO logs, NCCL_ALGO=Tree picks the
 // tree; a LOOM_* variable set too wins; one Loom has no equivalent for is
