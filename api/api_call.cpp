@@ -1,5 +1,8 @@
 #include "api/api_call.hpp"
 
+#include <cstdarg>
+#include <cstdio>
+
 #include "base/datatype.hpp"
 #include "base/device/cuda.hpp"
 #include "base/log.hpp"
@@ -9,7 +12,29 @@ namespace loom::api {
 namespace {
 thread_local std::string tlsLastError;
 thread_local std::string tlsReturned;  // keeps the string loomGetLastError hands out alive
+thread_local std::string tlsArguments;  // the current call's, for its trace line
 }  // namespace
+
+bool tracing() { return logEnabled(LogLevel::Info, Subsys::Coll); }
+
+void traceArguments(const char* format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  tlsArguments = line;
+}
+
+void traceCall(const char* function, loomComm_t comm, loomResult_t result) {
+  if (comm != nullptr) {
+    LOOM_INFO(Coll, "%s(%s) comm %p rank %d of %d: %s", function, tlsArguments.c_str(), static_cast<void*>(comm),
+              comm->rank(), comm->size(), resultName(result));
+  } else {
+    LOOM_INFO(Coll, "%s(%s): %s", function, tlsArguments.c_str(), resultName(result));
+  }
+  tlsArguments.clear();
+}
 
 void recordError(loomComm_t comm, loomResult_t code, const std::string& message, const char* function) {
   std::string text = std::string(function) + ": " + message;

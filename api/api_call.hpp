@@ -40,6 +40,17 @@ HostStream* hostStream(loomStream_t stream);
 // (comm/engine/cuda_stream.hpp); loomInvalidArgument naming "stream" otherwise.
 HostStream* callStream(loomStream_t stream);
 
+// The API trace: with LOOM_DEBUG=INFO and COLL among LOOM_DEBUG_SUBSYS
+// (through libnccl.so.2, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL), every
+// call logs one line as it returns: its name, the arguments its entry noted
+// (traceArguments), its communicator and rank, and its result. For a client
+// on a machine nobody here can log into.
+bool tracing();
+// This thread's current call's arguments, printf-style, for its trace line.
+// Entries note them only when tracing(), so the hot path formats nothing.
+void traceArguments(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void traceCall(const char* function, loomComm_t comm, loomResult_t result);
+
 template <class Body>
 loomResult_t call(const char* function, loomComm_t comm, Body&& body) noexcept {
   if (comm != nullptr) comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
@@ -60,6 +71,7 @@ loomResult_t call(const char* function, loomComm_t comm, Body&& body) noexcept {
     result = loomInternalError;
     recordError(comm, result, "unknown exception", function);
   }
+  if (tracing()) traceCall(function, comm, result);
   if (comm != nullptr) comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
   return result;
 }

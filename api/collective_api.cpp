@@ -96,6 +96,11 @@ void checkOverlap(const Request& q, const Footprint& f, size_t block, int rank) 
 }
 
 void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
+  if (loom::api::tracing()) {
+    loom::api::traceArguments("sendbuff=%p recvbuff=%p %s=%zu datatype=%s op=%d root=%d stream=%p", q.sendbuff,
+                              q.recvbuff, countName(q.kind), q.count, loom::datatypeName(q.datatype),
+                              static_cast<int>(q.op), q.root, static_cast<void*>(stream));
+  }
   loomComm& c = ready(comm);
   loom::LogRankScope scope(c.rank());
   const int n = c.size();

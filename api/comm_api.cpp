@@ -55,6 +55,10 @@ loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId c
                                     loomConfig_t* config) {
   bool inProgress = false;
   loomResult_t result = call(__func__, nullptr, [&] {
+    if (loom::api::tracing()) {
+      loom::api::traceArguments("nranks=%d rank=%d blocking=%d", nranks, rank,
+                                config != nullptr ? config->blocking : LOOM_CONFIG_UNDEF_INT);
+    }
     requireNonNull(comm, "comm");
     *comm = nullptr;
     auto cfg = loom::Config::resolve(config);
@@ -88,6 +92,7 @@ loomResult_t loomCommInitFromEnv(loomComm_t* comm, loomConfig_t* config) {
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm, loomConfig_t* config) {
   bool inProgress = false;
   const loomResult_t result = call(__func__, comm, [&] {
+    if (loom::api::tracing()) loom::api::traceArguments("color=%d key=%d", color, key);
     requireNonNull(newcomm, "newcomm");
     *newcomm = nullptr;
     loomComm& parent = ready(comm);

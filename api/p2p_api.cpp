@@ -16,6 +16,10 @@ namespace {
 
 void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
             loomStream_t stream) {
+  if (loom::api::tracing()) {
+    loom::api::traceArguments("buff=%p count=%zu datatype=%s peer=%d stream=%p", buffer, count,
+                              loom::datatypeName(datatype), peer, static_cast<void*>(stream));
+  }
   loomComm& c = ready(comm);
   loom::LogRankScope scope(c.rank());
   const size_t bytes = loom::bufferBytes(count, datatype);

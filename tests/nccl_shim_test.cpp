@@ -13,6 +13,7 @@
 
 #include <nccl.h>
 #include "tests/support/processes.hpp"
+#include "tests/support/text_match.hpp"
 
 namespace {
 
@@ -162,6 +163,33 @@ TEST(NcclShim, NcclVariablesBecomeLoomsAndLoomsWin) {
   EXPECT_NE(job.ranks[0].output.find("NCCL_ALGO=NVLS names no single algorithm Loom has (Ring, Tree); ignored"),
             std::string::npos)
       << job.ranks[0].output;
+}
+
+// NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL traces every call as it returns,
+// one line each: its arguments, communicator, rank and result, a refused
+// one with its error.
+TEST(NcclShim, NcclDebugCollTracesEveryCall) {
+  auto job = runProgram(2, {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "COLL"}});
+  expectEveryRankOk(job);
+  for (size_t r = 0; r < job.ranks.size(); ++r) {
+    const std::string& out = job.ranks[r].output;
+    const std::string rankOf = " rank " + std::to_string(r) + " of 2: ";
+    EXPECT_TRUE(loom::test::contains(
+        out, "loomAllReduce\\(sendbuff=0x[0-9a-f]+ recvbuff=0x[0-9a-f]+ count=1003 datatype=int8 op=0 root=0 "
+             "stream=\\(nil\\)\\) comm 0x[0-9a-f]+" + rankOf + "no error"))
+        << out;
+    EXPECT_TRUE(loom::test::contains(out, "loomSend\\(buff=0x[0-9a-f]+ count=4 datatype=float32 peer=-3 "
+                                                      "stream=\\(nil\\)\\) comm 0x[0-9a-f]+" + rankOf +
+                                                      "invalid argument"))
+        << out;
+    EXPECT_TRUE(loom::test::contains(out, "loomCommInitRankConfig\\(nranks=2 rank=" + std::to_string(r) +
+                                                      " blocking=1\\): no error"))
+        << out;
+  }
+  // Without COLL among the subsystems, no call is traced.
+  job = runProgram(2, {{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "INIT"}});
+  expectEveryRankOk(job);
+  EXPECT_EQ(job.ranks[0].output.find("loomAllReduce("), std::string::npos) << job.ranks[0].output;
 }
 
 }  // namespace
