@@ -79,13 +79,18 @@ HostStream* hostStream(loomStream_t stream) {
   return stream;
 }
 
-HostStream* callStream(loomStream_t stream) {
-  if (stream == nullptr || HostStream::isLive(stream)) return stream;
+bool isCudaStream(loomStream_t stream) {
+  if (stream == nullptr || HostStream::isLive(stream)) return false;
   if (cuda::deviceCount() == 0) {
     throw Error(loomInvalidArgument,
                 "stream is neither NULL nor a live loom host stream (loomStreamCreate), and no CUDA device is "
                 "visible for it to be a cudaStream_t");
   }
+  return true;
+}
+
+HostStream* callStream(loomStream_t stream) {
+  if (!isCudaStream(stream)) return stream;
   return &CudaStreamTasks::of(static_cast<void*>(stream));
 }
 

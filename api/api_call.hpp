@@ -39,6 +39,9 @@ HostStream* hostStream(loomStream_t stream);
 // or, where a CUDA device is visible, anything else as a cudaStream_t
 // (comm/engine/cuda_stream.hpp); loomInvalidArgument naming "stream" otherwise.
 HostStream* callStream(loomStream_t stream);
+// Whether `stream` is a cudaStream_t (neither NULL nor a loom host stream);
+// loomInvalidArgument, as callStream's, where no CUDA device is visible.
+bool isCudaStream(loomStream_t stream);
 
 // The API trace: with LOOM_DEBUG=INFO and COLL among LOOM_DEBUG_SUBSYS
 // (through libnccl.so.2, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL), every

@@ -8,6 +8,7 @@
 #include "base/datatype.hpp"
 #include "base/log.hpp"
 #include "collectives/comm_state.hpp"
+#include "collectives/device_alone.hpp"
 #include "collectives/run.hpp"
 #include "comm/engine/group.hpp"
 
@@ -127,8 +128,18 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                     .recvKind = recvKind,
                                     .sendBytes = sendBytes,
                                     .recvBytes = recvBytes};
+  // One rank on device memory: a copy on the call's CUDA stream (or the
+  // legacy default stream), queued by this thread when its group ends.
+  const bool onCudaStream = loom::api::isCudaStream(stream);
+  if ((stream == nullptr || onCudaStream) && loom::coll::runsAloneOnDevice(c, collective)) {
+    loom::group::submit(
+        {.comm = &c,
+         .stream = nullptr,
+         .what = loom::group::OnStream{[collective, stream] { loom::coll::runAloneOnDevice(collective, stream); }}});
+    return;
+  }
   // A blocking call outside a group runs here: no Call, no std::function to allocate.
-  loom::HostStream* host = loom::api::callStream(stream);
+  loom::HostStream* host = onCudaStream ? loom::api::callStream(stream) : stream;
   if (!loom::group::deferred(host)) return loom::coll::runCollective(c, collective);
   loom::group::submit({.comm = &c,
                        .stream = host,

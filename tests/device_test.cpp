@@ -9,6 +9,8 @@
 #include <loom/loom.h>
 
 #include <cstring>
+#include <functional>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -494,6 +496,75 @@ TEST(PeerAccess, AGpuReachesItsOwnMemoryAndPeersOnlyWithAccess) {
   EXPECT_TRUE(loom::cuda::canReachDevice(one));
   EXPECT_TRUE(loom::cuda::canReachDevice(zero));
   EXPECT_FALSE(loom::cuda::canReachDevice(zero + 8)) << "a GPU the fake device does not show";
+}
+
+// One rank on device memory: every collective, in and out of place, and
+// in a group, is a copy of its own block on the call's stream (or nothing),
+// exact, with no byte staged through pinned memory and no host algorithm
+// (collectives/device_alone.hpp). A PreMulSum still takes the host path.
+TEST(DeviceAlone, AOneRankCallIsACopyOnItsStreamAndStagesNothing) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  auto comms = loom::test::initThreadComms(1);
+  constexpr size_t kCount = 100003;
+  std::vector<int32_t> input(kCount), output(kCount);
+  for (size_t i = 0; i < kCount; ++i) input[i] = static_cast<int32_t>(i * 7 + 1);
+  DeviceBuffer send(kCount * 4), recv(kCount * 4);
+  send.upload(input.data());
+  const uint64_t staged = loom::cuda::fakeBytesStaged();
+  using Call = std::function<loomResult_t(const void*, void*)>;
+  const std::vector<std::pair<const char*, Call>> calls{
+      {"all-reduce", [&](const void* s, void* r) { return loomAllReduce(s, r, kCount, loomInt32, loomSum, comms[0], nullptr); }},
+      {"average", [&](const void* s, void* r) { return loomAllReduce(s, r, kCount, loomInt32, loomAvg, comms[0], nullptr); }},
+      {"reduce", [&](const void* s, void* r) { return loomReduce(s, r, kCount, loomInt32, loomMax, 0, comms[0], nullptr); }},
+      {"broadcast", [&](const void* s, void* r) { return loomBroadcast(s, r, kCount, loomInt32, 0, comms[0], nullptr); }},
+      {"all-gather", [&](const void* s, void* r) { return loomAllGather(s, r, kCount, loomInt32, comms[0], nullptr); }},
+      {"reduce-scatter", [&](const void* s, void* r) { return loomReduceScatter(s, r, kCount, loomInt32, loomProd, comms[0], nullptr); }},
+      {"all-to-all", [&](const void* s, void* r) { return loomAlltoAll(s, r, kCount, loomInt32, comms[0], nullptr); }},
+      {"gather", [&](const void* s, void* r) { return loomGather(s, r, kCount, loomInt32, 0, comms[0], nullptr); }},
+      {"scatter", [&](const void* s, void* r) { return loomScatter(s, r, kCount, loomInt32, 0, comms[0], nullptr); }}};
+  for (const auto& [name, run] : calls) {
+    for (bool grouped : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (grouped ? " in a group" : ""));
+      std::vector<int32_t> zeros(kCount, 0);
+      recv.upload(zeros.data());
+      if (grouped) {
+        ASSERT_EQ(loomGroupStart(), loomSuccess);
+      }
+      ASSERT_EQ(run(send.data(), recv.data()), loomSuccess) << loomGetLastError(comms[0]);
+      if (grouped) {
+        ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+      }
+      recv.download(output.data());
+      EXPECT_EQ(output, input);
+      if (std::string(name) == "all-to-all") continue;  // never in place
+      ASSERT_EQ(run(recv.data(), recv.data()), loomSuccess) << "in place: " << loomGetLastError(comms[0]);
+      recv.download(output.data());
+      EXPECT_EQ(output, input) << "in place";
+    }
+  }
+  if (fake()) {
+    EXPECT_EQ(loom::cuda::fakeBytesStaged() - staged, 0u);
+  }
+  // A host buffer on one side is copied the same way.
+  std::vector<int32_t> host(kCount, 0);
+  ASSERT_EQ(loomAllReduce(send.data(), host.data(), kCount, loomInt32, loomSum, comms[0], nullptr), loomSuccess);
+  EXPECT_EQ(host, input);
+  if (fake()) {
+    EXPECT_EQ(loom::cuda::fakeBytesStaged() - staged, 0u);
+  }
+  // PreMulSum scales: the host path, staged.
+  float factor = 2.0f;
+  loomRedOp_t op;
+  ASSERT_EQ(loomRedOpCreatePreMulSum(&op, &factor, loomFloat32, loomScalarHostImmediate, comms[0]), loomSuccess);
+  const std::vector<float> floats{1.5f, -2.0f, 3.25f};
+  DeviceBuffer fsend(3 * 4), frecv(3 * 4);
+  fsend.upload(floats.data());
+  ASSERT_EQ(loomAllReduce(fsend.data(), frecv.data(), 3, loomFloat32, op, comms[0], nullptr), loomSuccess);
+  std::vector<float> scaled(3);
+  frecv.download(scaled.data());
+  EXPECT_EQ(scaled, (std::vector<float>{3.0f, -4.0f, 6.5f}));
+  loomRedOpDestroy(op, comms[0]);
+  loom::test::destroyAll(comms);
 }
 
 // Each rank of loomCommInitAll is created on its devlist's device (NULL:

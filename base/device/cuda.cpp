@@ -189,6 +189,26 @@ void copyFromDevice(void* host, const void* device, size_t bytes) { copyNow(host
 void copyToDevice(void* device, const void* host, size_t bytes) { copyNow(device, host, bytes, "copying to the device"); }
 void copyAny(void* dst, const void* src, size_t bytes) { copyNow(dst, src, bytes, "copying device memory"); }
 
+void copyOnStream(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0 || dst == src) return;
+  if (fakeDevice()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#ifdef LOOM_HAVE_CUDA
+  auto* s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+  if (e == cudaSuccess && s == nullptr) e = cudaStreamSynchronize(nullptr);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(loomUnhandledCudaError, std::string("copying on the call's stream: ") + cudaGetErrorString(e));
+  }
+#else
+  (void)stream;
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
 void useFakeDevice(bool on) { fakeOn.store(on, std::memory_order_release); }
 bool fakeDevice() { return fakeOn.load(std::memory_order_acquire); }
 

@@ -53,6 +53,11 @@ void copyToDevice(void* device, const void* host, size_t bytes);
 // dst <- src between any two of device memory (this device's, or a peer's
 // opened through CUDA IPC) and host memory, likewise.
 void copyAny(void* dst, const void* src, size_t bytes);
+// dst <- src queued on a caller's `stream` (a cudaStream_t) and returning at
+// once; null: the legacy default stream, after its work, and waited for (a
+// blocking call's). Any mix of host and device memory (cudaMemcpyDefault);
+// memcpy at once under the fake device. Throws loomUnhandledCudaError.
+void copyOnStream(void* dst, const void* src, size_t bytes, void* stream);
 
 // The tests' fake device, for machines without a GPU (CI): while on, memory
 // from fakeDeviceAlloc is "device memory" to pointerKind, and the staged

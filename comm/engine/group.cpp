@@ -217,6 +217,15 @@ void enqueue(HostStream& stream, std::vector<Call> calls) {
 }
 
 void execute(std::vector<Call> calls) {
+  const auto onStream = [](const Call& c) { return std::holds_alternative<OnStream>(c.what); };
+  if (std::any_of(calls.begin(), calls.end(), onStream)) {
+    for (const Call& c : calls) {
+      if (!onStream(c)) continue;
+      const cuda::DeviceScope device(c.device);
+      std::get<OnStream>(c.what).enqueue();
+    }
+    std::erase_if(calls, onStream);
+  }
   if (std::all_of(calls.begin(), calls.end(), [](const Call& c) { return c.stream == nullptr; })) {
     return runNow(calls);  // the common case, a blocking call or group: nothing to split
   }

@@ -46,10 +46,18 @@ struct Collective {
   std::function<void()> run;
 };
 
+// Work the calling thread queues straight on the call's CUDA stream (a
+// one-rank call on device memory: collectives/device_alone.hpp), with no
+// host stream, gate or worker. Queued when its group ends, before the
+// group's other calls (a group promises no order among its calls).
+struct OnStream {
+  std::function<void()> enqueue;
+};
+
 struct Call {
   Communicator* comm;
-  HostStream* stream;  // null: blocking
-  std::variant<PointToPoint, Collective> what;
+  HostStream* stream;  // null: blocking (an OnStream's stream is its own)
+  std::variant<PointToPoint, Collective, OnStream> what;
   // The CUDA device current where the call was made (submit() notes it): the
   // call runs there, whichever thread runs it and whatever device that
   // thread's caller made current since (NCCL's idiom of one thread driving
