@@ -9,7 +9,7 @@
 namespace loom::env {
 namespace {
 
-// Keep alphabetical. The README section is generated from this table.
+// Keep alphabetical. docs/configuration.md's table is generated from this one.
 constexpr Variable kVariables[] = {
     {"LOOM_ALGO", "", "Forces collective algorithms: a list like allreduce:ring,allgather:direct, or one name for every collective it applies to (ring, rd, direct, shm, tree, hier). Default: the tuner's choice."},
     {"LOOM_BUFFSIZE", "4194304", "Bytes of each connection's FIFO, split into 8 slots (the pipelining chunk); 64 KiB to 1 GiB."},

@@ -31,7 +31,7 @@ struct CostModel {
   // Shared memory: one slot hand-off measured at 0.96 us and about 8 GB/s
   // single-thread copy (bench/p2p); sockets: a blocking hand-off costs 20-35
   // us across cores and one TCP stream moves about 1.8 GB/s between
-  // namespaces (README, "Point-to-point").
+  // namespaces (docs/point-to-point.md).
   static constexpr Path kShmPath{1.0, 8.0};
   static constexpr Path kSocketPath{30.0, 1.5};
   // The shared segment: a step's synchronization is a flag seen through the

@@ -1,4 +1,4 @@
-// comm/base: error strings, the env table (and the README's copy of it), logging.
+// comm/base: error strings, the env table (and docs/configuration.md's copy of it), logging.
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 #include <unistd.h>
@@ -54,9 +54,9 @@ TEST(Env, UndeclaredVariableIsRefused) {
   EXPECT_THROW(loom::env::get("LOOM_NOT_DECLARED"), loom::Error);
 }
 
-TEST(Env, ReadmeConfigurationSectionMatchesTheTable) {
-  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found";
+TEST(Env, ConfigurationPageMatchesTheTable) {
+  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/docs/configuration.md");
+  ASSERT_TRUE(in) << "docs/configuration.md not found";
   std::stringstream ss;
   ss << in.rdbuf();
   std::string readme = ss.str();
@@ -65,7 +65,7 @@ TEST(Env, ReadmeConfigurationSectionMatchesTheTable) {
   ASSERT_NE(b, std::string::npos);
   ASSERT_NE(e, std::string::npos);
   EXPECT_EQ(readme.substr(b + begin.size(), e - b - begin.size()), loom::env::markdownTable())
-      << "regenerate it: scripts/update-readme-env";
+      << "regenerate it: scripts/update-env-table";
 }
 
 TEST(Env, TableIsSortedAndUnique) {

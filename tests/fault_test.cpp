@@ -96,7 +96,7 @@ double maxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_el
 TEST(Faults, AKilledRankFailsEveryOtherRankAndTheSurvivorsShrink) {
   auto run = runFault("kill", 4, {2}, 4u << 20, {});
   expectSurvivorsRecovered(run, {2}, SIGKILL);
-  EXPECT_LT(maxOf(run.detectedMs), 2000.0);  // the bound the README states for a dead process
+  EXPECT_LT(maxOf(run.detectedMs), 2000.0);  // the bound docs/failures.md states for a dead process
   // Rank 0's report: the others answered where they were, the victim is gone.
   const std::string& report = run.ranks[0].output;
   EXPECT_NE(report.find("where every rank is, as rank 0 asked them:"), std::string::npos) << report;

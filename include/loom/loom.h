@@ -142,7 +142,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId c
  * loomInvalidArgument naming the devlist entry that is no visible device. */
 loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
 /* Rank, size and rendezvous from the launcher's environment (loomrun,
- * torchrun, Slurm, Open MPI, PMI); see the README for the order. */
+ * torchrun, Slurm, Open MPI, PMI); see docs/api.md for the order. */
 loomResult_t loomCommInitFromEnv(loomComm_t* comm, loomConfig_t* config);
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm,
                            loomConfig_t* config);

@@ -1,7 +1,7 @@
 // NCCL_* variables that have a Loom equivalent become LOOM_* ones as the
 // library loads, before any call reads them; a LOOM_* variable already set
 // wins. What has no equivalent is left alone, and said so once on stderr
-// where it would change what NCCL does (README, "NCCL drop-in").
+// where it would change what NCCL does (docs/nccl.md).
 //
 //   NCCL_DEBUG           LOOM_DEBUG          WARN, INFO, TRACE; VERSION and ABORT as WARN
 //   NCCL_DEBUG_SUBSYS    LOOM_DEBUG_SUBSYS

@@ -1,5 +1,5 @@
 // NCCL's parameter API reads NCCL's own tunables by name; Loom's live in
-// the LOOM_* table (README), so the typed getters say so, and a dump lists
+// the LOOM_* table (docs/configuration.md), so the typed getters say so, and a dump lists
 // the NCCL_* variables this library maps onto Loom's (environment.cpp).
 #include <cstdio>
 #include <cstdlib>

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
 
   // Go on without the ranks the watchdogs declared failed: the victims, and
   // only they. A call that met a dead connection first may come before the
-  // watchdog's notice, which follows within the bound the README states.
+  // watchdog's notice, which follows within the bound docs/failures.md states.
   std::vector<int> failed(static_cast<size_t>(size), -1);
   int failedCount = 0;
   const auto enough = static_cast<int>(victims.size());

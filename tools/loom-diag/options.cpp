@@ -39,7 +39,7 @@ namespace {
                "  --expect-latency X  health check: every pair's 8-byte p50 latency is at most X us\n"
                "  --thresholds FILE   the settings above for one machine type, one 'name value' per line\n"
                "                      (expect-pair-bw, expect-busbw, expect-latency, threshold, min-drop)\n"
-               "  --json FILE         every measurement, the medians and the findings (schema: README)\n"
+               "  --json FILE         every measurement, the medians and the findings (schema: docs/loom-diag.schema.json)\n"
                "  --csv FILE          one line per ordered pair\n"
                "  --heatmap FILE.png  ranks x ranks, bandwidth over its path's median (matplotlib)\n"
                "  --html FILE         one self-contained page: the heatmap, the findings, the tables\n"

@@ -1,5 +1,5 @@
 // loom-diag's output at rank 0: the terminal report (findings first, then
-// the matrices) and the JSON document (schema version 1, in the README).
+// the matrices) and the JSON document (schema version 1, docs/loom-diag.schema.json).
 #pragma once
 
 #include <string>

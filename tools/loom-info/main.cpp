@@ -1,6 +1,6 @@
 // loom-info: what this build of Loom is and what it sees on this machine.
 //   loom-info                 version, CUDA, interfaces
-//   loom-info --env-markdown  the table of LOOM_* variables (the README's copy is generated from it)
+//   loom-info --env-markdown  the table of LOOM_* variables (docs/configuration.md's copy is generated from it)
 #include <loom/loom.h>
 
 #include <cstdio>
