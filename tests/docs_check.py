@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The front door stays true: README.md and docs/*.md name only what exists.
+"""The front door stays true: README.md, CHANGELOG.md and docs/*.md name only what exists.
 
 - every relative link points at a file or folder of the repository;
 - every LOOM_* name is a variable of base/env.cpp's table, a name of the public
@@ -16,7 +16,8 @@ import re
 import sys
 
 root = sys.argv[1]
-pages = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+pages = [os.path.join(root, "README.md"), os.path.join(root, "CHANGELOG.md")]
+pages += sorted(glob.glob(os.path.join(root, "docs", "*.md")))
 failures = []
 
 
