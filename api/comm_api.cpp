@@ -135,10 +135,15 @@ loomResult_t loomCommShrink(loomComm_t comm, int* excludeRanksList, int excludeR
 }
 
 loomResult_t loomCommFinalize(loomComm_t comm) {
-  return call(__func__, comm, [&] {
+  bool inProgress = false;
+  const loomResult_t result = call(__func__, comm, [&] {
     loomComm& c = ready(comm);
-    waitForStreamWork(c, "loomCommFinalize");
+    if (c.config().blocking) return waitForStreamWork(c, "loomCommFinalize");
+    // Non-blocking, as NCCL's: the wait goes on behind loomCommGetAsyncError.
+    c.finalizeAsync([&c] { waitForStreamWork(c, "loomCommFinalize"); });
+    inProgress = true;
   });
+  return result == loomSuccess && inProgress ? loomInProgress : result;
 }
 
 loomResult_t loomCommDestroy(loomComm_t comm) {

@@ -29,6 +29,7 @@ Communicator::Communicator(Config config)
     : config_(config), cudaDevice_(cuda::deviceCount() > 0 || cuda::fakeDevice() ? cuda::currentDevice() : -1) {}
 
 Communicator::~Communicator() {
+  if (finalizeThread_.joinable()) finalizeThread_.join();  // its wait for stream work has a deadline
   groupWorker_.reset();  // idle: every group that used it waited for it
   if (initThread_.joinable()) {
     cancel_.cancel();
@@ -104,6 +105,7 @@ loomResult_t Communicator::state() const {
   const loomResult_t init = asyncError();
   if (init != loomSuccess) return init;
   if (poisoned_.load(std::memory_order_acquire)) return loomInvalidUsage;
+  if (finalizing_.load(std::memory_order_acquire)) return loomInProgress;
   return cancel_.code() == loomRemoteError ? loomRemoteError : loomSuccess;
 }
 
@@ -185,6 +187,26 @@ void Communicator::initAsync(const UniqueIdData& id, int rank, int nranks) {
     } catch (const std::exception& e) {
       setLastError(e.what());
       asyncError_.store(loomInternalError, std::memory_order_release);
+    }
+  });
+}
+
+void Communicator::finalizeAsync(std::function<void()> work) {
+  if (finalizeThread_.joinable()) throw Error(loomInvalidUsage, "the communicator is finalized already");
+  // Only what the caller sees is in progress: the calls still queued on
+  // its streams run as on a ready communicator.
+  finalizing_.store(true, std::memory_order_release);
+  finalizeThread_ = std::thread([this, work = std::move(work)] {
+    LogRankScope scope(rank_);
+    try {
+      work();
+      finalizing_.store(false, std::memory_order_release);
+    } catch (const Error& e) {
+      setLastError(e.what());
+      std::lock_guard lock(errorMutex_);
+      initError_ = e.what();
+      asyncError_.store(e.code(), std::memory_order_release);
+      finalizing_.store(false, std::memory_order_release);
     }
   });
 }
@@ -292,7 +314,7 @@ void Communicator::requireInitialized() const {
       throw Error(loomInProgress, "communicator is still initializing (poll loomCommGetAsyncError)");
     default: {
       std::lock_guard lock(errorMutex_);
-      throw Error(loomInvalidUsage, "communicator failed to initialize: " + initError_);
+      throw Error(loomInvalidUsage, "communicator failed to initialize or finalize: " + initError_);
     }
   }
 }

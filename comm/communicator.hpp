@@ -45,6 +45,10 @@ class Communicator {
   void init(const UniqueIdData& id, int rank, int nranks);
   // The same on a thread of the communicator; asyncError() is loomInProgress until it ends.
   void initAsync(const UniqueIdData& id, int rank, int nranks);
+  // A non-blocking communicator's finalize: `work` on a thread of the
+  // communicator; state() is loomInProgress until it ends, then loomSuccess
+  // or the error it threw (NCCL's ncclCommFinalize).
+  void finalizeAsync(std::function<void()> work);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -191,6 +195,8 @@ class Communicator {
   std::string lastError_;
   std::string initError_;
   std::thread initThread_;
+  std::thread finalizeThread_;
+  std::atomic<bool> finalizing_{false};  // state() is loomInProgress while a non-blocking finalize runs
   std::atomic<bool> aborted_{false};
   std::atomic<bool> poisoned_{false};  // set only after cancel_ holds the why
   uint32_t shrinkEpoch_ = 0;

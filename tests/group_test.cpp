@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -263,6 +265,55 @@ TEST(CreatedInAGroup, AFailedInitIsTheGroupsError) {
   EXPECT_NE(state, loomSuccess);
   EXPECT_NE(state, loomInProgress);
   EXPECT_EQ(loomCommDestroy(comms[0]), loomSuccess);
+}
+
+}  // namespace
+
+namespace {
+
+// A non-blocking communicator's finalize returns loomInProgress at once and
+// its state turns to loomSuccess only when the work queued on its streams is
+// done, as NCCL's; a blocking one's returns when done.
+TEST(CreatedInAGroup, ANonBlockingFinalizeIsPolledUntilItsStreamsAreDone) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "10000");
+  constexpr int n = 2;
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  std::vector<loomComm_t> comms(n);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(loomCommInitRankConfig(&comms[static_cast<size_t>(r)], n, id, r, &config), loomInProgress);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomInProgress);
+  for (loomComm_t comm : comms) ASSERT_EQ(awaitReady(comm, std::chrono::seconds(20)), loomSuccess);
+  constexpr size_t kCount = size_t{4} << 20;
+  std::vector<std::vector<int32_t>> data(n, std::vector<int32_t>(kCount));
+  std::vector<loomStream_t> streams(n);
+  for (int r = 0; r < n; ++r) {
+    std::fill(data[static_cast<size_t>(r)].begin(), data[static_cast<size_t>(r)].end(), r + 1);
+    ASSERT_EQ(loomStreamCreate(&streams[static_cast<size_t>(r)]), loomSuccess);
+  }
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int round = 0; round < 4; ++round) {
+    for (int r = 0; r < n; ++r) {
+      auto& d = data[static_cast<size_t>(r)];
+      ASSERT_EQ(loomAllReduce(d.data(), d.data(), kCount, loomInt32, loomMax, comms[static_cast<size_t>(r)],
+                              streams[static_cast<size_t>(r)]),
+                loomSuccess);
+    }
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess);
+  for (loomComm_t comm : comms) EXPECT_EQ(loomCommFinalize(comm), loomInProgress) << loomGetLastError(comm);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(awaitReady(comms[static_cast<size_t>(r)], std::chrono::seconds(20)), loomSuccess);
+    // Finalized means the streams' work is done: every element is there.
+    const auto& d = data[static_cast<size_t>(r)];
+    EXPECT_EQ(std::count(d.begin(), d.end(), n), static_cast<std::ptrdiff_t>(kCount)) << "rank " << r;
+  }
+  for (int r = 0; r < n; ++r) ASSERT_EQ(loomStreamDestroy(streams[static_cast<size_t>(r)]), loomSuccess);
+  loom::test::destroyAll(comms);
 }
 
 }  // namespace

@@ -158,7 +158,9 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newc
 loomResult_t loomCommShrink(loomComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             loomComm_t* newcomm, loomConfig_t* config, int shrinkFlags);
 
-/* Teardown. Finalize completes outstanding work; Destroy frees; Abort may be
+/* Teardown. Finalize completes outstanding work (on a non-blocking
+ * communicator it returns loomInProgress and loomCommGetAsyncError turns to
+ * loomSuccess when the work is done, as NCCL's); Destroy frees; Abort may be
  * called from any thread and unblocks every wait on comm at once, then frees.
  * A rank whose communicator is aborted, or whose process dies, counts as
  * failed for its peers: their operations on the communicator then fail with
