@@ -102,26 +102,26 @@ bool deviceHasMemops(int device) {
          supported != 0;
 }
 
-// LOOM_CUDA_GATE: memop by default where the stream's device supports it
-// (measured on an H200, a gate that holds no kernel is ten times faster
-// for processes sharing the GPU, which time-slices a resident kernel),
-// else the kernel; either when named.
-bool gateWithMemops(cudaStream_t stream) {
-  const std::string how = env::get("LOOM_CUDA_GATE");
-  if (how == "kernel") return false;
-  if (how == "memop") return true;
-  if (how != "auto") throw Error(loomInvalidArgument, "LOOM_CUDA_GATE=" + how + " is none of auto, kernel and memop");
+// Whether `stream`'s device waits on 64-bit stream memory operations.
+bool streamHasMemops(cudaStream_t stream) {
   int device = 0;
   if (cudaStreamGetDevice(stream, &device) != cudaSuccess) {
     (void)cudaGetLastError();
     throwIfFailed(cudaGetDevice(&device), "cudaGetDevice");
   }
-  static std::mutex mutex;
-  static std::map<int, bool> known;  // per device, asked once
-  std::lock_guard lock(mutex);
-  auto it = known.find(device);
-  if (it == known.end()) it = known.emplace(device, deviceHasMemops(device)).first;
-  return it->second;
+  return deviceHasMemops(device);
+}
+
+// LOOM_CUDA_GATE: memop by default where the stream's device supports it
+// (`hasMemops`; measured on an H200, a gate that holds no kernel is ten
+// times faster for processes sharing the GPU, which time-slices a resident
+// kernel), else the kernel; either when named.
+bool gateWithMemops(bool hasMemops) {
+  const std::string how = env::get("LOOM_CUDA_GATE");
+  if (how == "kernel") return false;
+  if (how == "memop") return true;
+  if (how != "auto") throw Error(loomInvalidArgument, "LOOM_CUDA_GATE=" + how + " is none of auto, kernel and memop");
+  return hasMemops;
 }
 
 }  // namespace
@@ -148,6 +148,7 @@ struct StreamGate::Impl {
   std::mutex mutex;
   uint64_t issued = 0;
   std::map<uint64_t, cudaEvent_t> marks;  // ticket -> the stream's work before it
+  bool hasMemops = false;  // the stream's device's, asked once
 
   ~Impl() {
     for (auto& [ticket, event] : marks) cudaEventDestroy(event);
@@ -157,6 +158,7 @@ struct StreamGate::Impl {
 
 StreamGate::StreamGate(void* stream) : impl_(std::make_unique<Impl>()) {
   impl_->stream = static_cast<cudaStream_t>(stream);
+  impl_->hasMemops = streamHasMemops(impl_->stream);
   Counters::instance().prepare();  // a no-op once a communicator did it
   impl_->released = Counters::instance().take();
 }
@@ -179,7 +181,7 @@ uint64_t StreamGate::admit() {
     throwIfFailed(e, "cudaEventRecord on the call's stream");
   }
   const uint64_t ticket = impl_->issued + 1;
-  if (gateWithMemops(impl_->stream)) {  // asked per call: a stream's handle outlives the setting it was first used with
+  if (gateWithMemops(impl_->hasMemops)) {  // asked per call: a stream's handle outlives the setting it was first used with
     const WaitValue64 wait = waitValue64();
     if (wait == nullptr) {
       cudaEventDestroy(mark);
