@@ -93,6 +93,21 @@ TEST(DeviceP2p, SendsAndReceivesOfDeviceMemoryArriveExactly) {
   }
 }
 
+// A rank's send to itself and its receive from itself in one group are one
+// copy on the device: exact, the bytes copied once, never staged through
+// pinned memory (which takes each byte twice) nor by handle (group.cpp's
+// copyToSelf).
+TEST(DeviceP2p, ASendToItselfIsOneCopyOnTheDevice) {
+  SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
+  for (size_t bytes : {size_t{1}, size_t{4097}, kFifoBytes + 3}) {
+    const Moved moved = movedBy(1, bytes, false);
+    EXPECT_EQ(moved.byHandle, 0u) << bytes << " bytes";
+    if (fake()) {
+      EXPECT_EQ(moved.staged, bytes) << bytes << " bytes";
+    }
+  }
+}
+
 TEST(DeviceP2p, DeviceAndHostMemoryMixAcrossRanks) {
   SCOPED_TRACE(std::string("device memory: ") + loom::test::deviceMemoryKind());
   for (size_t bytes : {size_t{7}, kFifoBytes + 3}) {

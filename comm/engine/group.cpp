@@ -49,7 +49,7 @@ void stageDeviceBuffers(Communicator& comm, const std::vector<Call>& calls, std:
   cuda::DeviceStream* copies = nullptr;
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
-    if (p2p == nullptr || !p2p->device || p2p->bytes == 0) continue;
+    if (p2p == nullptr || !p2p->device || p2p->bytes == 0 || ops[i].engine == nullptr) continue;
     if (copies == nullptr) {
       copies = &comm.staging.stream();
       if (!cuda::onUserStream()) copies->afterDefaultStream();
@@ -82,17 +82,50 @@ void unstageReceives(Communicator& comm, const std::vector<Call>& calls, const s
   if (copies != nullptr) copies->synchronize(comm.deviceWaitCheck());
 }
 
+// A rank's sends to itself and its receives from itself, paired in order
+// as the engine would match them: where either side of a pair is device
+// memory and the sizes agree, one copy on the device fills the receive
+// (after the work queued before the call), and neither goes to the engine,
+// which would stage both through pinned memory. A group whose self sends
+// and receives do not pair up leaves them all to the engine (and its
+// errors). Returns which calls it served.
+std::vector<bool> copyToSelf(Communicator& comm, const std::vector<Call>& calls) {
+  std::vector<bool> served(calls.size(), false);
+  std::vector<size_t> sends, recvs;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
+    if (p2p == nullptr || p2p->peer != comm.rank()) continue;
+    (p2p->kind == OpKind::Send ? sends : recvs).push_back(i);
+  }
+  if (sends.size() != recvs.size()) return served;
+  cuda::DeviceStream* copies = nullptr;
+  for (size_t k = 0; k < sends.size(); ++k) {
+    const auto& send = std::get<PointToPoint>(calls[sends[k]].what);
+    const auto& recv = std::get<PointToPoint>(calls[recvs[k]].what);
+    if (!(send.device || recv.device) || send.bytes != recv.bytes) continue;
+    if (copies == nullptr) {
+      copies = &comm.staging.stream();
+      if (!cuda::onUserStream()) copies->afterDefaultStream();
+    }
+    copies->copy(recv.buffer, send.buffer, send.bytes);
+    served[sends[k]] = served[recvs[k]] = true;
+  }
+  if (copies != nullptr) copies->synchronize(comm.deviceWaitCheck());
+  return served;
+}
+
 // One communicator's calls: the collectives in order, then every
 // point-to-point op posted at once and waited for together.
 void runOneRank(const std::vector<Call>& calls) {
   for (const auto& call : calls) {
     if (const auto* collective = std::get_if<Collective>(&call.what)) collective->run();
   }
+  const std::vector<bool> served = copyToSelf(*calls.front().comm, calls);
   std::vector<P2pOp> ops(calls.size());
   std::vector<P2pOp*> pointers;
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
-    if (p2p == nullptr) continue;
+    if (p2p == nullptr || served[i]) continue;
     ops[i].engine = &calls[i].comm->engine();
     ops[i].kind = p2p->kind;
     ops[i].peer = p2p->peer;
