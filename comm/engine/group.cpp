@@ -88,9 +88,10 @@ void unstageReceives(Communicator& comm, const std::vector<Call>& calls, const s
 // (after the work queued before the call), and neither goes to the engine,
 // which would stage both through pinned memory. A group whose self sends
 // and receives do not pair up leaves them all to the engine (and its
-// errors). Returns which calls it served.
+// errors). Returns which calls it served (empty: none, the common case,
+// which allocates nothing).
 std::vector<bool> copyToSelf(Communicator& comm, const std::vector<Call>& calls) {
-  std::vector<bool> served(calls.size(), false);
+  std::vector<bool> served;
   std::vector<size_t> sends, recvs;
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
@@ -103,6 +104,7 @@ std::vector<bool> copyToSelf(Communicator& comm, const std::vector<Call>& calls)
     const auto& send = std::get<PointToPoint>(calls[sends[k]].what);
     const auto& recv = std::get<PointToPoint>(calls[recvs[k]].what);
     if (!(send.device || recv.device) || send.bytes != recv.bytes) continue;
+    if (served.empty()) served.assign(calls.size(), false);
     if (copies == nullptr) {
       copies = &comm.staging.stream();
       if (!cuda::onUserStream()) copies->afterDefaultStream();
@@ -125,7 +127,7 @@ void runOneRank(const std::vector<Call>& calls) {
   std::vector<P2pOp*> pointers;
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
-    if (p2p == nullptr || served[i]) continue;
+    if (p2p == nullptr || (!served.empty() && served[i])) continue;
     ops[i].engine = &calls[i].comm->engine();
     ops[i].kind = p2p->kind;
     ops[i].peer = p2p->peer;
