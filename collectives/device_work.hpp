@@ -1,9 +1,8 @@
 // A rank's work on its GPU for an algorithm that reads device memory in place
 // (its peers' buffers mapped through CUDA IPC, or threads' of one process):
-// the device's reduction kernels and copies (cuda/kernels.hpp), queued on the
-// communicator's copy stream and waited for by finish(), so that an algorithm
-// posts to its peers only what the device has finished. Under the tests' fake
-// device (base/device/cuda.hpp) the host does the same work at once.
+// the device's reduction kernels and copies (device_kernels.hpp), queued on
+// the communicator's copy stream and waited for by finish(), so that an
+// algorithm posts to its peers only what the device has finished.
 #pragma once
 
 #include <loom/loom.h>
@@ -13,6 +12,7 @@
 #include <span>
 
 #include "collectives/cpu/reduce.hpp"
+#include "collectives/device_kernels.hpp"
 #include "comm/communicator.hpp"
 
 namespace loom::coll {
@@ -41,11 +41,7 @@ class DeviceWork {
 
  private:
   Communicator& comm_;
+  DeviceKernels& kernels_;
 };
-
-// Bytes the fake device's reductions and copies wrote in place (not scale's
-// or divide's): the tests' proof that a call read its peers' device buffers
-// instead of staging them.
-uint64_t fakeDeviceBytesInPlace();
 
 }  // namespace loom::coll

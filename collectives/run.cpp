@@ -68,8 +68,7 @@ void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequ
   const Executor& executor = onDevice ? hostExecutor() : executorFor(c);
   const Choice choice = comm.size() > 1 ? state.tuner.choose(c.kind, tunedBytes(c, comm.size()), executor) : Choice{};
   const bool readsDevice = choice.algorithm != nullptr && choice.algorithm->readsDevice;
-  // The fake device stands in for a GPU in the tests (every rank turns it on).
-  if (!readsDevice && comm.size() > 1 && (state.jobHasDevices || cuda::fakeDevice())) {
+  if (!readsDevice && comm.size() > 1 && state.jobHasDevices) {
     if (const size_t piece = pieceBytesFor(c, state.stagingPieceBytes, comm.size()); piece != 0) {
       runInPieces(comm, c, piece, [&](const Collective& p) {
         runChosen(comm, state, p, sequence, call, entry, executor, choice, c.blockBytes());

@@ -87,7 +87,7 @@ std::vector<std::unique_ptr<loomComm>> createLocalComms(int ndev, std::span<cons
   if (ndev < 1 || ndev > kMaxRanks) throw Error(loomInvalidArgument, "ndev=" + std::to_string(ndev) + " must be at least 1");
   // Each rank's device, current on the thread that creates it, which places
   // the rank on that GPU (comm_topology) and is the rank's loomCommCuDevice.
-  const int devices = cuda::fakeDevice() ? cuda::fakeGpuCount() : cuda::deviceCount();
+  const int devices = cuda::deviceCount();
   std::vector<int> device(static_cast<size_t>(ndev), -1);
   for (size_t r = 0; devices > 0 && r < device.size(); ++r) {
     device[r] = devlist.empty() ? static_cast<int>(r) % devices : devlist[r];

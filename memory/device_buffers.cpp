@@ -26,7 +26,7 @@ DeviceRegistry& deviceRegistry() {
 
 void* allocateDevice(size_t bytes) {
   if (bytes == 0) throw Error(loomInvalidArgument, "size is 0");
-  if (!cuda::fakeDevice() && cuda::deviceCount() == 0) {
+  if (cuda::deviceCount() == 0) {
     throw Error(loomInvalidUsage, cuda::compiledWithCuda() ? "no CUDA device is visible to this process"
                                                            : "no CUDA device: this build of Loom has no CUDA");
   }

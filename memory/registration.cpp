@@ -10,6 +10,7 @@
 
 #include "base/device/cuda.hpp"
 #include "base/device/peer_access.hpp"
+#include "base/device/staging.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "memory/shared_buffers.hpp"
@@ -64,12 +65,7 @@ Handle handleOf(const void* p, size_t bytes) {
   Handle h{.kind = kind, .pid = static_cast<int32_t>(::getpid()), .address = address};
   if (kind != MemoryKind::CudaDevice) return h;
   h.device = cuda::deviceIdOf(p);
-  if (auto fake = cuda::fakeAllocationOf(p)) {
-    h.fd = fake->fd;
-    h.serial = fake->serial;
-    h.mapBytes = fake->bytes;
-    h.offset = fake->offset;
-  } else if (auto exported = cuda::exportIpc(p)) {
+  if (auto exported = cuda::exportIpc(p)) {
     h.hasIpc = true;
     h.ipc = exported->handle;
     h.offset = exported->offset;
@@ -82,6 +78,8 @@ Mappings::~Mappings() {
 }
 
 void Mappings::closeDeviceMappings() noexcept {
+  if (cuda::onUserStream()) return;
+  retired_.clear();
   if (!cacheOpened_) opened_.clear();
 }
 
@@ -107,14 +105,13 @@ const std::byte* Mappings::map(const Handle& handle) {
       }
     }
     opened_.push_front({handle.ipc, std::make_unique<cuda::OpenedIpc>(handle.ipc)});
-    if (opened_.size() > kCapacity) opened_.pop_back();
+    if (opened_.size() > kCapacity) {
+      if (cuda::onUserStream()) retired_.push_back(std::move(opened_.back().view));
+      opened_.pop_back();
+    }
     return opened_.front().view->base() + handle.offset;
   }
-  const char* what = handle.kind == MemoryKind::HostShared ? "loomMemAlloc buffer" : "fake device buffer";
-  if (handle.kind == MemoryKind::CudaDevice && cuda::fakeIpcRefused()) {
-    throw Error(loomUnhandledCudaError, "the fake device refuses to map the buffer of pid " +
-                                            std::to_string(handle.pid) + ", as CUDA IPC may");
-  }
+  const char* what = "loomMemAlloc buffer";
   for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
     if (it->pid == handle.pid && it->serial == handle.serial) {
       mappings_.splice(mappings_.begin(), mappings_, it);

@@ -1,7 +1,7 @@
 // Registrations: how a peer reaches memory of this rank directly. A Handle
 // names a range by its kind and what that kind's importer needs: a memfd's
-// owner, fd and offsets (loomMemAlloc's host memory, the tests' fake device
-// memory), or a CUDA IPC handle and offset (device memory; an ibv_mr's rkey
+// owner, fd and offsets (loomMemAlloc's host memory), or the device
+// runtime's IPC handle and offset (device memory; an ibv_mr's rkey
 // or a UCX rkey may come later, each a kind of its own). Handles are plain values of one
 // size, so they travel in the node segment as they are and serialise into
 // handshakes; Mappings is the importer's side, which turns a peer's handle
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <vector>
 
 #include "base/bytes.hpp"
 #include "base/device/ipc.hpp"
@@ -24,7 +25,7 @@ namespace loom::memory {
 struct Handle {
   MemoryKind kind = MemoryKind::Host;
   int32_t pid = 0;        // the owner; 0: no range (nothing published)
-  int32_t fd = -1;        // HostShared, fake CudaDevice: the allocation's memfd in the owner
+  int32_t fd = -1;        // HostShared: the allocation's memfd in the owner
   uint64_t serial = 0;    // with fd: unique per allocation in its process
   uint64_t mapBytes = 0;  // with fd: the whole allocation
   uint64_t offset = 0;    // of the range, from the allocation's start
@@ -35,7 +36,7 @@ struct Handle {
 
   // Whether a process other than the owner can map it.
   bool reachableByPeers() const {
-    return kind == MemoryKind::HostShared || (kind == MemoryKind::CudaDevice && (fd >= 0 || hasIpc));
+    return kind == MemoryKind::HostShared || (kind == MemoryKind::CudaDevice && hasIpc);
   }
   bool empty() const { return pid == 0; }
 
@@ -46,8 +47,7 @@ struct Handle {
 
 // The handle of [p, p + bytes) in this process: loomMemAlloc's registration
 // (HostShared) when it gave the range; for device memory a CudaDevice handle,
-// with CUDA's IPC export where CUDA gives one (the fake device's memfd under
-// the fake); else a handle of its kind that only threads of this process can
+// with the runtime's IPC export where it gives one; else a handle of its kind that only threads of this process can
 // use (its address). Empty for an empty range.
 Handle handleOf(const void* p, size_t bytes);
 
@@ -72,6 +72,12 @@ class Mappings {
   // The end of a call that read device memory through map(): with
   // LOOM_CUDA_IPC_CACHE=0 its CUDA IPC handles are closed (their owners may
   // free the memory once the call is over), else they stay for the next.
+  // Closing one synchronizes the device (cudaIpcCloseMemHandle waits for
+  // every stream), so a call that a user's CUDA stream waits for
+  // (cuda::onUserStream) closes nothing, whatever the cache says: its
+  // stream would wait for the call, and the call for its stream. Such a
+  // call's views, and those it evicts from the cache, are closed by the next
+  // call that no stream waits for, or with the Mappings.
   void closeDeviceMappings() noexcept;
 
  private:
@@ -87,6 +93,7 @@ class Mappings {
     std::unique_ptr<cuda::OpenedIpc> view;
   };
   std::list<Opened> opened_;  // most recently used first
+  std::vector<std::unique_ptr<cuda::OpenedIpc>> retired_;  // evicted on a user's stream: closed later
   bool cacheOpened_ = true;   // LOOM_CUDA_IPC_CACHE, read when the first is opened
   bool cacheRead_ = false;
 };

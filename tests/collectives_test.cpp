@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/device/fake_device.hpp"
 #include "base/device/staging.hpp"
 #include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"

@@ -22,8 +22,9 @@
 #include <vector>
 
 #include "base/device/cuda.hpp"
+#include "base/device/fake_device.hpp"
 #include "base/device/staging.hpp"
-#include "collectives/device_work.hpp"
+#include "collectives/device_kernels.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/processes.hpp"
 #include "tests/support/ranks.hpp"
@@ -73,12 +74,12 @@ TEST(DeviceInPlace, ThreadsOnOneDeviceReadEachOthersBuffersWithoutStaging) {
   for (int n : {2, 3, 4}) {
     for (bool inPlace : {false, true}) {
       const uint64_t staged = cuda::fakeBytesStaged();
-      const uint64_t read = coll::fakeDeviceBytesInPlace();
+      const uint64_t read = coll::hostKernelBytes();
       allReduceOnThreads(n, kLarge, -1, inPlace);
       if (fake()) {
         EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
         // Each rank writes its slice and copies the others': the whole output, on every rank.
-        EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
+        EXPECT_EQ(coll::hostKernelBytes() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
             << n << " ranks";
       }
     }
@@ -107,16 +108,16 @@ TEST(DeviceInPlace, ThreadsOnGpusOfTheirOwnReadInPlaceOnlyAsPeers) {
     const FakeGpus shown(gpus, peers);
     for (int n : {2, 3}) {
       const uint64_t staged = cuda::fakeBytesStaged();
-      const uint64_t read = coll::fakeDeviceBytesInPlace();
+      const uint64_t read = coll::hostKernelBytes();
       allReduceOnThreads(n, kLarge, -1, false, gpus);
       if (!fake()) continue;
       if (peers) {
         EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
-        EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
+        EXPECT_EQ(coll::hostKernelBytes() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
             << n << " ranks";
       } else {
         EXPECT_GT(cuda::fakeBytesStaged(), staged) << n << " ranks";
-        EXPECT_EQ(coll::fakeDeviceBytesInPlace(), read) << n << " ranks";
+        EXPECT_EQ(coll::hostKernelBytes(), read) << n << " ranks";
       }
     }
   }
@@ -141,7 +142,7 @@ TEST(DeviceInPlace, AGroupRunsEachCallOnTheDeviceItWasMadeOn) {
     buffers[r]->upload(in.data());
   }
   const uint64_t staged = cuda::fakeBytesStaged();
-  const uint64_t read = coll::fakeDeviceBytesInPlace();
+  const uint64_t read = coll::hostKernelBytes();
   ASSERT_EQ(loomGroupStart(), loomSuccess);
   for (size_t r = 0; r < 2; ++r) {
     ASSERT_EQ(loomAllReduce(buffers[r]->data(), buffers[r]->data(), kLarge, loomInt32, loomSum, comms[r], nullptr),
@@ -156,7 +157,7 @@ TEST(DeviceInPlace, AGroupRunsEachCallOnTheDeviceItWasMadeOn) {
     for (size_t i = 0; i < kLarge; ++i) ASSERT_EQ(out[i], static_cast<int32_t>(2 * i + 1000)) << "rank " << r << ", " << i;
   }
   EXPECT_EQ(cuda::fakeBytesStaged(), staged);
-  EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, 2 * bytes);
+  EXPECT_EQ(coll::hostKernelBytes() - read, 2 * bytes);
   destroyAll(comms);
 }
 
@@ -197,12 +198,12 @@ TEST(DeviceInPlace, ThreadsAllGatherAndReduceScatterWithoutStaging) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (int n : {2, 3}) {
     const uint64_t staged = cuda::fakeBytesStaged();
-    const uint64_t read = coll::fakeDeviceBytesInPlace();
+    const uint64_t read = coll::hostKernelBytes();
     gatherAndScatterOnThreads(n, kLarge);
     if (fake()) {
       EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
       // All-gather writes n blocks on each rank, reduce-scatter one.
-      EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read,
+      EXPECT_EQ(coll::hostKernelBytes() - read,
                 static_cast<uint64_t>(n) * static_cast<uint64_t>(n + 1) * kLarge * sizeof(int32_t))
           << n << " ranks";
     }
@@ -322,13 +323,13 @@ void movesOnThreads(int n, size_t count, const std::vector<int>& kinds) {
 TEST(DeviceInPlace, GatherScatterAndAlltoAllWithEveryMixOfMemoryKinds) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (const std::vector<int>& kinds : std::vector<std::vector<int>>{{3}, {0}, {3, 2}, {1, 2, 3}, {2, 1}, {0, 3, 1}}) {
-    const uint64_t read = coll::fakeDeviceBytesInPlace();
+    const uint64_t read = coll::hostKernelBytes();
     movesOnThreads(3, kLarge, kinds);
     // Every buffer on the device: each call read in place; the root of a
     // gather writes 3 blocks, every rank one of a scatter and 3 of an
     // all-to-all: 15 in all.
     if (fake() && kinds == std::vector<int>{3}) {
-      EXPECT_EQ(coll::fakeDeviceBytesInPlace() - read, 15 * kLarge * sizeof(int32_t));
+      EXPECT_EQ(coll::hostKernelBytes() - read, 15 * kLarge * sizeof(int32_t));
     }
   }
 }
@@ -338,11 +339,11 @@ TEST(DeviceInPlace, ARankOnTheHostSendsEveryRankToTheStagedPath) {
   for (int n : {2, 3}) {
     for (int hostRank : {0, n - 1}) {
       const uint64_t staged = cuda::fakeBytesStaged();
-      const uint64_t read = coll::fakeDeviceBytesInPlace();
+      const uint64_t read = coll::hostKernelBytes();
       allReduceOnThreads(n, kLarge, hostRank, false);
       if (fake()) {
         EXPECT_GT(cuda::fakeBytesStaged(), staged);
-        EXPECT_EQ(coll::fakeDeviceBytesInPlace(), read);
+        EXPECT_EQ(coll::hostKernelBytes(), read);
       }
     }
   }
@@ -351,10 +352,10 @@ TEST(DeviceInPlace, ARankOnTheHostSendsEveryRankToTheStagedPath) {
 TEST(DeviceInPlace, MessagesWithinOneSlotAreStaged) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (size_t count : {size_t{0}, size_t{1}, size_t{5000}, size_t{60000}}) {
-    const uint64_t read = coll::fakeDeviceBytesInPlace();
+    const uint64_t read = coll::hostKernelBytes();
     allReduceOnThreads(3, count, -1, false);
     if (fake()) {
-      EXPECT_EQ(coll::fakeDeviceBytesInPlace(), read) << count << " elements";
+      EXPECT_EQ(coll::hostKernelBytes(), read) << count << " elements";
     }
   }
 }

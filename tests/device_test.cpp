@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/device/cuda.hpp"
+#include "base/device/fake_device.hpp"
 #include "base/device/peer_access.hpp"
 #include "base/device/staging.hpp"
 #include "collectives/device_staging.hpp"
@@ -67,12 +68,15 @@ bool fake() { return std::string(loom::test::deviceMemoryKind()) == "fake"; }
 struct Moved {
   uint64_t staged;
   uint64_t byHandle;
+  uint64_t copied;  // by other copies on a stream
 };
 Moved movedBy(int n, size_t bytes, bool mixed) {
   const uint64_t staged = loom::cuda::fakeBytesStaged();
   const uint64_t byHandle = loom::bytesTakenByHandle();
+  const uint64_t copied = loom::cuda::fakeBytesCopied();
   ringOfSends(n, bytes, mixed);
-  return {loom::cuda::fakeBytesStaged() - staged, loom::bytesTakenByHandle() - byHandle};
+  return {loom::cuda::fakeBytesStaged() - staged, loom::bytesTakenByHandle() - byHandle,
+          loom::cuda::fakeBytesCopied() - copied};
 }
 
 // The connection's FIFO (LOOM_BUFFSIZE's default): larger messages go by handle.
@@ -103,7 +107,8 @@ TEST(DeviceP2p, ASendToItselfIsOneCopyOnTheDevice) {
     const Moved moved = movedBy(1, bytes, false);
     EXPECT_EQ(moved.byHandle, 0u) << bytes << " bytes";
     if (fake()) {
-      EXPECT_EQ(moved.staged, bytes) << bytes << " bytes";
+      EXPECT_EQ(moved.staged, 0u) << bytes << " bytes";
+      EXPECT_EQ(moved.copied, bytes) << bytes << " bytes";
     }
   }
 }
@@ -664,16 +669,23 @@ TEST(StagingArea, LendsItsBuffersAgain) {
 }
 
 // A stream that is neither NULL nor a loom host stream is a cudaStream_t only
-// where a CUDA device is visible; elsewhere it is refused by name.
-TEST(DeviceStreams, AStreamThatIsNoneIsRefusedWithoutADevice) {
-  if (loom::cuda::deviceCount() > 0) GTEST_SKIP() << "a CUDA device is visible: any handle may be a cudaStream_t";
-  auto comms = loom::test::initThreadComms(1);
-  std::vector<float> x(4, 1.0f);
-  auto* bogus = reinterpret_cast<loomStream_t>(static_cast<uintptr_t>(0x1000));
-  EXPECT_EQ(loomAllReduce(x.data(), x.data(), 4, loomFloat32, loomSum, comms[0], bogus), loomInvalidArgument);
-  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("stream"), std::string::npos) << loomGetLastError(comms[0]);
-  EXPECT_EQ(loomSend(x.data(), 4, loomFloat32, 0, comms[0], bogus), loomInvalidArgument);
-  loom::test::destroyAll(comms);
+// where a CUDA device is visible; elsewhere it is refused by name. The fake
+// device knows its streams, and refuses a handle that is none of them.
+TEST(DeviceStreams, AStreamThatIsNoneIsRefused) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: any handle may be a cudaStream_t";
+  for (bool withFake : {false, true}) {
+    SCOPED_TRACE(withFake ? "fake device" : "no device");
+    loom::cuda::useFakeDevice(withFake);
+    auto comms = loom::test::initThreadComms(1);
+    std::vector<float> x(4, 1.0f);
+    auto* bogus = reinterpret_cast<loomStream_t>(static_cast<uintptr_t>(0x1000));
+    EXPECT_EQ(loomAllReduce(x.data(), x.data(), 4, loomFloat32, loomSum, comms[0], bogus), loomInvalidArgument);
+    EXPECT_NE(std::string(loomGetLastError(comms[0])).find("stream"), std::string::npos)
+        << loomGetLastError(comms[0]);
+    EXPECT_EQ(loomSend(x.data(), 4, loomFloat32, 0, comms[0], bogus), loomInvalidArgument);
+    loom::test::destroyAll(comms);
+  }
+  loom::cuda::useFakeDevice(true);
 }
 
 }  // namespace

@@ -146,6 +146,21 @@ TEST(TorchReplay, DeviceBuffers) {
   }
 }
 
+// As PyTorch calls: every call on its communicator's CUDA stream (the fake
+// device's), held at a stream gate, waited for before the results are read.
+// With the IPC cache off too: a receive by handle on a held stream must not
+// close the sender's view there (closing synchronizes the device, whose
+// stream waits for that very receive; the fake device ends the process).
+TEST(TorchReplay, DeviceBuffersOnStreams) {
+  for (const char* cache : {"1", "0"}) {
+    for (int n : {2, 3}) {
+      SCOPED_TRACE(std::to_string(n) + " ranks, LOOM_CUDA_IPC_CACHE=" + cache);
+      expectEveryRankOk(runProgram(n, {{"LOOM_TIMEOUT_MS", "20000"}, {"LOOM_CUDA_IPC_CACHE", cache}},
+                                   LOOM_TORCH_REPLAY_BIN, {"stream"}));
+    }
+  }
+}
+
 // NCCL's variables reach Loom: NCCL_DEBUG=INFO logs, NCCL_ALGO=Tree picks the
 // tree; a LOOM_* variable set too wins; one Loom has no equivalent for is
 // said to be ignored.

@@ -1,20 +1,21 @@
-// The CUDA devices this process sees. Builds and answers 0 without CUDA, and
-// without a driver or device.
+// The CUDA devices this process sees, and synchronous copies: the questions
+// most callers ask, answered by the process's DeviceRuntime (runtime.hpp).
+// Builds and answers 0 without CUDA, and without a driver or device.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "base/device/runtime.hpp"
 
 namespace loom::cuda {
 
 bool compiledWithCuda();
 int deviceCount();
-// What the CUDA runtime says a pointer is. Host without CUDA or a device
-// (the runtime is not asked then, so host-only processes pay nothing).
-enum class PointerKind { Host, Device, HostPinned };
+// What the runtime says a pointer is. Host without CUDA or a device (the
+// runtime is not asked then, so host-only processes pay nothing).
 PointerKind pointerKind(const void* p);
 
 // The PCI bus id of this thread's current device, as hwloc spells it
@@ -25,8 +26,7 @@ std::string currentDeviceBusId();
 // machine's GPUs.
 std::vector<std::string> visibleDeviceBusIds();
 
-// This thread's current device (0 without CUDA; the fake device's, below,
-// while it is on), and making `device` it: a task that runs on another
+// This thread's current device (0 without CUDA), and making `device` it: a task that runs on another
 // thread for a caller uses the caller's.
 int currentDevice();
 void setCurrentDevice(int device);
@@ -45,7 +45,7 @@ class DeviceScope {
 };
 
 // host <- device, `bytes` bytes, returning when they are there; on a stream
-// of its own that waits for no other (memcpy under the fake device).
+// of its own that waits for no other.
 // Throws loomUnhandledCudaError.
 void copyFromDevice(void* host, const void* device, size_t bytes);
 // device <- host, likewise.
@@ -55,42 +55,8 @@ void copyToDevice(void* device, const void* host, size_t bytes);
 void copyAny(void* dst, const void* src, size_t bytes);
 // dst <- src queued on a caller's `stream` (a cudaStream_t) and returning at
 // once; null: the legacy default stream, after its work, and waited for (a
-// blocking call's). Any mix of host and device memory (cudaMemcpyDefault);
-// memcpy at once under the fake device. Throws loomUnhandledCudaError.
+// blocking call's). Any mix of host and device memory (cudaMemcpyDefault).
+// Throws loomUnhandledCudaError.
 void copyOnStream(void* dst, const void* src, size_t bytes, void* stream);
-
-// The tests' fake device, for machines without a GPU (CI): while on, memory
-// from fakeDeviceAlloc is "device memory" to pointerKind, and the staged
-// path's pinned buffers and copies (staging.hpp) are plain host memory and
-// memcpy, so that the host-side logic of the device path runs everywhere.
-// Never on in a user's process: only tests call it.
-void useFakeDevice(bool on);
-bool fakeDevice();
-// Each fake allocation is a memfd mapped shared, which peer processes map
-// where a GPU's would be opened through CUDA IPC (ipc.hpp), and belongs to
-// the thread's current fake GPU.
-void* fakeDeviceAlloc(size_t bytes);
-void fakeDeviceFree(void* p);
-// The fake device shows `count` GPUs (1 until a test says otherwise;
-// setCurrentDevice picks one per thread), and `peerAccess` says whether one
-// GPU's kernels may read another's memory, as NVLink or a shared PCIe switch
-// lets a real GPU's (peer_access.hpp asks). Per process: the ranks of a test
-// that runs processes each say the same.
-void fakeDeviceGpus(int count, bool peerAccess);
-int fakeGpuCount();
-bool fakePeerAccess();
-struct FakeAllocation {
-  int fd = -1;
-  uint64_t serial = 0;  // unique per allocation in this process
-  size_t bytes = 0;     // the whole allocation
-  size_t offset = 0;    // of the pointer from its start
-  int gpu = 0;          // the fake GPU it is on
-};
-// The fake allocation holding p, if the fake device is on and made it.
-std::optional<FakeAllocation> fakeAllocationOf(const void* p);
-// While on, this process cannot map other processes' fake device memory, as
-// CUDA IPC may refuse to (memory/registration.cpp): the tests' failure.
-void fakeRefuseIpc(bool on);
-bool fakeIpcRefused();
 
 }  // namespace loom::cuda

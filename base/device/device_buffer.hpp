@@ -1,12 +1,15 @@
 // Memory on the current CUDA device (cudaMalloc), freed with the object,
 // with synchronous copies of the whole buffer from and to the host: what
 // tools and tests that put data on a GPU need (loom-perf -G). Under the fake
-// device (cuda.hpp) it is the fake's memory. Nothing of CUDA in this header.
+// device (fake_device.hpp) it is the fake's memory. Nothing of CUDA in this
+// header.
 #pragma once
 
 #include <cstddef>
 
 namespace loom::cuda {
+
+class DeviceRuntime;
 
 class DeviceBuffer {
  public:
@@ -23,9 +26,9 @@ class DeviceBuffer {
   void download(void* host) const;
 
  private:
+  DeviceRuntime& runtime_;  // the one that made it frees it
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
-  bool fake_ = false;
 };
 
 }  // namespace loom::cuda

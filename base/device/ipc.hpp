@@ -6,25 +6,18 @@
 // leaves undefined what an opened handle does once its owner frees the
 // memory, and a user's buffer may be freed between calls.
 //
-// Nothing of CUDA in this header. Without CUDA or a device nothing is
-// exportable; the tests' fake device (cuda.hpp) shares its memory through a
-// memfd instead, which memory/registration maps as it maps loomMemAlloc's.
+// Nothing of CUDA in this header: the process's DeviceRuntime (runtime.hpp)
+// exports and opens. Without CUDA or a device nothing is exportable; the
+// tests' fake device exports an allocation's memfd.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 
+#include "base/device/runtime.hpp"
+
 namespace loom::cuda {
-
-inline constexpr size_t kIpcHandleBytes = 64;  // sizeof(cudaIpcMemHandle_t)
-using IpcHandle = std::array<std::byte, kIpcHandleBytes>;
-
-struct IpcExport {
-  IpcHandle handle{};
-  uint64_t offset = 0;  // of the pointer from its allocation's start
-};
 
 // The export of the allocation holding `p`, or nullopt where CUDA will not
 // export it (memory from cudaMallocAsync pools or the virtual memory API,
@@ -44,6 +37,7 @@ class OpenedIpc {
   const std::byte* base() const { return base_; }
 
  private:
+  DeviceRuntime& runtime_;  // the one that opened it closes it
   std::byte* base_ = nullptr;
 };
 

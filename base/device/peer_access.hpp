@@ -4,8 +4,8 @@
 // own GPU and on any other GPU that CUDA grants it peer access to (NVLink, a
 // shared PCIe switch), and nowhere else.
 //
-// Nothing of CUDA in this header. Under the tests' fake device (cuda.hpp)
-// the answers are the fake GPUs'.
+// Nothing of CUDA in this header: the process's DeviceRuntime answers
+// (under the tests' fake device, for the fake GPUs).
 #pragma once
 
 #include <cstdint>

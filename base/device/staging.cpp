@@ -9,164 +9,74 @@
 #include <utility>
 
 #include "base/backoff.hpp"
-#include "base/device/cuda.hpp"
-#include "base/error.hpp"
-
-#ifdef LOOM_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "base/device/cuda_error.hpp"
-#endif
+#include "base/device/runtime.hpp"
 
 namespace loom::cuda {
 namespace {
 
 thread_local bool userStreamTask = false;
-std::atomic<uint64_t> fakeStaged{0};
-
-#ifndef LOOM_HAVE_CUDA
-[[noreturn]] void noCuda(const char* what) {
-  throw Error(loomInvalidUsage, std::string(what) + ": this build of Loom has no CUDA");
-}
-#endif
 
 // How many pinned buffers a staging area keeps when none is lent.
 constexpr size_t kKeep = 4;
 
-#ifdef LOOM_HAVE_CUDA
-// Polls `query` (cudaStreamQuery, cudaEventQuery) until the work is done,
-// backing off, with `checkWait` between polls to give up.
-void waitUntilDone(const std::function<cudaError_t()>& query, const std::function<void()>& checkWait) {
+// Polls `done` until the work is done, backing off, with `checkWait` between
+// polls to give up.
+void waitUntilDone(const std::function<bool()>& done, const std::function<void()>& checkWait) {
   Backoff backoff;
-  for (;;) {
-    const cudaError_t state = query();
-    if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) throwIfFailed(state, "a staging copy");
+  while (!done()) {
     backoff.idle([&](Backoff::Phase) { checkWait(); },
                  [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
   }
 }
-#endif
 
 }  // namespace
 
-PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes), fake_(fakeDevice()) {
-  if (fake_) {
-    data_ = static_cast<std::byte*>(::operator new(std::max<size_t>(bytes, 1)));
-    return;
-  }
-#ifdef LOOM_HAVE_CUDA
-  void* p = nullptr;
-  throwIfFailed(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable),
-                "cudaHostAlloc of a staging buffer");
-  data_ = static_cast<std::byte*>(p);
-#else
-  noCuda("a pinned staging buffer");
-#endif
-}
+PinnedBuffer::PinnedBuffer(size_t bytes)
+    : runtime_(runtime()), data_(static_cast<std::byte*>(runtime_.allocPinned(bytes))), bytes_(bytes) {}
 
-PinnedBuffer::~PinnedBuffer() {
-  if (fake_) {
-    ::operator delete(data_);
-    return;
-  }
-#ifdef LOOM_HAVE_CUDA
-  if (data_ != nullptr && cudaFreeHost(data_) != cudaSuccess) (void)cudaGetLastError();
-#endif
-}
+PinnedBuffer::~PinnedBuffer() { runtime_.freePinned(data_); }
 
-struct DeviceStream::Impl {
-  bool fake = fakeDevice();
-#ifdef LOOM_HAVE_CUDA
-  cudaStream_t stream = nullptr;
-  cudaEvent_t legacyDone = nullptr;
-#endif
-};
+DeviceStream::DeviceStream() : runtime_(runtime()), stream_(runtime_.createStream()) {}
 
-DeviceStream::DeviceStream() : impl_(std::make_unique<Impl>()) {
-  if (impl_->fake) return;
-#ifdef LOOM_HAVE_CUDA
-  throwIfFailed(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  if (cudaEventCreateWithFlags(&impl_->legacyDone, cudaEventDisableTiming) != cudaSuccess) {
-    cudaStreamDestroy(impl_->stream);
-    throwIfFailed(cudaErrorMemoryAllocation, "cudaEventCreateWithFlags");
-  }
-#else
-  noCuda("a copy stream");
-#endif
-}
-
-DeviceStream::~DeviceStream() {
-#ifdef LOOM_HAVE_CUDA
-  if (impl_->fake) return;
-  cudaEventDestroy(impl_->legacyDone);
-  cudaStreamDestroy(impl_->stream);
-  (void)cudaGetLastError();
-#endif
-}
+DeviceStream::~DeviceStream() { runtime_.destroyStream(stream_); }
 
 void DeviceStream::afterDefaultStream() {
-  if (impl_->fake) return;
-#ifdef LOOM_HAVE_CUDA
-  throwIfFailed(cudaEventRecord(impl_->legacyDone, cudaStreamLegacy), "cudaEventRecord on the default stream");
-  throwIfFailed(cudaStreamWaitEvent(impl_->stream, impl_->legacyDone, 0), "cudaStreamWaitEvent");
-#endif
+  const EventHandle legacyDone = runtime_.record(nullptr);
+  struct Destroy {
+    DeviceRuntime& rt;
+    EventHandle event;
+    ~Destroy() { rt.destroyEvent(event); }  // CUDA keeps a waited-for event alive until it fires
+  } destroy{runtime_, legacyDone};
+  runtime_.waitEvent(stream_, legacyDone);
 }
 
-void DeviceStream::copy(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0 || dst == src) return;
-  if (impl_->fake) {
-    std::memcpy(dst, src, bytes);
-    fakeStaged.fetch_add(bytes, std::memory_order_relaxed);
-    return;
-  }
-#ifdef LOOM_HAVE_CUDA
-  throwIfFailed(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, impl_->stream), "cudaMemcpyAsync");
-#endif
-}
+void DeviceStream::copy(void* dst, const void* src, size_t bytes) { runtime_.copy(dst, src, bytes, stream_); }
 
 void DeviceStream::copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes,
                             size_t rows) {
   if (rowBytes == 0 || rows == 0) return;
   if (rows == 1 || (dstPitch == rowBytes && srcPitch == rowBytes)) return copy(dst, src, rowBytes * rows);
-#ifdef LOOM_HAVE_CUDA
-  // CUDA's 2D copies take pitches up to the device's maximum (2^31 - 1 bytes
-  // on every GPU so far); longer rows go one copy each.
-  constexpr size_t kMaxPitch = (size_t{1} << 31) - 1;
-  if (!impl_->fake && dstPitch <= kMaxPitch && srcPitch <= kMaxPitch) {
-    throwIfFailed(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, rowBytes, rows, cudaMemcpyDefault, impl_->stream),
-                  "cudaMemcpy2DAsync");
-    return;
-  }
-#endif
-  for (size_t i = 0; i < rows; ++i) {
-    copy(static_cast<std::byte*>(dst) + i * dstPitch, static_cast<const std::byte*>(src) + i * srcPitch, rowBytes);
-  }
+  runtime_.copyRows(dst, dstPitch, src, srcPitch, rowBytes, rows, stream_);
 }
 
 CopyMark DeviceStream::mark() {
   CopyMark m;
-  if (impl_->fake) return m;
-#ifdef LOOM_HAVE_CUDA
-  cudaEvent_t event = nullptr;
-  throwIfFailed(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  m.event_ = event;  // the mark owns it from here, whatever fails next
-  throwIfFailed(cudaEventRecord(event, impl_->stream), "cudaEventRecord on the copy stream");
-#endif
+  m.runtime_ = &runtime_;
+  m.event_ = runtime_.record(stream_);
   return m;
 }
 
 CopyMark::~CopyMark() {
-#ifdef LOOM_HAVE_CUDA
-  if (event_ != nullptr && cudaEventDestroy(static_cast<cudaEvent_t>(event_)) != cudaSuccess) (void)cudaGetLastError();
-#endif
+  if (event_ != nullptr) runtime_->destroyEvent(event_);
 }
 
-CopyMark::CopyMark(CopyMark&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+CopyMark::CopyMark(CopyMark&& other) noexcept
+    : runtime_(other.runtime_), event_(std::exchange(other.event_, nullptr)) {}
 
 CopyMark& CopyMark::operator=(CopyMark&& other) noexcept {
   if (this != &other) {
     CopyMark old(std::move(*this));
+    runtime_ = other.runtime_;
     event_ = std::exchange(other.event_, nullptr);
   }
   return *this;
@@ -174,28 +84,11 @@ CopyMark& CopyMark::operator=(CopyMark&& other) noexcept {
 
 void CopyMark::wait(const std::function<void()>& checkWait) const {
   if (event_ == nullptr) return;
-#ifdef LOOM_HAVE_CUDA
-  waitUntilDone([this] { return cudaEventQuery(static_cast<cudaEvent_t>(event_)); }, checkWait);
-#else
-  (void)checkWait;
-#endif
+  waitUntilDone([this] { return runtime_->reached(event_); }, checkWait);
 }
 
 void DeviceStream::synchronize(const std::function<void()>& checkWait) {
-  if (impl_->fake) return;
-#ifdef LOOM_HAVE_CUDA
-  waitUntilDone([this] { return cudaStreamQuery(impl_->stream); }, checkWait);
-#else
-  (void)checkWait;
-#endif
-}
-
-void* DeviceStream::handle() const {
-#ifdef LOOM_HAVE_CUDA
-  return impl_->fake ? nullptr : impl_->stream;
-#else
-  return nullptr;
-#endif
+  waitUntilDone([this] { return runtime_.idle(stream_); }, checkWait);
 }
 
 StagingArea::Lease::Lease(StagingArea& owner, std::unique_ptr<PinnedBuffer> buffer)
@@ -245,8 +138,6 @@ DeviceStream& StagingArea::stream() {
   if (!stream_) stream_ = std::make_unique<DeviceStream>();
   return *stream_;
 }
-
-uint64_t fakeBytesStaged() { return fakeStaged.load(std::memory_order_relaxed); }
 
 bool onUserStream() { return userStreamTask; }
 

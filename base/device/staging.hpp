@@ -19,8 +19,10 @@
 
 namespace loom::cuda {
 
+class DeviceRuntime;
+
 // Host memory pinned for the device's copy engines (cudaHostAlloc), freed
-// with the object. Under the fake device, ordinary memory.
+// with the object.
 class PinnedBuffer {
  public:
   explicit PinnedBuffer(size_t bytes);
@@ -32,9 +34,9 @@ class PinnedBuffer {
   size_t size() const { return bytes_; }
 
  private:
+  DeviceRuntime& runtime_;  // the one that made it frees it
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
-  bool fake_ = false;
 };
 
 // A point in a DeviceStream's queue, reached once every copy queued before
@@ -42,7 +44,7 @@ class PinnedBuffer {
 // threads queue on the stream after it. Owns its CUDA event.
 class CopyMark {
  public:
-  CopyMark() = default;  // reached already (the fake device copies at once)
+  CopyMark() = default;  // reached already
   ~CopyMark();
   CopyMark(CopyMark&& other) noexcept;
   CopyMark& operator=(CopyMark&& other) noexcept;
@@ -54,11 +56,12 @@ class CopyMark {
 
  private:
   friend class DeviceStream;
-  void* event_ = nullptr;  // a cudaEvent_t
+  DeviceRuntime* runtime_ = nullptr;
+  void* event_ = nullptr;  // the runtime's event
 };
 
-// A non-blocking CUDA stream on the device current when it was made, for
-// Loom's own copies.
+// A non-blocking stream on the device current when it was made, for Loom's
+// own copies.
 class DeviceStream {
  public:
   DeviceStream();
@@ -82,12 +85,12 @@ class DeviceStream {
   // throws to give up (an abort, a deadline); a CUDA error throws
   // loomUnhandledCudaError.
   void synchronize(const std::function<void()>& check);
-  // The cudaStream_t, for kernels queued beside the copies.
-  void* handle() const;
+  // The runtime's stream, for kernels queued beside the copies.
+  void* handle() const { return stream_; }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  DeviceRuntime& runtime_;
+  void* stream_ = nullptr;
 };
 
 // One communicator's staging: its copy stream and pinned buffers lent to one
@@ -128,10 +131,6 @@ class StagingArea {
   std::unique_ptr<DeviceStream> stream_;
   std::vector<std::unique_ptr<PinnedBuffer>> free_;
 };
-
-// Bytes the copy streams have moved under the fake device: the tests' proof
-// that a call took the staged path (fake device memory is host memory too).
-uint64_t fakeBytesStaged();
 
 // Whether this thread is running a task that a user's CUDA stream waits
 // for (stream_gate.hpp): such a task must not wait for the legacy default

@@ -9,8 +9,10 @@
 // raises the counter, also when the call fails or is aborted, so the stream
 // never waits forever for Loom.
 //
-// Nothing of CUDA in this header; without CUDA or a device, a gate cannot be
-// made (loomInvalidUsage).
+// Nothing of CUDA in this header: the gate asks the process's DeviceRuntime
+// (runtime.hpp), so under the tests' fake device a fake stream's gate holds
+// its worker thread. Without CUDA or a device, a gate cannot be made
+// (loomInvalidUsage).
 #pragma once
 
 #include <cstdint>

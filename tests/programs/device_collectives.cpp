@@ -27,10 +27,11 @@
 #include <vector>
 
 #include "base/device/cuda.hpp"
+#include "base/device/fake_device.hpp"
 #include "base/device/staging.hpp"
 #include "base/half.hpp"
 #include "collectives/device_staging.hpp"
-#include "collectives/device_work.hpp"
+#include "collectives/device_kernels.hpp"
 #include "comm/engine/engine.hpp"
 #include "tests/support/device_memory.hpp"
 
@@ -274,7 +275,7 @@ int main(int argc, char** argv) {
   const bool device = !(hostOnRank0 && rank == 0);
   if (mode == "refuse-ipc-on-rank-2" && rank == 2) loom::cuda::fakeRefuseIpc(true);
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
-  const uint64_t inPlaceBefore = loom::coll::fakeDeviceBytesInPlace();
+  const uint64_t inPlaceBefore = loom::coll::hostKernelBytes();
   const uint64_t byHandleBefore = loom::bytesTakenByHandle();
   const uint64_t piecesBefore = loom::coll::piecesRun();
   int failures = 0;
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(loom::bytesTakenByHandle() - byHandleBefore));
   std::printf("rank %d of %d (%s): in place %llu bytes, staged %llu bytes, pieces %llu\n", rank, n,
               device ? "device" : "host",
-              static_cast<unsigned long long>(loom::coll::fakeDeviceBytesInPlace() - inPlaceBefore),
+              static_cast<unsigned long long>(loom::coll::hostKernelBytes() - inPlaceBefore),
               static_cast<unsigned long long>(loom::cuda::fakeBytesStaged() - stagedBefore),
               static_cast<unsigned long long>(loom::coll::piecesRun() - piecesBefore));
   if (failures == 0) std::printf("rank %d: collectives ok\n", rank);

@@ -7,10 +7,12 @@
 //
 //   loom_test_torch_replay RANK NRANKS DIR MEMORY
 //
-// MEMORY: "host" (malloc'd buffers) or "device" (the fake device's buffers:
+// MEMORY: "host" (malloc'd buffers), "device" (the fake device's buffers:
 // device memory to Loom, which goes by handle between the ranks of a node
-// past the FIFO, as a GPU's does over CUDA IPC; the calls use the NULL
-// stream, since the fake device has no CUDA streams).
+// past the FIFO, as a GPU's does over CUDA IPC; the calls on the NULL
+// stream), or "stream": the fake device's buffers, and every call on its
+// communicator's stream (a fake CUDA stream each, as ProcessGroupNCCL keeps
+// one per communicator), waited for before the results are read.
 //
 // The replay, in PyTorch's order:
 //  1. init: ncclGetVersion first; rank 0's ncclGetUniqueId through the store;
@@ -49,6 +51,8 @@
 #include <vector>
 
 #include "base/device/cuda.hpp"
+#include "base/device/fake_device.hpp"
+#include "base/device/runtime.hpp"
 
 namespace {
 
@@ -112,6 +116,34 @@ void awaitReady(ncclComm_t comm, int line) {
     }
     if (Clock::now() > until) die(line, "the communicator was not ready within 60 s");
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// MEMORY=stream: each communicator's stream, made at its first call.
+bool gOnStreams = false;
+std::mutex gStreamsMutex;
+std::vector<std::pair<ncclComm_t, void*>> gStreams;
+
+// The stream `comm`'s calls go on (NULL unless MEMORY=stream).
+cudaStream_t streamOf(ncclComm_t comm) {
+  if (!gOnStreams) return nullptr;
+  std::lock_guard lock(gStreamsMutex);
+  for (const auto& [c, s] : gStreams) {
+    if (c == comm) return static_cast<cudaStream_t>(s);
+  }
+  gStreams.emplace_back(comm, loom::cuda::runtime().createStream());
+  return static_cast<cudaStream_t>(gStreams.back().second);
+}
+
+// Returns once `comm`'s stream has done everything queued on it (PyTorch's
+// work.wait() and a read on the host: cudaStreamSynchronize), within the deadline.
+void sync(ncclComm_t comm, int line) {
+  if (!gOnStreams) return;
+  void* stream = streamOf(comm);
+  const auto end = Clock::now() + kDeadline;
+  while (!loom::cuda::runtime().idle(stream)) {
+    if (Clock::now() > end) die(line, "the communicator's stream did not finish within 60 s");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
@@ -206,13 +238,14 @@ ncclComm_t lazyInit(const Store& store, const std::string& key, int nranks, int 
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s RANK NRANKS DIR host|device\n", argv[0]);
+    std::fprintf(stderr, "usage: %s RANK NRANKS DIR host|device|stream\n", argv[0]);
     return 2;
   }
   const int rank = gRank = std::atoi(argv[1]);
   const int n = std::atoi(argv[2]);
   const Store store{argv[3]};
-  const bool device = std::strcmp(argv[4], "device") == 0;
+  gOnStreams = std::strcmp(argv[4], "stream") == 0;
+  const bool device = gOnStreams || std::strcmp(argv[4], "device") == 0;
   if (device) loom::cuda::useFakeDevice(true);
 
   // 1. init.
@@ -237,7 +270,8 @@ int main(int argc, char** argv) {
     watchdog.watch(sub);
     Buffer x(4096, device);
     for (size_t i = 0; i < x.count(); ++i) x.data[i] = static_cast<int32_t>(rank + i);
-    NCCL_OK(ncclAllReduce(x.data, x.data, x.count(), ncclInt32, ncclSum, sub, nullptr));
+    NCCL_OK(ncclAllReduce(x.data, x.data, x.count(), ncclInt32, ncclSum, sub, streamOf(sub)));
+    sync(sub, __LINE__);
     const int members = n - 1;
     for (size_t i = 0; i < x.count(); ++i) {
       EXPECT(x.data[i] == static_cast<int32_t>(members * (members - 1) / 2 + members * i), "new_group's all-reduce");
@@ -255,12 +289,13 @@ int main(int argc, char** argv) {
         NCCL_OK(ncclGroupStart());
         if (rank == from) {
           for (size_t i = 0; i < b.count(); ++i) b.data[i] = pattern(from, i, 1);
-          NCCL_OK(ncclSend(b.data, b.count(), ncclInt32, 1 - rank, pair, nullptr));
+          NCCL_OK(ncclSend(b.data, b.count(), ncclInt32, 1 - rank, pair, streamOf(pair)));
         } else {
           std::memset(b.data, 0, b.bytes);
-          NCCL_OK(ncclRecv(b.data, b.count(), ncclInt32, 1 - rank, pair, nullptr));
+          NCCL_OK(ncclRecv(b.data, b.count(), ncclInt32, 1 - rank, pair, streamOf(pair)));
         }
         NCCL_OK(ncclGroupEnd());
+        sync(pair, __LINE__);
         for (size_t i = 0; rank != from && i < b.count(); ++i) {
           EXPECT(b.data[i] == pattern(from, i, 1), "the unbatched receive of " + std::to_string(bytes) + " bytes");
         }
@@ -283,12 +318,13 @@ int main(int argc, char** argv) {
     watchdog.watch(batch);
     NCCL_OK(ncclGroupStart());
     NCCL_OK(ncclGroupStart());
-    NCCL_OK(ncclSend(out.data, out.count(), ncclInt32, next, batch, nullptr));
+    NCCL_OK(ncclSend(out.data, out.count(), ncclInt32, next, batch, streamOf(batch)));
     NCCL_OK(ncclGroupEnd());  // depth 2 to 1: nothing may run yet
     NCCL_OK(ncclGroupStart());
-    NCCL_OK(ncclRecv(in.data, in.count(), ncclInt32, prev, batch, nullptr));
+    NCCL_OK(ncclRecv(in.data, in.count(), ncclInt32, prev, batch, streamOf(batch)));
     NCCL_OK(ncclGroupEnd());
     NCCL_OK(ncclGroupEnd());  // endCoalescing: everything runs
+    sync(batch, __LINE__);
     for (size_t i = 0; i < in.count(); ++i) {
       EXPECT(in.data[i] == pattern(prev, i, 3), "batch_isend_irecv's receive from rank " + std::to_string(prev));
     }
@@ -304,11 +340,16 @@ int main(int argc, char** argv) {
     NCCL_OK(ncclGroupStart());
     for (int k = 0; k < 8; ++k) {
       NCCL_OK(ncclGroupStart());
-      if (k < 4) NCCL_OK(ncclAllGather(inputs[k]->data, outputs[k]->data, kCount, ncclInt32, batch, nullptr));
-      else NCCL_OK(ncclReduceScatter(inputs[k]->data, outputs[k]->data, kCount, ncclInt32, ncclSum, batch, nullptr));
+      if (k < 4) {
+        NCCL_OK(ncclAllGather(inputs[k]->data, outputs[k]->data, kCount, ncclInt32, batch, streamOf(batch)));
+      } else {
+        NCCL_OK(ncclReduceScatter(inputs[k]->data, outputs[k]->data, kCount, ncclInt32, ncclSum, batch,
+                                  streamOf(batch)));
+      }
       NCCL_OK(ncclGroupEnd());
     }
     NCCL_OK(ncclGroupEnd());
+    sync(batch, __LINE__);
     for (int k = 0; k < 8; ++k) {
       for (size_t i = 0; i < kCount * (k < 4 ? n : 1); ++i) {
         int32_t want = 0;

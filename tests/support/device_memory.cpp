@@ -1,6 +1,7 @@
 #include "tests/support/device_memory.hpp"
 
 #include "base/device/cuda.hpp"
+#include "base/device/fake_device.hpp"
 
 namespace loom::test {
 

@@ -1,5 +1,5 @@
 // Device memory for the tests: a CUDA device's where one is visible, else the
-// fake device's (base/device/cuda.hpp), which deviceMemoryKind() turns on for
+// fake device's (base/device/fake_device.hpp), which deviceMemoryKind() turns on for
 // the test process so that the staged device path runs without a GPU too.
 #pragma once
 

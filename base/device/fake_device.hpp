@@ -1,0 +1,44 @@
+// The tests' fake device, for machines without a GPU (CI): a DeviceRuntime
+// (runtime.hpp) whose "device memory" is host memory it allocated, whose
+// streams are worker threads that run their queued copies, waits, writes and
+// host functions in order and asynchronously, as a GPU's streams do, and
+// whose IPC shares an allocation's memfd with peer processes, which map it
+// where a GPU's memory would be opened through CUDA IPC. Never on in a
+// user's process: only tests turn it on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/device/runtime.hpp"
+
+namespace loom::cuda {
+
+// While on, runtime() is the fake's.
+void useFakeDevice(bool on);
+bool fakeDevice();
+
+// Device memory of the thread's current fake GPU (the runtime's allocDevice).
+void* fakeDeviceAlloc(size_t bytes);
+void fakeDeviceFree(void* p);
+
+// The fake device shows `count` GPUs (1 until a test says otherwise;
+// setCurrentDevice picks one per thread), and `peerAccess` says whether one
+// GPU's kernels may read another's memory, as NVLink or a shared PCIe switch
+// lets a real GPU's. Per process: the ranks of a test that runs processes
+// each say the same.
+void fakeDeviceGpus(int count, bool peerAccess);
+int fakeGpuCount();
+
+// While on, this process cannot open other processes' fake device memory,
+// as CUDA IPC may refuse to: the tests' failure.
+void fakeRefuseIpc(bool on);
+
+// Bytes the fake streams have copied to or from pinned memory (the staged
+// path's buffers): the tests' proof that a call took the staged path; and
+// the bytes of every other copy on a stream (a device buffer to another, to
+// a host buffer in place).
+uint64_t fakeBytesStaged();
+uint64_t fakeBytesCopied();
+
+}  // namespace loom::cuda

@@ -1,0 +1,31 @@
+// Which DeviceRuntime the process has: the one place that knows whether this
+// build has CUDA.
+#include "base/device/cuda.hpp"
+#include "base/device/fake_device.hpp"
+#include "base/device/runtimes.hpp"
+
+namespace loom::cuda {
+
+bool compiledWithCuda() {
+#ifdef LOOM_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::vector<void (*)()>& kernelLoaders() {
+  static std::vector<void (*)()> all;
+  return all;
+}
+
+DeviceRuntime& runtime() {
+  if (fakeDevice()) return fakeRuntime();
+#ifdef LOOM_HAVE_CUDA
+  return cudaRuntime();
+#else
+  return noRuntime();
+#endif
+}
+
+}  // namespace loom::cuda

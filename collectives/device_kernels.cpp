@@ -1,0 +1,75 @@
+#include "collectives/device_kernels.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "base/datatype.hpp"
+#include "base/device/runtime.hpp"
+
+#ifdef LOOM_HAVE_CUDA
+#include "collectives/cuda/kernels.hpp"
+#endif
+
+namespace loom::coll {
+namespace {
+
+std::atomic<uint64_t> hostBytes{0};
+
+// The host's kernels, each a host function on the stream.
+class HostKernels final : public DeviceKernels {
+ public:
+  void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count,
+              double scalar, void* stream) override {
+    if (count == 0) return;
+    const bool counted = !(op == cpu::ReduceOp::PreMulSum && sources.size() == 1);
+    loom::cuda::runtime().hostFunction(
+        stream, [type, op, all = std::vector<const void*>(sources.begin(), sources.end()), dst, count, scalar,
+                 counted] {
+          cpu::reduce(type, op, all, dst, count, scalar);
+          if (counted) hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
+        });
+  }
+  void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void* stream) override {
+    if (count == 0) return;
+    loom::cuda::runtime().hostFunction(stream, [=] { cpu::divide(type, dst, count, divisor); });
+  }
+  void copy(void* dst, const void* src, size_t bytes, void* stream) override {
+    if (bytes == 0 || dst == src) return;
+    loom::cuda::runtime().hostFunction(stream, [=] {
+      std::memcpy(dst, src, bytes);
+      hostBytes.fetch_add(bytes, std::memory_order_relaxed);
+    });
+  }
+};
+
+#ifdef LOOM_HAVE_CUDA
+class CudaKernels final : public DeviceKernels {
+ public:
+  void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count,
+              double scalar, void* stream) override {
+    if (count != 0) cuda::reduce(type, op, sources, dst, count, scalar, stream);
+  }
+  void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void* stream) override {
+    if (count != 0) cuda::divide(type, dst, count, divisor, stream);
+  }
+  void copy(void* dst, const void* src, size_t bytes, void* stream) override {
+    if (bytes != 0 && dst != src) cuda::copy(dst, src, bytes, stream);
+  }
+};
+#endif
+
+}  // namespace
+
+DeviceKernels& deviceKernels() {
+  static HostKernels host;
+#ifdef LOOM_HAVE_CUDA
+  static CudaKernels device;
+  if (!loom::cuda::runtime().hostReadsDeviceMemory()) return device;
+#endif
+  return host;
+}
+
+uint64_t hostKernelBytes() { return hostBytes.load(std::memory_order_relaxed); }
+
+}  // namespace loom::coll

@@ -1,0 +1,39 @@
+// The kernels device work runs, behind one interface: CUDA's
+// (cuda/kernels.hpp) where the device's memory is its own, or the host's
+// (cpu/reduce.hpp) queued as host functions on the stream where the host
+// reads device memory (the tests' fake device), which its stream then runs
+// in order with the copies around them. Both have the same contract, bit
+// for bit (cuda/kernels.hpp).
+#pragma once
+
+#include <loom/loom.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "collectives/cpu/reduce.hpp"
+
+namespace loom::coll {
+
+class DeviceKernels {
+ public:
+  virtual ~DeviceKernels() = default;
+  // dst <- op(sources...) x scalar for PreMulSum, `count` elements, queued on `stream`.
+  virtual void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst,
+                      size_t count, double scalar, void* stream) = 0;
+  // dst[i] /= divisor for the integer types, queued.
+  virtual void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void* stream) = 0;
+  // dst <- src, queued.
+  virtual void copy(void* dst, const void* src, size_t bytes, void* stream) = 0;
+};
+
+// The kernels for the process's device runtime (base/device/runtime.hpp).
+DeviceKernels& deviceKernels();
+
+// Bytes the host's kernels wrote by reductions and copies (not divides, nor
+// PreMulSum's scaling of a rank's own input): under the fake device, the
+// tests' proof that a call read its peers' device buffers in place.
+uint64_t hostKernelBytes();
+
+}  // namespace loom::coll

@@ -1,0 +1,236 @@
+// Calls on a CUDA stream, without a GPU: the fake device's streams
+// (base/device/fake_device.hpp) run their work in order on threads of their
+// own, so a stream gate (stream_gate.hpp) holds them as it holds a GPU's.
+// What a user of NCCL relies on is checked here: the call returns at once,
+// before the work queued ahead of it on the stream has run; it reads its
+// input only once that work is done; the work queued after it sees its
+// result; and an abort lets a stream that waits for a call go on. On a real
+// GPU the same is gpu_test's.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/device/fake_device.hpp"
+#include "base/device/runtime.hpp"
+#include "tests/support/device_memory.hpp"
+#include "tests/support/ranks.hpp"
+
+namespace {
+
+using loom::cuda::runtime;
+using loom::cuda::StreamHandle;
+using loom::test::DeviceBuffer;
+using loom::test::onThreads;
+using namespace std::chrono_literals;
+
+bool fake() { return std::string(loom::test::deviceMemoryKind()) == "fake"; }
+
+// A stream of the fake device, destroyed with the object.
+class Stream {
+ public:
+  Stream() : handle_(runtime().createStream()) {}
+  ~Stream() { runtime().destroyStream(handle_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  StreamHandle handle() const { return handle_; }
+  loomStream_t loom() const { return static_cast<loomStream_t>(handle_); }
+
+  // Whether everything queued is done within `limit`.
+  bool finishes(std::chrono::milliseconds limit = 60s) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!runtime().idle(handle_)) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(100us);
+    }
+    return true;
+  }
+
+ private:
+  StreamHandle handle_;
+};
+
+// A word a stream waits on, raised by the test (or, so that no failure
+// hangs, after `limit` by a thread of its own, which says so).
+class Go {
+ public:
+  explicit Go(std::chrono::milliseconds limit = 20s)
+      : guard_([this, limit] {
+          const auto end = std::chrono::steady_clock::now() + limit;
+          while (__atomic_load_n(&word_, __ATOMIC_ACQUIRE) == 0 && std::chrono::steady_clock::now() < end) {
+            std::this_thread::sleep_for(1ms);
+          }
+          if (__atomic_load_n(&word_, __ATOMIC_ACQUIRE) == 0) {
+            timedOut_ = true;
+            raise();
+          }
+        }) {}
+  ~Go() {
+    raise();
+    guard_.join();
+  }
+  const uint64_t* word() const { return &word_; }
+  void raise() { __atomic_store_n(&word_, 1, __ATOMIC_RELEASE); }
+  bool timedOut() const { return timedOut_; }
+
+ private:
+  uint64_t word_ = 0;
+  std::atomic<bool> timedOut_{false};
+  std::thread guard_;
+};
+
+TEST(FakeStreams, RunTheirWorkInOrderAndLater) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  Stream a, b;
+  Go go;
+  std::vector<int32_t> src(1000, 7), viaA(1000, 0), viaB(1000, 0);
+  runtime().waitValue(a.handle(), go.word(), 1);
+  runtime().copy(viaA.data(), src.data(), 4000, a.handle());
+  const loom::cuda::EventHandle copied = runtime().record(a.handle());
+  runtime().waitEvent(b.handle(), copied);
+  runtime().copy(viaB.data(), viaA.data(), 4000, b.handle());
+  std::this_thread::sleep_for(20ms);
+  // Nothing ran: a waits for the word, b for a.
+  EXPECT_FALSE(runtime().reached(copied));
+  EXPECT_FALSE(runtime().idle(a.handle()));
+  EXPECT_FALSE(runtime().idle(b.handle()));
+  go.raise();
+  ASSERT_TRUE(a.finishes());
+  ASSERT_TRUE(b.finishes());
+  EXPECT_TRUE(runtime().reached(copied));
+  EXPECT_EQ(viaA, src);
+  EXPECT_EQ(viaB, src);
+  EXPECT_FALSE(go.timedOut());
+  runtime().destroyEvent(copied);
+}
+
+// One rank's call on its stream: `count` int32 in `send` and `recv`.
+using Call = std::function<loomResult_t(const void* send, void* recv, size_t count, int rank, loomComm_t comm,
+                                        loomStream_t stream)>;
+
+// Each of n ranks (threads) queues on a stream of its own: a wait for the
+// test's word, then the copy of its input to the device (the user's kernel
+// that makes it), then the call, then the copy of the result back (the
+// kernel that reads it). The call must return before the word is raised;
+// the result must be `expected(rank, i)` exactly.
+void onStreams(int n, size_t sendCount, size_t recvCount, const Call& call,
+               const std::function<int32_t(int rank, size_t i)>& input,
+               const std::function<int32_t(int rank, size_t i)>& expected) {
+  auto comms = loom::test::initThreadComms(n);
+  onThreads(n, [&](int r) {
+    Stream stream;
+    Go go;
+    std::vector<int32_t> in(sendCount), out(recvCount, -1);
+    for (size_t i = 0; i < sendCount; ++i) in[i] = input(r, i);
+    DeviceBuffer send(sendCount * 4 + 4), recv(recvCount * 4 + 4);
+    runtime().waitValue(stream.handle(), go.word(), 1);
+    runtime().copy(send.data(), in.data(), sendCount * 4, stream.handle());
+    ASSERT_EQ(call(send.data(), recv.data(), sendCount, r, comms[r], stream.loom()), loomSuccess)
+        << loomGetLastError(comms[r]);
+    runtime().copy(out.data(), recv.data(), recvCount * 4, stream.handle());
+    EXPECT_FALSE(go.timedOut()) << "rank " << r << ": the call waited for the work queued before it";
+    go.raise();
+    ASSERT_TRUE(stream.finishes()) << "rank " << r;
+    loomResult_t async = loomInternalError;
+    ASSERT_EQ(loomCommGetAsyncError(comms[r], &async), loomSuccess);
+    EXPECT_EQ(async, loomSuccess) << "rank " << r << ": " << loomGetLastError(comms[r]);
+    size_t wrong = 0;
+    for (size_t i = 0; i < recvCount; ++i) {
+      if (out[i] != expected(r, i) && wrong++ < 3) {
+        ADD_FAILURE() << "rank " << r << " of " << n << ", element " << i << ": " << out[i] << ", expected "
+                      << expected(r, i);
+      }
+    }
+  });
+  loom::test::destroyAll(comms);
+}
+
+int32_t value(int rank, size_t i) { return static_cast<int32_t>((i * 31 + static_cast<size_t>(rank) * 1000003) % 65521); }
+
+TEST(CallsOnAStream, RunAfterTheWorkBeforeThemAndBeforeTheWorkAfter) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  for (const char* gate : {"memop", "kernel"}) {
+    loom::test::ScopedEnv env("LOOM_CUDA_GATE", gate);
+    for (int n : {1, 2, 3}) {
+      for (size_t count : {size_t{1}, size_t{1000}, size_t{300001}}) {
+        SCOPED_TRACE(std::string("gate ") + gate + ", " + std::to_string(n) + " ranks, " + std::to_string(count) +
+                     " elements");
+        const auto nn = static_cast<size_t>(n);
+        onStreams(
+            n, count, count,
+            [](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+              return loomAllReduce(s, r, c, loomInt32, loomSum, comm, st);
+            },
+            value,
+            [n](int, size_t i) {
+              int32_t sum = 0;
+              for (int q = 0; q < n; ++q) sum += value(q, i);
+              return sum;
+            });
+        onStreams(
+            n, count, count * nn,
+            [](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+              return loomAllGather(s, r, c, loomInt32, comm, st);
+            },
+            value, [count](int, size_t i) { return value(static_cast<int>(i / count), i % count); });
+        onStreams(
+            n, count, count,
+            [](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+              return loomBroadcast(s, r, c, loomInt32, 0, comm, st);
+            },
+            value, [](int, size_t i) { return value(0, i); });
+      }
+    }
+  }
+}
+
+// PyTorch's batch_isend_irecv as it reached Loom's NCCL: every rank sends
+// first, then receives, in one group, on its communicator's stream; larger
+// than the FIFO, so the receives take the sends' device buffers by handle.
+TEST(CallsOnAStream, AGroupOfSendsBeforeReceivesCompletes) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  for (int n : {2, 3}) {
+    for (size_t count : {size_t{257}, size_t{2} << 20}) {  // 8 MiB: past the FIFO
+      SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(count) + " elements");
+      onStreams(
+          n, count, count,
+          [n](const void* s, void* r, size_t c, int rank, loomComm_t comm, loomStream_t st) {
+            if (loomGroupStart() != loomSuccess) return loomInternalError;
+            const loomResult_t sent = loomSend(s, c, loomInt32, (rank + 1) % n, comm, st);
+            const loomResult_t received = loomRecv(r, c, loomInt32, (rank + n - 1) % n, comm, st);
+            const loomResult_t ended = loomGroupEnd();
+            return sent != loomSuccess ? sent : received != loomSuccess ? received : ended;
+          },
+          value, [n](int rank, size_t i) { return value((rank + n - 1) % n, i); });
+    }
+  }
+}
+
+// A call whose peer never comes holds its stream at the gate; an abort ends
+// the call, and the stream goes on.
+TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  auto comms = loom::test::initThreadComms(2);
+  Stream stream;
+  DeviceBuffer buffer(4096);
+  std::vector<int32_t> after(1, 0);
+  const std::vector<int32_t> marker(1, 42);
+  ASSERT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
+            loomSuccess);
+  runtime().copy(after.data(), marker.data(), 4, stream.handle());  // the user's next kernel
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(runtime().idle(stream.handle())) << "the stream went past a call whose peer never came";
+  EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);
+  EXPECT_TRUE(stream.finishes()) << "the stream still waits for an aborted call";
+  EXPECT_EQ(after[0], 42);
+  EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
+}
+
+}  // namespace
