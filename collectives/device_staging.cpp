@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "base/device/staging.hpp"
@@ -63,25 +62,26 @@ Rows rowsOf(const Geometry& g, PieceLayout layout, size_t k) {
 }
 
 // A call's stand-ins for its buffers: `c` with them swapped in, and the
-// buffers they stand for. Device buffers stand in pinned memory, copied on
-// the copy stream; in a call run in pieces, a host buffer in blocks stands in
-// host memory, copied by this thread. In place (one device pointer for both,
-// laid alike), one pinned buffer serves as both.
+// buffers they stand for. Device buffers stand in pinned memory leased from
+// the call's StagedCopies, copied on its stream; in a call run in pieces, a
+// host buffer in blocks stands in host memory, copied by this thread. In
+// place (one device pointer for both, laid alike), one pinned buffer serves
+// as both.
 struct Staged {
   Collective c;
   const std::byte* deviceSend = nullptr;  // null: the send buffer is not staged
   std::byte* deviceRecv = nullptr;        // null: the receive buffer is not staged
   const std::byte* hostSend = nullptr;    // null: no host stand-in for the send buffer
   std::byte* hostRecv = nullptr;
-  std::optional<cuda::StagingArea::Lease> in;
-  std::optional<cuda::StagingArea::Lease> out;
+  std::byte* in = nullptr;  // the pinned stand-ins
+  std::byte* out = nullptr;
   std::unique_ptr<std::byte[]> hostIn;
   std::unique_ptr<std::byte[]> hostOut;
 
   // `inPieces`: the call runs in pieces, so its buffers in blocks need
-  // stand-ins even in host memory. `area` may be null where no buffer is a
-  // device's.
-  Staged(cuda::StagingArea* area, Collective call, bool inPieces) : c(call) {
+  // stand-ins even in host memory. `staging` may be null where no buffer is
+  // a device's.
+  Staged(cuda::StagedCopies* staging, Collective call, bool inPieces) : c(call) {
     const bool sendInBlocks = inPieces && sendLayout(c.kind) == PieceLayout::Blocks;
     const bool recvInBlocks = inPieces && recvLayout(c.kind) == PieceLayout::Blocks;
     const bool stageSend = c.sendKind == MemoryKind::CudaDevice;
@@ -89,8 +89,8 @@ struct Staged {
     const bool shared = stageSend && stageRecv && c.send == c.recv && sendInBlocks == recvInBlocks;
     if (stageSend) {
       deviceSend = c.send;
-      in.emplace(area->lease(shared ? std::max(c.sendBytes, c.recvBytes) : c.sendBytes));
-      c.send = in->data();
+      in = staging->lease(shared ? std::max(c.sendBytes, c.recvBytes) : c.sendBytes);
+      c.send = in;
       c.sendKind = MemoryKind::CudaHostPinned;
     } else if (sendInBlocks && c.sendBytes != 0) {
       hostSend = c.send;
@@ -99,25 +99,13 @@ struct Staged {
     }
     if (stageRecv) {
       deviceRecv = c.recv;
-      if (!shared) out.emplace(area->lease(c.recvBytes));
-      c.recv = shared ? in->data() : out->data();
+      if (!shared) out = staging->lease(c.recvBytes);
+      c.recv = shared ? in : out;
       c.recvKind = MemoryKind::CudaHostPinned;
     } else if (recvInBlocks && c.recvBytes != 0) {
       hostRecv = c.recv;
       hostOut = std::make_unique_for_overwrite<std::byte[]>(c.recvBytes);
       c.recv = hostOut.get();
-    }
-  }
-
-  // After a failure with copies maybe still queued: waits for them, or, if
-  // that wait gives up too, keeps the pinned buffers from ever being lent
-  // again while a copy may still write into them.
-  void drain(cuda::DeviceStream& copies, const std::function<void()>& check) noexcept {
-    try {
-      copies.synchronize(check);
-    } catch (...) {
-      if (in) in->abandon();
-      if (out) out->abandon();
     }
   }
 };
@@ -149,20 +137,14 @@ void copyHostRows(std::byte* dst, size_t dstPitch, const std::byte* src, size_t 
 // Runs `body` on `c` with its device buffers swapped for pinned stand-ins
 // (and, in pieces, its host buffers in blocks for host ones), its copies on
 // the communicator's copy stream after the work queued before the call; if
-// it throws, the copies it queued are drained first.
+// it throws, StagedCopies drains the copies it queued before the stand-ins go.
 using StagedBody = std::function<void(Staged&, cuda::DeviceStream&, const std::function<void()>& check)>;
 void withStaged(Communicator& comm, const Collective& c, bool inPieces, const StagedBody& body) {
-  cuda::StagingArea& area = comm.staging;
-  cuda::DeviceStream& copies = area.stream();
-  const auto check = comm.deviceWaitCheck();
-  Staged staged(&area, c, inPieces);
-  try {
-    if (!cuda::onUserStream()) copies.afterDefaultStream();
-    body(staged, copies, check);
-  } catch (...) {
-    staged.drain(copies, check);
-    throw;
-  }
+  cuda::StagedCopies staging(comm.staging, comm.deviceWaitCheck());
+  Staged staged(&staging, c, inPieces);
+  cuda::DeviceStream& copies = staging.stream();
+  if (!cuda::onUserStream()) copies.afterDefaultStream();
+  body(staged, copies, staging.check());
 }
 
 // The pieces of a call whose stand-ins are `staged`, in turn: every device
@@ -178,7 +160,7 @@ void runPieces(Staged& staged, const Geometry& g, cuda::DeviceStream* copies, co
   std::vector<cuda::CopyMark> arrived(staged.deviceSend != nullptr ? count : 0);
   for (size_t k = 0; k < arrived.size(); ++k) {
     const Rows r = rowsOf(g, sendAs, k);
-    copies->copyRows(staged.in->data() + r.standInAt, r.standInPitch, staged.deviceSend + r.originalAt,
+    copies->copyRows(staged.in + r.standInAt, r.standInPitch, staged.deviceSend + r.originalAt,
                      r.originalPitch, r.rowBytes, r.rows);
     arrived[k] = copies->mark();
   }
@@ -211,7 +193,7 @@ bool touchesDevice(const Collective& c) {
 
 void runStaged(Communicator& comm, Collective c, const std::function<void(const Collective&)>& run) {
   withStaged(comm, c, false, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
-    if (staged.deviceSend != nullptr) copies.copy(staged.in->data(), staged.deviceSend, c.sendBytes);
+    if (staged.deviceSend != nullptr) copies.copy(staged.in, staged.deviceSend, c.sendBytes);
     copies.synchronize(check);
     run(staged.c);
     if (staged.deviceRecv != nullptr && c.recvBytes != 0) {

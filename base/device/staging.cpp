@@ -98,7 +98,17 @@ StagingArea::Lease::~Lease() {
   if (buffer_) owner_->giveBack(std::move(buffer_));
 }
 
-void StagingArea::Lease::abandon() noexcept { (void)buffer_.release(); }
+void StagingArea::Lease::abandon() noexcept {
+  // Kept for the process's life, where a copy may still write into it.
+  static std::mutex mutex;
+  static auto* abandoned = new std::vector<std::unique_ptr<PinnedBuffer>>();
+  std::lock_guard lock(mutex);
+  try {
+    abandoned->push_back(std::move(buffer_));
+  } catch (...) {
+    (void)buffer_.release();  // no room to keep it: leaked, never freed under a copy
+  }
+}
 
 StagingArea::Lease StagingArea::lease(size_t bytes) {
   std::unique_ptr<PinnedBuffer> chosen;
@@ -137,6 +147,32 @@ DeviceStream& StagingArea::stream() {
   std::lock_guard lock(mutex_);
   if (!stream_) stream_ = std::make_unique<DeviceStream>();
   return *stream_;
+}
+
+StagedCopies::StagedCopies(StagingArea& area, std::function<void()> check)
+    : area_(area), check_(std::move(check)) {}
+
+StagedCopies::~StagedCopies() {
+  if (stream_ == nullptr || leases_.empty()) return;
+  try {
+    stream_->synchronize(check_);  // at once where the call did (its success path)
+  } catch (...) {
+    for (StagingArea::Lease& lease : leases_) lease.abandon();
+  }
+}
+
+std::byte* StagedCopies::lease(size_t bytes) {
+  leases_.push_back(area_.lease(bytes));
+  return leases_.back().data();
+}
+
+DeviceStream& StagedCopies::stream() {
+  if (stream_ == nullptr) stream_ = &area_.stream();
+  return *stream_;
+}
+
+void StagedCopies::synchronize() {
+  if (stream_ != nullptr) stream_->synchronize(check_);
 }
 
 bool onUserStream() { return userStreamTask; }

@@ -132,6 +132,39 @@ class StagingArea {
   std::vector<std::unique_ptr<PinnedBuffer>> free_;
 };
 
+// One call's staging, the only way a call stages: the pinned stand-ins it
+// leases and the copies on its communicator's stream that fill and empty
+// them, with one owner. The leases go back to the area when it goes, once
+// every copy queued on the stream is done; where that wait gives up (an
+// abort, the communicator's deadline, a stuck device) they are abandoned
+// instead, never lent again while a copy may still write into them.
+// Collectives (collectives/device_staging) and sends and receives
+// (comm/engine/group) stage through it.
+class StagedCopies {
+ public:
+  // `check`: what every wait of the call runs between polls (it throws to
+  // give up: DeviceStream::synchronize's).
+  StagedCopies(StagingArea& area, std::function<void()> check);
+  ~StagedCopies();
+  StagedCopies(const StagedCopies&) = delete;
+  StagedCopies& operator=(const StagedCopies&) = delete;
+
+  // A pinned buffer of at least `bytes`, the call's until the object goes.
+  std::byte* lease(size_t bytes);
+  // The copy stream, made on first use (a call that stages nothing never
+  // touches the device).
+  DeviceStream& stream();
+  // Returns once every copy queued so far is done; throws as the check does.
+  void synchronize();
+  const std::function<void()>& check() const { return check_; }
+
+ private:
+  StagingArea& area_;
+  std::function<void()> check_;
+  DeviceStream* stream_ = nullptr;
+  std::vector<StagingArea::Lease> leases_;
+};
+
 // Whether this thread is running a task that a user's CUDA stream waits
 // for (stream_gate.hpp): such a task must not wait for the legacy default
 // stream, which may be waiting for it.

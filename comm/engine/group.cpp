@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -43,15 +42,16 @@ std::vector<std::pair<Key, std::vector<Call>>> splitBy(const std::vector<Call>& 
 // than the FIFO goes by handle (by_handle.cpp), a receive taking it straight
 // into its buffer. Otherwise they run over pinned host copies: a send's is
 // filled here, before any op is posted, a receive's by its op (also where
-// the sender's message comes as bytes).
-void stageDeviceBuffers(Communicator& comm, const std::vector<Call>& calls, std::vector<P2pOp>& ops,
-                        std::vector<std::optional<cuda::StagingArea::Lease>>& staged) {
+// the sender's message comes as bytes). `staged[i]`: whether call i's
+// buffer stands in pinned memory.
+void stageDeviceBuffers(const std::vector<Call>& calls, std::vector<P2pOp>& ops, cuda::StagedCopies& staging,
+                        std::vector<bool>& staged) {
   cuda::DeviceStream* copies = nullptr;
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
     if (p2p == nullptr || !p2p->device || p2p->bytes == 0 || ops[i].engine == nullptr) continue;
     if (copies == nullptr) {
-      copies = &comm.staging.stream();
+      copies = &staging.stream();
       if (!cuda::onUserStream()) copies->afterDefaultStream();
     }
     if (p2p->kind == OpKind::Recv) {
@@ -62,24 +62,22 @@ void stageDeviceBuffers(Communicator& comm, const std::vector<Call>& calls, std:
         continue;
       }
     }
-    staged[i].emplace(comm.staging.lease(p2p->bytes));
-    ops[i].buffer = staged[i]->data();
+    ops[i].buffer = staging.lease(p2p->bytes);
+    staged[i] = true;
     if (p2p->kind == OpKind::Send) copies->copy(ops[i].buffer, p2p->buffer, p2p->bytes);
   }
-  if (copies != nullptr) copies->synchronize(comm.deviceWaitCheck());
+  staging.synchronize();
 }
 
 // What the receives of device memory took in goes where the caller asked.
-void unstageReceives(Communicator& comm, const std::vector<Call>& calls, const std::vector<P2pOp>& ops,
-                     const std::vector<std::optional<cuda::StagingArea::Lease>>& staged) {
-  cuda::DeviceStream* copies = nullptr;
+void unstageReceives(const std::vector<Call>& calls, const std::vector<P2pOp>& ops, cuda::StagedCopies& staging,
+                     const std::vector<bool>& staged) {
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
     if (!staged[i] || p2p->kind != OpKind::Recv || ops[i].landedOnDevice) continue;
-    copies = &comm.staging.stream();
-    copies->copy(p2p->buffer, ops[i].buffer, p2p->bytes);
+    staging.stream().copy(p2p->buffer, ops[i].buffer, p2p->bytes);
   }
-  if (copies != nullptr) copies->synchronize(comm.deviceWaitCheck());
+  staging.synchronize();
 }
 
 // A rank's sends to itself and its receives from itself, paired in order
@@ -137,11 +135,12 @@ void runOneRank(const std::vector<Call>& calls) {
   }
   if (pointers.empty()) return;
   Communicator& comm = *calls.front().comm;
-  std::vector<std::optional<cuda::StagingArea::Lease>> staged(calls.size());
-  stageDeviceBuffers(comm, calls, ops, staged);
+  cuda::StagedCopies staging(comm.staging, comm.deviceWaitCheck());
+  std::vector<bool> staged(calls.size(), false);
+  stageDeviceBuffers(calls, ops, staging, staged);
   try {
     runOps(pointers);
-    unstageReceives(comm, calls, ops, staged);
+    unstageReceives(calls, ops, staging, staged);
   } catch (const Error& e) {
     if (e.code() != loomTimeout && e.code() != loomRemoteError) throw;
     // A deadline on a peer that answers nothing out of band either: the
