@@ -9,6 +9,7 @@
 #include "base/log.hpp"
 #include "collectives/comm_state.hpp"
 #include "collectives/device_alone.hpp"
+#include "collectives/resident_allreduce.hpp"
 #include "collectives/run.hpp"
 #include "comm/engine/group.hpp"
 
@@ -136,6 +137,17 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
         {.comm = &c,
          .stream = nullptr,
          .what = loom::group::OnStream{[collective, stream] { loom::coll::runAloneOnDevice(collective, stream); }}});
+    return;
+  }
+  // Several ranks of one node whose devices reach each other's memory: an
+  // all-reduce queued on the stream as device work, with no host thread in
+  // the call (collectives/resident_allreduce.hpp); queued by this thread when
+  // its group ends.
+  if (onCudaStream && loom::coll::runsResident(c, collective)) {
+    loom::group::submit(
+        {.comm = &c,
+         .stream = nullptr,
+         .what = loom::group::OnStream{[&c, collective, stream] { loom::coll::runResident(c, collective, stream); }}});
     return;
   }
   // A blocking call outside a group runs here: no Call, no std::function to allocate.

@@ -15,6 +15,13 @@
 #include "comm/host_id.hpp"
 
 namespace loom {
+namespace {
+
+// Scratch per rank for resident collectives: the largest one-shot all-reduce
+// a call runs on the stream (collectives/resident_allreduce.hpp).
+constexpr size_t kResidentScratchBytes = size_t{4} << 20;
+
+}  // namespace
 
 net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const std::string> preferred) {
   auto interfaces = net::selectInterfaces(env::get("LOOM_SOCKET_IFNAME"), net::listInterfaces());
@@ -33,10 +40,15 @@ Communicator::~Communicator() {
   groupWorker_.reset();  // idle: every group that used it waited for it
   if (initThread_.joinable()) {
     cancel_.cancel();
+    releaseResident();
     initThread_.join();
   }
   collectivesReady.store(nullptr, std::memory_order_relaxed);
   collectives.reset();  // it uses the engine's connections: goes first
+  {
+    std::lock_guard lock(residentMutex_);  // the watchdog may be releasing it
+    resident_.reset();
+  }
   engine_.reset();
   if (bootstrap_ && bootstrap_->watchdog() && aborted_.load(std::memory_order_acquire)) bootstrap_->watchdog()->abandon();
   bootstrap_.reset();  // its watchdog says goodbye, unless aborted
@@ -46,10 +58,12 @@ Communicator::~Communicator() {
 void Communicator::abort() noexcept {
   aborted_.store(true, std::memory_order_release);
   cancel_.cancel();
+  releaseResident();
 }
 
 void Communicator::cancelOperations() {
   cancel_.cancel(loomInvalidUsage, "aborted by loomCommShrink (LOOM_SHRINK_ABORT)");
+  releaseResident();
   const auto deadline = Deadline::after(config_.timeout);
   // The caller's own call counts as one.
   while (activeCalls.load(std::memory_order_acquire) > 1 || streamTasks.load(std::memory_order_acquire) != 0) {
@@ -66,6 +80,7 @@ void Communicator::revoke(int rank, const std::string& why) {
   if (cancel_.cancelled()) return;
   LOOM_WARN(Init, "rank %d failed: %s; the communicator is revoked", rank, why.c_str());
   cancel_.cancel(loomRemoteError, "rank " + std::to_string(rank) + " failed: " + why);
+  releaseResident();
 }
 
 void Communicator::revoke(const std::string& message, int unreachable) {
@@ -74,12 +89,14 @@ void Communicator::revoke(const std::string& message, int unreachable) {
   // this rank when the cancel closes it must find the notice there.
   if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportLoss(message, unreachable);
   cancel_.cancel(loomRemoteError, message);
+  releaseResident();
 }
 
 void Communicator::lostBy(int from, const std::string& what) {
   if (cancel_.cancelled()) return;
   LOOM_WARN(Init, "a call of rank %d failed: %s; the communicator is revoked", from, what.c_str());
   cancel_.cancel(loomRemoteError, "rank " + std::to_string(from) + " lost a peer or link: " + what);
+  releaseResident();
 }
 
 void Communicator::poison(const std::string& what) {
@@ -89,6 +106,7 @@ void Communicator::poison(const std::string& what) {
   // blame a lost peer.
   if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportMismatch(what);
   cancel_.cancel(loomInvalidUsage, "the ranks are out of step: " + what);
+  releaseResident();
   // Only after the cancel that carries the why: whoever sees poisoned_ (a
   // call that lost a peer and waits for this notice) must find it there.
   poisoned_.store(true, std::memory_order_release);
@@ -97,6 +115,7 @@ void Communicator::poison(const std::string& what) {
 void Communicator::outOfStep(int from, const std::string& what) {
   if (cancel_.cancelled()) return;
   cancel_.cancel(loomInvalidUsage, "the ranks are out of step, as rank " + std::to_string(from) + " found: " + what);
+  releaseResident();
   poisoned_.store(true, std::memory_order_release);  // after the why, as in poison()
   LOOM_WARN(Init, "rank %d found the ranks out of step: %s; the communicator is unusable", from, what.c_str());
 }
@@ -234,7 +253,8 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
                     {.onFailure = [this](int failed, const std::string& why) { revoke(failed, why); },
                      .onMismatch = [this](int from, const std::string& what) { outOfStep(from, what); },
                      .onLoss = [this](int from, const std::string& what) { lostBy(from, what); },
-                     .progress = &progress});
+                     .progress = &progress,
+                     .tick = [this] { checkResident(); }});
 
   localSize_ = 0;
   for (const auto& p : bootstrap_->peers()) {
@@ -246,8 +266,35 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   placement_ = planTopology(*bootstrap_, self.hostId, localRank_, localSize_);
 
   startEngine(id, self);
+  startResident();
   LOOM_INFO(Init, "communicator ready: rank %d of %d, local rank %d of %d", rank_, size_, localRank_, localSize_);
   asyncError_.store(loomSuccess, std::memory_order_release);
+}
+
+void Communicator::startResident() {
+  if (size_ < 2 || localSize_ != size_ || env::getInt("LOOM_DEVICE_RESIDENT", 0, 1) == 0) return;
+  for (const PeerInfo& p : bootstrap_->peers()) {
+    if (p.cudaDeviceCount == 0) return;
+  }
+  auto area = std::make_unique<ResidentArea>(*bootstrap_, kResidentScratchBytes);
+  std::lock_guard lock(residentMutex_);
+  resident_ = std::move(area);
+  if (cancel_.cancelled()) resident_->release();
+}
+
+void Communicator::checkResident() {
+  std::optional<std::string> overdue;
+  {
+    std::lock_guard lock(residentMutex_);
+    if (resident_ == nullptr || cancel_.cancelled()) return;
+    overdue = resident_->overdue(config_.timeout);
+  }
+  if (overdue) revoke(*overdue);
+}
+
+void Communicator::releaseResident() noexcept {
+  std::lock_guard lock(residentMutex_);
+  if (resident_) resident_->release();
 }
 
 void Communicator::startEngine(const UniqueIdData& id, const PeerInfo& self) {

@@ -22,6 +22,7 @@
 #include "comm/engine/engine.hpp"
 #include "comm/engine/stream.hpp"
 #include "comm/progress.hpp"
+#include "comm/resident_area.hpp"
 #include "topology/placement.hpp"
 
 namespace loom {
@@ -164,6 +165,11 @@ class Communicator {
   // The ranks the watchdog declared failed, in the order it did (loomCommGetFailedRanks).
   std::vector<int> failedRanks() const;
 
+  // The device area of collectives that run on a CUDA stream with no host
+  // in the loop, where every rank can take part (resident_area.hpp); null
+  // elsewhere, and with LOOM_DEVICE_RESIDENT=0.
+  ResidentArea* resident() const { return resident_ && resident_->ready() ? resident_.get() : nullptr; }
+
   // The collectives layer's state; `extensionMutex` guards its creation, and
   // `collectivesReady` publishes it, so that every later call finds it without the lock.
   std::mutex extensionMutex;
@@ -179,6 +185,14 @@ class Communicator {
   // Opens the data listener (on the interface of this rank's NIC when it has
   // one here), exchanges endpoints, creates the engine.
   void startEngine(const UniqueIdData& id, const PeerInfo& self);
+  // Makes the resident collectives' device area where every rank is on this
+  // node and sees a device (and LOOM_DEVICE_RESIDENT allows): collective.
+  void startResident();
+  // The communicator failed: no stream may wait on its flags any more.
+  void releaseResident() noexcept;
+  // The watchdog's turn: a resident call past the communicator's timeout
+  // revokes it, naming the ranks it waits for.
+  void checkResident();
 
   Config config_;
   int cudaDevice_;
@@ -190,6 +204,8 @@ class Communicator {
   std::unique_ptr<Bootstrap> bootstrap_;
   topo::Placement placement_;
   std::unique_ptr<Engine> engine_;  // after bootstrap_: destroyed first
+  std::mutex residentMutex_;  // resident_'s making against a failure's release
+  std::unique_ptr<ResidentArea> resident_;
   std::atomic<loomResult_t> asyncError_{loomInProgress};
   mutable std::mutex errorMutex_;
   std::string lastError_;

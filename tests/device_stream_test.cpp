@@ -13,13 +13,19 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/device/fake_device.hpp"
 #include "base/device/runtime.hpp"
+#include "base/device/staging.hpp"
+#include "base/error.hpp"
+#include "base/half.hpp"
+#include "collectives/resident_allreduce.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/ranks.hpp"
 
@@ -32,6 +38,40 @@ using loom::test::onThreads;
 using namespace std::chrono_literals;
 
 bool fake() { return std::string(loom::test::deviceMemoryKind()) == "fake"; }
+
+// Element i of a buffer of `type`, written from and read as a whole number.
+void writeValue(loomDataType_t type, std::byte* buffer, size_t i, int v) {
+  switch (type) {
+    case loomInt8: reinterpret_cast<int8_t*>(buffer)[i] = static_cast<int8_t>(v); break;
+    case loomUint8: reinterpret_cast<uint8_t*>(buffer)[i] = static_cast<uint8_t>(v); break;
+    case loomInt32: reinterpret_cast<int32_t*>(buffer)[i] = v; break;
+    case loomUint32: reinterpret_cast<uint32_t*>(buffer)[i] = static_cast<uint32_t>(v); break;
+    case loomInt64: reinterpret_cast<int64_t*>(buffer)[i] = v; break;
+    case loomUint64: reinterpret_cast<uint64_t*>(buffer)[i] = static_cast<uint64_t>(v); break;
+    case loomFloat16: reinterpret_cast<uint16_t*>(buffer)[i] = loom::cpu::floatToHalf(static_cast<float>(v)); break;
+    case loomBfloat16: reinterpret_cast<uint16_t*>(buffer)[i] = loom::cpu::floatToBfloat16(static_cast<float>(v)); break;
+    case loomFloat32: reinterpret_cast<float*>(buffer)[i] = static_cast<float>(v); break;
+    case loomFloat64: reinterpret_cast<double*>(buffer)[i] = v; break;
+    default: FAIL() << "type " << type;
+  }
+}
+
+long long readValue(loomDataType_t type, const std::byte* buffer, size_t i) {
+  switch (type) {
+    case loomInt8: return reinterpret_cast<const int8_t*>(buffer)[i];
+    case loomUint8: return reinterpret_cast<const uint8_t*>(buffer)[i];
+    case loomInt32: return reinterpret_cast<const int32_t*>(buffer)[i];
+    case loomUint32: return reinterpret_cast<const uint32_t*>(buffer)[i];
+    case loomInt64: return reinterpret_cast<const int64_t*>(buffer)[i];
+    case loomUint64: return static_cast<long long>(reinterpret_cast<const uint64_t*>(buffer)[i]);
+    case loomFloat16: return static_cast<long long>(loom::cpu::halfToFloat(reinterpret_cast<const uint16_t*>(buffer)[i]));
+    case loomBfloat16:
+      return static_cast<long long>(loom::cpu::bfloat16ToFloat(reinterpret_cast<const uint16_t*>(buffer)[i]));
+    case loomFloat32: return static_cast<long long>(reinterpret_cast<const float*>(buffer)[i]);
+    case loomFloat64: return static_cast<long long>(reinterpret_cast<const double*>(buffer)[i]);
+    default: return -1;
+  }
+}
 
 // A stream of the fake device, destroyed with the object.
 class Stream {
@@ -109,6 +149,35 @@ TEST(FakeStreams, RunTheirWorkInOrderAndLater) {
   EXPECT_EQ(viaB, src);
   EXPECT_FALSE(go.timedOut());
   runtime().destroyEvent(copied);
+}
+
+// A call's staging gives its pinned buffers back once its copies are done,
+// and abandons them where its wait gave up with a copy still queued (an
+// abort, a deadline): such a buffer is never lent again.
+TEST(StagedCopies, AbandonBuffersACopyMayStillWriteInto) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::cuda::StagingArea area;
+  Go go;
+  const std::vector<std::byte> src(4096, std::byte{7});
+  std::byte* finished = nullptr;
+  {
+    loom::cuda::StagedCopies staging(area, [] {});
+    finished = staging.lease(4096);
+    staging.stream().copy(finished, src.data(), 4096);
+  }
+  std::byte* stuck = nullptr;
+  {
+    loom::cuda::StagedCopies staging(area, [] { throw loom::Error(loomTimeout, "the call gave up"); });
+    stuck = staging.lease(4096);
+    EXPECT_EQ(stuck, finished) << "a buffer whose copies were done was not lent again";
+    runtime().waitValue(staging.stream().handle(), go.word(), 1);  // the device is stuck
+    staging.stream().copy(stuck, src.data(), 4096);
+  }
+  {
+    loom::cuda::StagedCopies staging(area, [] {});
+    EXPECT_NE(staging.lease(4096), stuck) << "a buffer a copy may still write into was lent again";
+  }
+  go.raise();
 }
 
 // One rank's call on its stream: `count` int32 in `send` and `recv`.
@@ -191,6 +260,84 @@ TEST(CallsOnAStream, RunAfterTheWorkBeforeThemAndBeforeTheWorkAfter) {
   }
 }
 
+// An all-reduce of several ranks on one node, on a CUDA stream, is queued on
+// the stream as device work (collectives/resident_allreduce.hpp): every
+// type and op exactly, many calls back to back with nothing waited for in
+// between (each call's scratch reused only once every rank has read it),
+// in place and out of place, and no byte staged.
+TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  struct Case {
+    loomDataType_t type;
+    size_t size;
+  };
+  const std::vector<Case> types{{loomInt8, 1},    {loomUint8, 1},   {loomInt32, 4},    {loomUint32, 4},
+                                {loomInt64, 8},   {loomUint64, 8},  {loomFloat16, 2},  {loomBfloat16, 2},
+                                {loomFloat32, 4}, {loomFloat64, 8}};
+  const std::vector<loomRedOp_t> ops{loomSum, loomProd, loomMin, loomMax};
+  constexpr int kCalls = 24;
+  constexpr size_t kCount = 1001;
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    auto comms = loom::test::initThreadComms(n);
+    const uint64_t resident = loom::coll::residentCalls();
+    const uint64_t staged = loom::cuda::fakeBytesStaged();
+    onThreads(n, [&](int r) {
+      Stream stream;
+      // Freed only once this rank is through: freeing device memory waits
+      // for every stream of the process (cudaFree does), the other ranks'
+      // too, which may be waiting for this rank's next call.
+      std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+      for (const Case& t : types) {
+        // Small integers, exact in every type and under every op (the
+        // product of up to four values in 1..3 fits an int8).
+        const auto valueOf = [&](int rank, int call, size_t i) {
+          return static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3 + static_cast<size_t>(call)) % 3) + 1;
+        };
+        std::vector<std::vector<std::byte>> inputs(kCalls), outputs(kCalls);
+        for (int call = 0; call < kCalls; ++call) {
+          inputs[call].resize(kCount * t.size);
+          outputs[call].resize(kCount * t.size);
+          for (size_t i = 0; i < kCount; ++i) writeValue(t.type, inputs[call].data(), i, valueOf(r, call, i));
+          buffers.push_back(std::make_unique<DeviceBuffer>(kCount * t.size));
+          const bool inPlace = call % 2 == 1;
+          auto& send = *buffers.back();
+          if (!inPlace) buffers.push_back(std::make_unique<DeviceBuffer>(kCount * t.size));
+          auto& recv = *buffers.back();
+          runtime().copy(send.data(), inputs[call].data(), inputs[call].size(), stream.handle());
+          const loomRedOp_t op = ops[static_cast<size_t>(call) % ops.size()];
+          ASSERT_EQ(loomAllReduce(send.data(), recv.data(), kCount, t.type, op, comms[r], stream.loom()),
+                    loomSuccess)
+              << loomGetLastError(comms[r]);
+          runtime().copy(outputs[call].data(), recv.data(), outputs[call].size(), stream.handle());
+        }
+        ASSERT_TRUE(stream.finishes()) << "rank " << r;
+        for (int call = 0; call < kCalls; ++call) {
+          const loomRedOp_t op = ops[static_cast<size_t>(call) % ops.size()];
+          for (size_t i = 0; i < kCount; ++i) {
+            long long want = op == loomProd ? 1 : op == loomSum ? 0 : valueOf(0, call, i);
+            for (int q = 0; q < n; ++q) {
+              const long long v = valueOf(q, call, i);
+              want = op == loomSum ? want + v : op == loomProd ? want * v : op == loomMin ? std::min(want, v)
+                                                                                           : std::max(want, v);
+            }
+            const long long got = readValue(t.type, outputs[call].data(), i);
+            if (got != want) {
+              ADD_FAILURE() << "rank " << r << ", type " << t.type << ", call " << call << ", op " << op
+                            << ", element " << i << ": " << got << ", expected " << want;
+              break;
+            }
+          }
+        }
+      }
+    });
+    EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n) * types.size() * kCalls)
+        << "calls that took the host's path";
+    EXPECT_EQ(loom::cuda::fakeBytesStaged(), staged) << "bytes staged through pinned memory";
+    loom::test::destroyAll(comms);
+  }
+}
+
 // PyTorch's batch_isend_irecv as it reached Loom's NCCL: every rank sends
 // first, then receives, in one group, on its communicator's stream; larger
 // than the FIFO, so the receives take the sends' device buffers by handle.
@@ -231,6 +378,33 @@ TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
   EXPECT_TRUE(stream.finishes()) << "the stream still waits for an aborted call";
   EXPECT_EQ(after[0], 42);
   EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
+}
+
+// A resident call whose peer is alive but never makes it: no host thread
+// waits for the call, so the watchdog's turn finds it past LOOM_TIMEOUT_MS,
+// revokes the communicator naming the missing rank, and the stream goes on.
+TEST(ResidentAllReduce, APeerThatNeverComesIsNamedAndTheStreamGoesOn) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "1500");
+  auto comms = loom::test::initThreadComms(2);
+  Stream stream;
+  DeviceBuffer buffer(4096);
+  const uint64_t resident = loom::coll::residentCalls();
+  ASSERT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
+            loomSuccess);
+  EXPECT_EQ(loom::coll::residentCalls() - resident, 1u);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never came";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "released before the deadline";
+  loomResult_t async = loomSuccess;
+  ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
+  EXPECT_EQ(async, loomRemoteError);
+  // The next call says why.
+  EXPECT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
+            loomRemoteError);
+  const std::string why = loomGetLastError(comms[0]);
+  EXPECT_NE(why.find("rank(s) 1 never arrived"), std::string::npos) << why;
+  loom::test::destroyAll(comms);
 }
 
 }  // namespace

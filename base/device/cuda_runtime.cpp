@@ -287,6 +287,13 @@ class CudaRuntime final : public DeviceRuntime {
     if (r != CUDA_SUCCESS) memopFailed("cuStreamWriteValue64", r);
   }
 
+  void storeValue(uint64_t* word, uint64_t value) override { copyNow(word, &value, sizeof value); }
+  uint64_t loadValue(const uint64_t* word) override {
+    uint64_t value = 0;
+    copyNow(&value, word, sizeof value);
+    return value;
+  }
+
   void holdKernel(StreamHandle stream, const uint64_t* word, uint64_t value) override {
     throwIfFailed(queueHold(asStream(stream), word, value), "queueing the stream's wait for Loom");
   }

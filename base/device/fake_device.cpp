@@ -307,6 +307,8 @@ class FakeRuntime final : public DeviceRuntime {
   void writeValue(StreamHandle handle, uint64_t* word, uint64_t value) override {
     stream(handle).submit([=] { __atomic_store_n(word, value, __ATOMIC_RELEASE); });
   }
+  void storeValue(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+  uint64_t loadValue(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
   void holdKernel(StreamHandle handle, const uint64_t* word, uint64_t value) override {
     waitValue(handle, word, value);
   }

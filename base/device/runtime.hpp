@@ -111,6 +111,11 @@ class DeviceRuntime {
   virtual bool hasMemops(int device) = 0;
   virtual void waitValue(StreamHandle stream, const uint64_t* word, uint64_t value) = 0;
   virtual void writeValue(StreamHandle stream, uint64_t* word, uint64_t value) = 0;
+  // A host write of such a word, done when it returns (the host cannot store
+  // into a GPU's memory: a copy under CUDA).
+  virtual void storeValue(uint64_t* word, uint64_t value) = 0;
+  // A host read of such a word, as it is now.
+  virtual uint64_t loadValue(const uint64_t* word) = 0;
   // The same wait as a one-thread kernel that polls the word (where memops
   // are missing).
   virtual void holdKernel(StreamHandle stream, const uint64_t* word, uint64_t value) = 0;

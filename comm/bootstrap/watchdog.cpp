@@ -118,6 +118,7 @@ void Watchdog::run() {
   std::vector<std::unique_ptr<Incoming>> incoming;
   const auto silence = settings_.heartbeat * kSilentBeats;
   while (!stop_.cancelled()) {
+    if (handlers_.tick) handlers_.tick();
     const auto now = Clock::now();
     if (settings_.heartbeat.count() > 0) {
       if (now >= nextBeat_) beat(now);

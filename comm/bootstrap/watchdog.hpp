@@ -79,6 +79,9 @@ class Watchdog {
     std::function<void(int from, const std::string& what)> onLoss;
     // Where this rank's collectives are, for surveys and probes.
     const Progress* progress = nullptr;
+    // Run on the watch's thread at every turn (at least once a second): the
+    // deadlines of work no host thread waits for (comm/resident_area.hpp).
+    std::function<void()> tick;
   };
 
   // `addresses[r]` is rank r's bootstrap listener; `listener` is this rank's.

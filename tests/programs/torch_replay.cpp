@@ -53,6 +53,7 @@
 #include "base/device/cuda.hpp"
 #include "base/device/fake_device.hpp"
 #include "base/device/runtime.hpp"
+#include "collectives/resident_allreduce.hpp"
 
 namespace {
 
@@ -275,6 +276,37 @@ int main(int argc, char** argv) {
     const int members = n - 1;
     for (size_t i = 0; i < x.count(); ++i) {
       EXPECT(x.data[i] == static_cast<int32_t>(members * (members - 1) / 2 + members * i), "new_group's all-reduce");
+    }
+  }
+
+  // DDP's gradient buckets: all-reduces back to back on the world's stream,
+  // nothing waited for in between, then read (on streams, every rank of the
+  // node on one device: queued on the stream as device work).
+  {
+    constexpr int kBuckets = 16;
+    constexpr size_t kBucketBytes = 8192 * sizeof(int32_t);
+    std::vector<Buffer*> buckets;
+    for (int k = 0; k < kBuckets; ++k) {
+      buckets.push_back(new Buffer(kBucketBytes, device));
+      for (size_t i = 0; i < buckets.back()->count(); ++i) buckets.back()->data[i] = pattern(rank, i, 100 + k);
+    }
+    const uint64_t resident = loom::coll::residentCalls();
+    for (Buffer* b : buckets) {
+      NCCL_OK(ncclAllReduce(b->data, b->data, b->count(), ncclInt32, ncclSum, world, streamOf(world)));
+    }
+    sync(world, __LINE__);
+    if (gOnStreams) {
+      EXPECT(loom::coll::residentCalls() - resident == kBuckets,
+             "an all-reduce on a stream went through the host (resident calls: " +
+                 std::to_string(loom::coll::residentCalls() - resident) + ")");
+    }
+    for (int k = 0; k < kBuckets; ++k) {
+      for (size_t i = 0; i < buckets[k]->count(); ++i) {
+        uint32_t want = 0;
+        for (int r = 0; r < n; ++r) want += static_cast<uint32_t>(pattern(r, i, 100 + k));
+        EXPECT(buckets[k]->data[i] == static_cast<int32_t>(want), "bucket " + std::to_string(k) + "'s all-reduce");
+      }
+      delete buckets[k];
     }
   }
 

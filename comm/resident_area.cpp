@@ -1,0 +1,200 @@
+#include "comm/resident_area.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "base/device/peer_access.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "comm/bootstrap/bootstrap.hpp"
+
+namespace loom {
+namespace {
+
+// What a rank tells the others of its allocation. Plain bytes: the ranks of
+// one node run one build.
+struct Card {
+  int32_t pid = 0;
+  uint8_t hasIpc = 0;
+  uint8_t pad[3] = {};
+  uint64_t address = 0;
+  uint64_t device = 0;  // cuda::deviceIdOf
+  uint64_t offset = 0;  // of the allocation in its IPC export
+  cuda::IpcHandle ipc{};
+};
+
+// The words of a rank's flag line, one per peer each.
+constexpr size_t kArrivedAt = 0;
+constexpr size_t kDoneByAt = ResidentArea::kMaxRanks * sizeof(uint64_t);
+constexpr size_t kFinishedAt = 2 * kDoneByAt;
+static_assert(kFinishedAt + sizeof(uint64_t) <= ResidentArea::kFlagBytes);
+
+}  // namespace
+
+ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes)
+    : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
+  const int n = bootstrap.size();
+  peers_.resize(static_cast<size_t>(n));
+  Card mine;
+  bool ok = n <= kMaxRanks;
+  if (ok) {
+    try {
+      own_ = static_cast<std::byte*>(runtime_.allocDevice(kFlagBytes + scratchBytes));
+      const std::vector<std::byte> zeros(kFlagBytes);
+      runtime_.copyNow(own_, zeros.data(), kFlagBytes);
+      mine.pid = static_cast<int32_t>(::getpid());
+      mine.address = reinterpret_cast<uintptr_t>(own_);
+      mine.device = cuda::deviceIdOf(own_);
+      if (auto exported = cuda::exportIpc(own_)) {
+        mine.hasIpc = 1;
+        mine.ipc = exported->handle;
+        mine.offset = exported->offset;
+      }
+    } catch (const Error& e) {
+      LOOM_INFO(Init, "no resident collectives: this rank's device area: %s", e.what());
+      ok = false;
+    }
+  }
+  std::vector<std::byte> cards(static_cast<size_t>(n) * sizeof(Card));
+  std::memcpy(cards.data() + static_cast<size_t>(rank_) * sizeof(Card), &mine, sizeof mine);
+  bootstrap.allgather(cards, sizeof(Card));
+  for (int r = 0; r < n && ok; ++r) {
+    Card card;
+    std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
+    Peer& peer = peers_[static_cast<size_t>(r)];
+    try {
+      if (card.address == 0 || !cuda::canReachDevice(card.device)) {
+        ok = false;
+      } else if (card.pid == mine.pid) {
+        peer.base = reinterpret_cast<std::byte*>(card.address);
+      } else if (card.hasIpc != 0) {
+        peer.opened = std::make_unique<cuda::OpenedIpc>(card.ipc);
+        peer.base = const_cast<std::byte*>(peer.opened->base()) + card.offset;
+      } else {
+        ok = false;
+      }
+    } catch (const Error& e) {
+      LOOM_INFO(Init, "no resident collectives: rank %d's device area cannot be mapped here: %s", r, e.what());
+      ok = false;
+    }
+  }
+  std::vector<std::byte> verdicts(static_cast<size_t>(n));
+  verdicts[static_cast<size_t>(rank_)] = std::byte{ok ? uint8_t{1} : uint8_t{0}};
+  bootstrap.allgather(verdicts, 1);
+  ready_ = true;
+  for (std::byte v : verdicts) ready_ = ready_ && v == std::byte{1};
+  if (!ready_) {
+    for (Peer& peer : peers_) peer = Peer{};
+  }
+  LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank)", ready_ ? "ready" : "off", scratchBytes);
+}
+
+ResidentArea::~ResidentArea() {
+  bool released = false;
+  {
+    std::lock_guard lock(releaseMutex_);
+    released = released_;
+  }
+  if (released) {
+    // A peer's stream may still write into this rank's line: kept for the
+    // process's life (the views of other processes' areas close).
+    for (Peer& peer : peers_) peer.opened.reset();
+    return;
+  }
+  // A peer may still be reading this rank's scratch in the last calls (its
+  // stream behind this one's): freeing the memory under it would be
+  // undefined. Its word in this rank's line says when it has finished (its
+  // last write of the call); a peer that never made those calls is waited
+  // for a while only.
+  const uint64_t last = sequence_.load(std::memory_order_acquire);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (int r = 0; ready_ && r < size(); ++r) {
+    try {
+      while (r != rank_ && runtime_.loadValue(doneBy(rank_, r)) < last && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    } catch (const Error& e) {
+      LOOM_WARN(Init, "rank %d's flags: %s", r, e.what());
+    }
+  }
+  peers_.clear();  // closes the views of other processes' areas
+  runtime_.freeDevice(own_);
+}
+
+uint64_t* ResidentArea::arrivedFrom(int owner, int writer) const {
+  return reinterpret_cast<uint64_t*>(peers_[static_cast<size_t>(owner)].base + kArrivedAt) + writer;
+}
+
+uint64_t* ResidentArea::doneBy(int owner, int reader) const {
+  return reinterpret_cast<uint64_t*>(peers_[static_cast<size_t>(owner)].base + kDoneByAt) + reader;
+}
+
+uint64_t* ResidentArea::finished() const { return reinterpret_cast<uint64_t*>(own_ + kFinishedAt); }
+
+uint64_t ResidentArea::beginCall() {
+  const uint64_t sequence = ++sequence_;
+  std::lock_guard lock(callsMutex_);
+  unfinished_.emplace_back(sequence, std::chrono::steady_clock::now());
+  return sequence;
+}
+
+std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(callsMutex_);
+  if (unfinished_.empty()) return std::nullopt;
+  try {
+    const uint64_t done = runtime_.loadValue(finished());
+    while (!unfinished_.empty() && unfinished_.front().first <= done) unfinished_.pop_front();
+    if (unfinished_.empty()) return std::nullopt;
+    const auto [sequence, queued] = unfinished_.front();
+    const auto waited = std::chrono::steady_clock::now() - queued;
+    if (waited <= timeout) return std::nullopt;
+    // Whom it waits for: ranks whose input never arrived, else ranks still
+    // reading this rank's scratch from the call before.
+    std::string missing;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank_ && runtime_.loadValue(arrivedFrom(rank_, r)) < sequence) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    std::string what = "never arrived";
+    if (missing.empty()) {
+      what = "never finished reading this rank's scratch from the call before";
+      for (int r = 0; r < size(); ++r) {
+        if (r != rank_ && runtime_.loadValue(doneBy(rank_, r)) < sequence - 1) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+      }
+    }
+    if (missing.empty()) return std::nullopt;  // the stream itself is behind: the user's work, not a peer's
+    return "resident all-reduce #" + std::to_string(sequence) + " on the stream: rank(s) " + missing + " " + what +
+           " within " + std::to_string(timeout.count()) + " ms (LOOM_TIMEOUT_MS)";
+  } catch (const Error& e) {
+    return "resident call #" + std::to_string(unfinished_.front().first) + ": its flags cannot be read: " + e.what();
+  }
+}
+
+std::byte* ResidentArea::scratch(int r) const { return peers_[static_cast<size_t>(r)].base + kFlagBytes; }
+
+void ResidentArea::release() noexcept {
+  std::lock_guard lock(releaseMutex_);
+  if (!ready_ || released_) return;
+  released_ = true;
+  constexpr uint64_t kPastAll = std::numeric_limits<uint64_t>::max();
+  try {
+    for (int r = 0; r < size(); ++r) {
+      runtime_.storeValue(arrivedFrom(rank_, r), kPastAll);
+      runtime_.storeValue(doneBy(rank_, r), kPastAll);
+    }
+    runtime_.storeValue(finished(), kPastAll);
+  } catch (const Error& e) {
+    LOOM_WARN(Init, "releasing the streams that wait on this rank's flags: %s", e.what());
+  }
+}
+
+}  // namespace loom

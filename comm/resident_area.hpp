@@ -1,0 +1,105 @@
+// What collectives that run on a CUDA stream with no host in the loop need
+// of a communicator (collectives/resident_allreduce.hpp): one device
+// allocation per rank, made at init and mapped by every other rank once
+// (CUDA IPC between processes, the pointer itself between threads), holding
+// the rank's flags and a scratch its peers read. Ranks synchronize through
+// the flags with stream memory operations: a rank's stream writes its own
+// flags and waits on its peers', so a waiting stream holds no SM and no host
+// thread takes part in a call.
+//
+// Made where every rank of the communicator is on one node and sees a
+// device; ready only where every rank's device reaches every rank's
+// allocation (its own GPU, or one it may access as a peer) and every rank
+// could map every other's, which the ranks agree on at init. When the
+// communicator fails (an abort, a revoke, a poison) release() raises every
+// word of the rank's own line past any sequence, so none of its streams
+// waits forever on a rank that will never write.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "base/device/ipc.hpp"
+
+namespace loom {
+
+class Bootstrap;
+
+class ResidentArea {
+ public:
+  // Per rank: the flags' line, then the scratch.
+  static constexpr size_t kFlagBytes = 512;
+  // The most ranks one reduction pass folds (collectives/cuda/kernels.hpp).
+  static constexpr int kMaxRanks = 16;
+
+  // Collective over the communicator's ranks (a bootstrap all-gather, twice);
+  // `scratchBytes` of scratch per rank. Never throws for a device that
+  // cannot take part: ready() is then false on every rank.
+  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes);
+  ~ResidentArea();
+  ResidentArea(const ResidentArea&) = delete;
+  ResidentArea& operator=(const ResidentArea&) = delete;
+
+  // Whether every rank can run resident collectives (the same on every rank).
+  bool ready() const { return ready_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(peers_.size()); }
+  size_t scratchBytes() const { return scratchBytes_; }
+
+  // The words of rank `owner`'s flag line, as this rank's device reaches
+  // them: `arrivedFrom(owner, writer)` holds the sequence of the last call
+  // whose input `writer` has put in its scratch, `doneBy(owner, reader)` the
+  // last call in which `reader` finished reading the owner's scratch. Each
+  // word is written by its writer or reader and waited on by the owner only,
+  // so that a rank waits on its own memory alone, and its failure releases
+  // its own streams by writing its own line.
+  uint64_t* arrivedFrom(int owner, int writer) const;
+  uint64_t* doneBy(int owner, int reader) const;
+  // The last call this rank's stream has finished (its own line).
+  uint64_t* finished() const;
+  // Rank r's scratch, as this rank's device reaches it.
+  std::byte* scratch(int r) const;
+
+  // A resident call of this rank begins: its sequence (every rank numbers the
+  // same calls alike), noted with the time, for overdue().
+  uint64_t beginCall();
+  // Where the oldest call this rank's stream has not finished was queued
+  // more than `timeout` ago: what to say of it, naming the ranks it still
+  // waits for. Reads the device's words only while a call is unfinished.
+  std::optional<std::string> overdue(std::chrono::milliseconds timeout);
+
+  // Raises every word of this rank's line past any sequence (the
+  // communicator failed), so that none of its streams waits any more; the
+  // allocation is then never freed, as a peer's stream may still write into
+  // it. Idempotent, thread-safe; never throws.
+  void release() noexcept;
+
+ private:
+  struct Peer {
+    std::byte* base = nullptr;  // its allocation, here
+    std::unique_ptr<cuda::OpenedIpc> opened;  // another process's, opened here
+  };
+
+  cuda::DeviceRuntime& runtime_;
+  int rank_ = 0;
+  size_t scratchBytes_ = 0;
+  std::byte* own_ = nullptr;  // this rank's allocation
+  std::vector<Peer> peers_;
+  bool ready_ = false;
+  std::atomic<uint64_t> sequence_{0};
+  std::mutex callsMutex_;
+  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> unfinished_;  // sequence, when queued
+  std::mutex releaseMutex_;
+  bool released_ = false;
+};
+
+}  // namespace loom
