@@ -9,7 +9,7 @@
 #include "base/log.hpp"
 #include "collectives/comm_state.hpp"
 #include "collectives/device_alone.hpp"
-#include "collectives/resident_allreduce.hpp"
+#include "collectives/resident_collectives.hpp"
 #include "collectives/run.hpp"
 #include "comm/engine/group.hpp"
 
@@ -141,7 +141,7 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
   }
   // Several ranks of one node whose devices reach each other's memory: an
   // all-reduce queued on the stream as device work, with no host thread in
-  // the call (collectives/resident_allreduce.hpp); queued by this thread when
+  // the call (collectives/resident_collectives.hpp); queued by this thread when
   // its group ends.
   if (onCudaStream && loom::coll::runsResident(c, collective)) {
     loom::group::submit(

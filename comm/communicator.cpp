@@ -18,7 +18,7 @@ namespace loom {
 namespace {
 
 // Scratch per rank for resident collectives: the largest one-shot all-reduce
-// a call runs on the stream (collectives/resident_allreduce.hpp).
+// a call runs on the stream (collectives/resident_collectives.hpp).
 constexpr size_t kResidentScratchBytes = size_t{4} << 20;
 
 }  // namespace

@@ -172,7 +172,7 @@ std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeo
       }
     }
     if (missing.empty()) return std::nullopt;  // the stream itself is behind: the user's work, not a peer's
-    return "resident all-reduce #" + std::to_string(sequence) + " on the stream: rank(s) " + missing + " " + what +
+    return "resident collective #" + std::to_string(sequence) + " on the stream: rank(s) " + missing + " " + what +
            " within " + std::to_string(timeout.count()) + " ms (LOOM_TIMEOUT_MS)";
   } catch (const Error& e) {
     return "resident call #" + std::to_string(unfinished_.front().first) + ": its flags cannot be read: " + e.what();

@@ -1,5 +1,5 @@
 // What collectives that run on a CUDA stream with no host in the loop need
-// of a communicator (collectives/resident_allreduce.hpp): one device
+// of a communicator (collectives/resident_collectives.hpp): one device
 // allocation per rank, made at init and mapped by every other rank once
 // (CUDA IPC between processes, the pointer itself between threads), holding
 // the rank's flags and a scratch its peers read. Ranks synchronize through

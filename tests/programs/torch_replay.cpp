@@ -53,7 +53,7 @@
 #include "base/device/cuda.hpp"
 #include "base/device/fake_device.hpp"
 #include "base/device/runtime.hpp"
-#include "collectives/resident_allreduce.hpp"
+#include "collectives/resident_collectives.hpp"
 
 namespace {
 

@@ -1,0 +1,49 @@
+// Collectives that run on the caller's CUDA stream with no host in the
+// loop, over the communicator's resident area (comm/resident_area.hpp), as
+// vLLM's custom all-reduce and MSCCL++'s one-shot algorithms do for small
+// messages on one node. Every collective is the same three steps, queued on
+// the stream by the calling thread, which then returns:
+//   publish: once every rank has finished reading this rank's scratch in the
+//            last call (their words in its flag line reach the call's
+//            sequence - 1), its input is copied into its scratch, and behind
+//            the copy the call's sequence is written into every other
+//            rank's line ("arrived");
+//   read:    once every other rank's "arrived" in its own line reaches the
+//            sequence, the rank reads what it needs from the scratches: one
+//            reduction kernel over every rank's (all-reduce, the root's
+//            reduce, a reduce-scatter's own block of each), or copies (all-
+//            gather, broadcast, all-to-all, gather, scatter);
+//   release: it writes the sequence into every other rank's line ("done
+//            reading yours") and into its own "finished" word, which the
+//            host's watch reads (ResidentArea::overdue).
+// Every wait is on the rank's own memory and every write on a peer's; the
+// waits are stream memory operations, so a waiting stream holds no SM and
+// processes time-sliced on one GPU lose no slice to it. Reductions use
+// cuda/kernels.hpp's arithmetic (the host's bits) over the ranks in rank
+// order (LOOM_DETERMINISTIC's order). A rank that fails releases its own
+// waiting streams (ResidentArea::release) and the call ends with the
+// communicator's error (loomCommGetAsyncError).
+#pragma once
+
+#include <cstdint>
+
+#include "collectives/collective.hpp"
+#include "comm/communicator.hpp"
+
+namespace loom::coll {
+
+// Whether `c` on a CUDA stream runs resident: a collective of device buffers
+// (those the rank uses) whose largest input fits one rank's scratch, with no
+// average or PreMulSum, on a communicator whose resident area is ready. The
+// same answer on every rank for the same call (the area's readiness is
+// agreed at init; the rest is the call's).
+bool runsResident(const Communicator& comm, const Collective& c);
+
+// Queues `c` on `stream` (a cudaStream_t) as above and returns.
+void runResident(Communicator& comm, const Collective& c, void* stream);
+
+// Calls queued resident in this process: the tests' proof that a call took
+// no host path.
+uint64_t residentCalls();
+
+}  // namespace loom::coll
