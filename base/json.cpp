@@ -1,5 +1,6 @@
 #include "base/json.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -90,9 +91,11 @@ JsonWriter& JsonWriter::value(std::string_view text) {
 JsonWriter& JsonWriter::value(double number) {
   if (!std::isfinite(number)) return null();  // JSON has no inf or nan
   beforeValue();
+  // The shortest text that reads back as the same double: a loss or a
+  // time keeps every bit, and 0.5 stays 0.5.
   char text[32];
-  std::snprintf(text, sizeof text, "%.6g", number);
-  out_ += text;
+  const auto [end, error] = std::to_chars(text, text + sizeof text, number);
+  out_.append(text, error == std::errc() ? end : text);
   return *this;
 }
 

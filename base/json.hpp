@@ -1,6 +1,7 @@
 // A small JSON writer for Loom's dumps and reports: objects and arrays
 // nest, commas and indentation are placed for the caller, strings are
-// escaped. Arrays opened `inline` stay on one line (lists of numbers).
+// escaped, doubles written as the shortest text that reads back as the
+// same double. Arrays opened `inline` stay on one line (lists of numbers).
 #pragma once
 
 #include <string>

@@ -387,7 +387,7 @@ TEST(LoomTrain, TheMlpLearnsFashionMnist) {
   const std::string record = loom::test::readFile(json);
   EXPECT_NE(record.find("\"params_sha256\": \""), std::string::npos) << record;
   EXPECT_NE(record.find("\"psi\": 203530"), std::string::npos) << record;
-  EXPECT_NE(record.find("{\"step\": 600,"), std::string::npos) << record;
+  EXPECT_NE(record.find("\"step\": 600,"), std::string::npos) << record;
   ::unlink(json.c_str());
 }
 

@@ -8,7 +8,6 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -19,6 +18,7 @@
 #include "tools/launch/local_job.hpp"
 #include "tools/loom-train/options.hpp"
 #include "tools/loom-train/plot.hpp"
+#include "tools/loom-train/report.hpp"
 #include "training/checkpoint.hpp"
 #include "training/data/char_text.hpp"
 #include "training/data/fashion_mnist.hpp"
@@ -68,27 +68,171 @@ std::string number(double v) {
   return text;
 }
 
+// The run's configuration in this job: the mesh's axes from the mode and the
+// rank count, and by default one micro-batch per rank (ddp, zero), per stage
+// of each replica (pp, 3d), one for a tensor group.
+TrainConfig configFor(const cli::Options& o, const loom::Comm* comm) {
+  TrainConfig config = o.train;
+  if (comm == nullptr) return config;
+  const int n = comm->size();
+  if (config.mode == Mode::Pp) config.dp = 1, config.pp = n, config.tp = 1;
+  if (config.mode == Mode::Tp) config.dp = 1, config.pp = 1, config.tp = n;
+  if (!o.microBatchesGiven) {
+    config.microBatches = static_cast<size_t>(config.mode == Mode::Tp       ? 1
+                                              : config.mode == Mode::ThreeD ? config.dp * config.pp
+                                                                            : n);
+  }
+  return config;
+}
+
+// Everything a checkpoint must agree with to continue bit for bit.
+Manifest manifestOf(const cli::Options& o, const TrainConfig& config, int ranks, const std::string& layout) {
+  return {{"--model", o.model},
+          {"--mode", modeName(config.mode)},
+          {"--precision", precisionName(o.precision)},
+          {"-N", std::to_string(ranks)},
+          {"--steps", std::to_string(config.steps)},
+          {"--batch", std::to_string(config.batch)},
+          {"--micro-batches", std::to_string(config.microBatches)},
+          {"--layers", std::to_string(o.layers)},
+          {"--dim", std::to_string(o.hidden)},
+          {"--heads", std::to_string(o.heads)},
+          {"--seq", std::to_string(o.context)},
+          {"--tie", o.tie ? "1" : "0"},
+          {"--data-limit", std::to_string(o.dataLimit)},
+          {"--seed", std::to_string(config.seed)},
+          {"--lr", number(static_cast<double>(config.lr))},
+          {"--min-lr", number(static_cast<double>(config.minLr))},
+          {"--warmup", std::to_string(config.warmup)},
+          {"--clip", number(config.clip)},
+          {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
+          {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))},
+          {"--bucket-kb", std::to_string(config.bucketBytes >> 10)},
+          {"--first-bucket-kb", std::to_string(config.firstBucketBytes >> 10)},
+          {"--schedule", scheduleName(config.schedule)},
+          {"--chunks", std::to_string(config.chunks)},
+          {"--stages", config.stages},
+          {"--balance", config.balanceByTime ? "time" : "params"},
+          {"layout", layout},  // a partition by measured time may differ between runs
+          {"--dp", std::to_string(config.dp)},
+          {"--pp", std::to_string(config.pp)},
+          {"--tp", std::to_string(config.tp)},
+          {"--sequence-parallel", config.sequenceParallel ? "1" : "0"},
+          {"--data-parallel", modeName(config.dataParallel)}};
+}
+
+// A step's record. In the mesh modes every rank's idle share, bytes handed
+// to Loom per axis and activation peak so far, gathered from every rank
+// (collective).
+cli::StepRecord recordStep(uint64_t step, const StepReport& r, loom::Comm* meshComm, const MemoryAccount& account) {
+  cli::StepRecord record{.step = step + 1,
+                         .loss = r.loss,
+                         .gradNorm = r.gradNorm,
+                         .seconds = r.seconds,
+                         .commSeconds = r.commSeconds,
+                         .exposedCommSeconds = r.exposedSeconds,
+                         .samples = r.samples};
+  if (meshComm == nullptr) return record;
+  constexpr size_t kPerRank = 5;
+  const std::vector<double> mine{r.idleShare, static_cast<double>(r.bytes.dp), static_cast<double>(r.bytes.pp),
+                                 static_cast<double>(r.bytes.tp),
+                                 static_cast<double>(account.peak(Category::Activations))};
+  std::vector<double> all(kPerRank * static_cast<size_t>(meshComm->size()));
+  meshComm->allGather(std::span<const double>(mine), std::span(all));
+  std::vector<double>* columns[kPerRank] = {&record.rankIdle, &record.rankSentDp, &record.rankSentPp,
+                                            &record.rankSentTp, &record.rankActivationPeak};
+  for (size_t at = 0; at < all.size(); ++at) columns[at % kPerRank]->push_back(all[at]);
+  return record;
+}
+
+// The lead's line for a step.
+void printStep(const cli::StepRecord& r, bool mesh) {
+  std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms",
+              static_cast<unsigned long long>(r.step), r.loss, r.gradNorm,
+              static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3);
+  if (mesh) {
+    const auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+    const auto ranks = static_cast<double>(r.rankIdle.size());
+    std::printf("  bubble %3.0f%%  sent dp %.2f pp %.2f tp %.2f MB  activations <= %.2f MB\n",
+                total(r.rankIdle) / ranks * 100, total(r.rankSentDp) / 1e6, total(r.rankSentPp) / 1e6,
+                total(r.rankSentTp) / 1e6,
+                *std::max_element(r.rankActivationPeak.begin(), r.rankActivationPeak.end()) / 1e6);
+  } else {
+    const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedCommSeconds / r.commSeconds : 0.0;
+    std::printf("  comm %6.2f ms (%3.0f%% hidden)\n", r.commSeconds * 1e3, hidden * 100);
+  }
+  std::fflush(stdout);  // progress, also through a pipe
+}
+
+// The median step after the first fifth (at most 5 steps), which warms
+// caches and connections up.
+double medianStepSeconds(const std::vector<cli::StepRecord>& records) {
+  const size_t skip = std::min<size_t>(5, records.size() / 5);
+  std::vector<double> kept;
+  for (size_t i = skip; i < records.size(); ++i) kept.push_back(records[i].seconds);
+  std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(kept.size() / 2), kept.end());
+  return kept[kept.size() / 2];
+}
+
+// --timeline: every rank's events, gathered, written by the lead as a Chrome trace (collective).
+void writeTimeline(loom::Comm& comm, const std::vector<TimelineEvent>& events, const std::string& path) {
+  const int ranks = comm.size();
+  const std::vector<double> count{static_cast<double>(events.size())};
+  std::vector<double> counts(static_cast<size_t>(ranks));
+  comm.allGather(std::span<const double>(count), std::span(counts));
+  const auto most = static_cast<size_t>(*std::max_element(counts.begin(), counts.end()));
+  std::vector<double> packed = packEvents(events);
+  packed.resize(most * kPackedEventDoubles, -1.0);  // padding: kind -1
+  std::vector<double> all(packed.size() * static_cast<size_t>(ranks));
+  comm.allGather(std::span<const double>(packed), std::span(all));
+  if (comm.rank() != 0) return;
+  std::vector<std::vector<TimelineEvent>> tracks;
+  for (int r = 0; r < ranks; ++r) {
+    tracks.push_back(
+        unpackEvents(std::span<const double>(all).subspan(static_cast<size_t>(r) * packed.size(), packed.size())));
+  }
+  writeChromeTrace(path, tracks);
+  std::printf("timeline: %s\n", path.c_str());
+}
+
+// The parameters' SHA-256, once tied copies are found equal and every rank's
+// digest equal to this one's (collective); else the error.
+std::string paramsDigest(const Model& model, loom::Comm* comm, int rank, std::string& error) {
+  const std::vector<float> params = model.paramsAsFloat();  // bf16: widened
+  for (const Model::Tie& t : model.ties()) {
+    if (!std::equal(params.begin() + static_cast<std::ptrdiff_t>(t.a),
+                    params.begin() + static_cast<std::ptrdiff_t>(t.a + t.count),
+                    params.begin() + static_cast<std::ptrdiff_t>(t.b))) {
+      error = "rank " + std::to_string(rank) + ": the tied head and embedding drifted apart";
+      return "";
+    }
+  }
+  Sha256 sha;
+  sha.update(std::as_bytes(std::span<const float>(params)));
+  const std::string digest = sha.hex();
+  if (comm == nullptr) return digest;
+  const auto ranks = static_cast<size_t>(comm->size());
+  std::vector<uint8_t> mine(digest.begin(), digest.end()), all(mine.size() * ranks);
+  comm->allGather(std::span<const uint8_t>(mine), std::span(all));
+  for (size_t r = 0; r < ranks; ++r) {
+    if (!std::equal(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * mine.size()))) {
+      error = "rank " + std::to_string(r) + "'s parameters differ from rank " + std::to_string(rank) + "'s";
+      return "";
+    }
+  }
+  return digest;
+}
+
 int run(const cli::Options& o) {
   setBlasThreads(o.blasThreads);
   std::optional<loom::Comm> comm;
-  TrainConfig config = o.train;
-  if (config.mode != Mode::Single) {
-    comm.emplace(loom::Comm::fromEnv());
-    const int n = comm->size();
-    if (config.mode == Mode::Pp) config.dp = 1, config.pp = n, config.tp = 1;
-    if (config.mode == Mode::Tp) config.dp = 1, config.pp = 1, config.tp = n;
-    // By default one micro-batch per rank (ddp, zero), per stage of each
-    // replica (pp, 3d), one for a tensor group.
-    if (!o.microBatchesGiven) {
-      config.microBatches = static_cast<size_t>(config.mode == Mode::Tp       ? 1
-                                                : config.mode == Mode::ThreeD ? config.dp * config.pp
-                                                                              : n);
-    }
-  }
+  if (o.train.mode != Mode::Single) comm.emplace(loom::Comm::fromEnv());
+  const TrainConfig config = configFor(o, comm ? &*comm : nullptr);
   const int rank = comm ? comm->rank() : 0;
   const int ranks = comm ? comm->size() : 1;
   const bool lead = rank == 0;
 
+  // The data, the model and its trainer.
   const bool gpt = o.model == "gpt";
   const bool mesh = config.mode == Mode::Pp || config.mode == Mode::Tp || config.mode == Mode::ThreeD;
   std::unique_ptr<Dataset> train, held;
@@ -116,39 +260,9 @@ int run(const cli::Options& o) {
   model.allocate();
   model.init(config.seed);
   const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account, recipe);
-  // Everything a checkpoint must agree with to continue bit for bit.
-  const Manifest manifest = {{"--model", o.model},
-                             {"--mode", modeName(config.mode)},
-                             {"--precision", precisionName(o.precision)},
-                             {"-N", std::to_string(ranks)},
-                             {"--steps", std::to_string(config.steps)},
-                             {"--batch", std::to_string(config.batch)},
-                             {"--micro-batches", std::to_string(config.microBatches)},
-                             {"--layers", std::to_string(o.layers)},
-                             {"--dim", std::to_string(o.hidden)},
-                             {"--heads", std::to_string(o.heads)},
-                             {"--seq", std::to_string(o.context)},
-                             {"--tie", o.tie ? "1" : "0"},
-                             {"--data-limit", std::to_string(o.dataLimit)},
-                             {"--seed", std::to_string(config.seed)},
-                             {"--lr", number(static_cast<double>(config.lr))},
-                             {"--min-lr", number(static_cast<double>(config.minLr))},
-                             {"--warmup", std::to_string(config.warmup)},
-                             {"--clip", number(config.clip)},
-                             {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
-                             {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))},
-                             {"--bucket-kb", std::to_string(config.bucketBytes >> 10)},
-                             {"--first-bucket-kb", std::to_string(config.firstBucketBytes >> 10)},
-                             {"--schedule", scheduleName(config.schedule)},
-                             {"--chunks", std::to_string(config.chunks)},
-                             {"--stages", config.stages},
-                             {"--balance", config.balanceByTime ? "time" : "params"},
-                             {"layout", trainer->layout()},  // a partition by measured time may differ between runs
-                             {"--dp", std::to_string(config.dp)},
-                             {"--pp", std::to_string(config.pp)},
-                             {"--tp", std::to_string(config.tp)},
-                             {"--sequence-parallel", config.sequenceParallel ? "1" : "0"},
-                             {"--data-parallel", modeName(config.dataParallel)}};
+
+  // Checkpoints.
+  const Manifest manifest = manifestOf(o, config, ranks, trainer->layout());
   uint64_t first = 0;
   if (o.resume) {
     first = readManifest(o.checkpoint, manifest);
@@ -168,181 +282,90 @@ int run(const cli::Options& o) {
   if (lead) {
     std::printf("# loom-train: %s, %s in %s on %d rank%s, batch %zu in %zu micro-batches, %llu steps\n# model: %s\n",
                 o.model.c_str(), modeName(config.mode), precisionName(o.precision), ranks, ranks == 1 ? "" : "s",
-                config.batch,
-                config.microBatches, static_cast<unsigned long long>(config.steps), model.describe().c_str());
+                config.batch, config.microBatches, static_cast<unsigned long long>(config.steps),
+                model.describe().c_str());
     if (!trainer->layout().empty()) std::printf("# layout: %s\n", trainer->layout().c_str());
   }
 
-  std::string records;
-  std::vector<double> stepSeconds;
+  // Training.
+  cli::RunRecord report{.model = o.model,
+                        .mode = modeName(config.mode),
+                        .precision = precisionName(o.precision),
+                        .ranks = ranks,
+                        .batch = config.batch,
+                        .microBatches = config.microBatches,
+                        .layers = o.layers,
+                        .dim = o.hidden,
+                        .steps = config.steps,
+                        .seed = config.seed,
+                        .lr = static_cast<double>(config.lr),
+                        .mesh = mesh,
+                        .schedule = scheduleName(config.schedule),
+                        .chunks = config.chunks,
+                        .dp = config.dp,
+                        .pp = config.pp,
+                        .tp = config.tp};
   std::vector<TimelineEvent> events;  // --timeline: this rank's, every step
   const uint64_t last = o.stopAfter != 0 ? std::min(o.stopAfter, config.steps) : config.steps;
   for (uint64_t step = first; step < last; ++step) {
     const StepReport r = trainer->step(step);
-    stepSeconds.push_back(r.seconds);
-    const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedSeconds / r.commSeconds : 0.0;
-    // pp, tp, 3d: every rank's idle share, bytes handed to Loom per axis and
-    // activation peak so far, side by side.
-    constexpr size_t kPerRank = 5;  // idle, dp, pp and tp bytes, activation peak
-    std::vector<double> all;
-    if (mesh) {
-      const std::vector<double> mine{r.idleShare, static_cast<double>(r.bytes.dp), static_cast<double>(r.bytes.pp),
-                                     static_cast<double>(r.bytes.tp),
-                                     static_cast<double>(account.peak(Category::Activations))};
-      all.resize(kPerRank * static_cast<size_t>(ranks));
-      comm->allGather(std::span<const double>(mine), std::span(all));
-      if (!o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
-    }
-    const auto column = [&](size_t field) {
-      std::vector<double> out;
-      for (size_t at = field; at < all.size(); at += kPerRank) out.push_back(all[at]);
-      return out;
-    };
-    if (lead) {
-      std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms", static_cast<unsigned long long>(step + 1),
-                  r.loss, r.gradNorm, static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3);
-      if (mesh) {
-        const auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
-        const auto activations = column(4);
-        std::printf("  bubble %3.0f%%  sent dp %.2f pp %.2f tp %.2f MB  activations <= %.2f MB\n",
-                    total(column(0)) / ranks * 100, total(column(1)) / 1e6, total(column(2)) / 1e6,
-                    total(column(3)) / 1e6, *std::max_element(activations.begin(), activations.end()) / 1e6);
-      } else {
-        std::printf("  comm %6.2f ms (%3.0f%% hidden)\n", r.commSeconds * 1e3, hidden * 100);
-      }
-      std::fflush(stdout);  // progress, also through a pipe
-    }
-    std::string perRank;
-    if (mesh) {
-      const auto list = [](const std::vector<double>& v, bool integers) {
-        std::string out;
-        for (size_t i = 0; i < v.size(); ++i) {
-          out += (i ? ", " : "") + (integers ? std::to_string(static_cast<uint64_t>(v[i])) : number(v[i]));
-        }
-        return "[" + out + "]";
-      };
-      perRank = ", \"rank_idle\": " + list(column(0), false) + ", \"rank_sent_bytes\": {\"dp\": " +
-                list(column(1), true) + ", \"pp\": " + list(column(2), true) + ", \"tp\": " + list(column(3), true) +
-                "}, \"rank_activation_peak_bytes\": " + list(column(4), true);
-    }
-    records += std::string(records.empty() ? "" : ",\n    ") + "{\"step\": " + std::to_string(step + 1) +
-               ", \"loss\": " + number(r.loss) + ", \"grad_norm\": " + number(r.gradNorm) +
-               ", \"seconds\": " + number(r.seconds) + ", \"comm_seconds\": " + number(r.commSeconds) +
-               ", \"exposed_comm_seconds\": " + number(r.exposedSeconds) + ", \"samples\": " +
-               std::to_string(r.samples) + perRank + "}";
+    if (mesh && !o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
+    report.records.push_back(recordStep(step, r, mesh ? &*comm : nullptr, account));
+    if (lead) printStep(report.records.back(), mesh);
     const bool due = o.checkpointEvery != 0 && (step + 1) % o.checkpointEvery == 0;
     if (!o.checkpoint.empty() && (due || step + 1 == last)) checkpoint(step + 1);
   }
 
-  if (lead && !stepSeconds.empty()) {
-    // The first fifth (at most 5 steps) warms caches and connections up.
-    const size_t skip = std::min<size_t>(5, stepSeconds.size() / 5);
-    std::vector<double> kept(stepSeconds.begin() + static_cast<std::ptrdiff_t>(skip), stepSeconds.end());
-    std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(kept.size() / 2), kept.end());
-    const double median = kept[kept.size() / 2];
+  // What training held and did.
+  if (lead && !report.records.empty()) {
+    const double median = medianStepSeconds(report.records);
     const double perStep = static_cast<double>(config.batch * (gpt ? o.context : 1));
     std::printf("median step %.3f ms, %.0f %s/s\n", median * 1e3, perStep / median, gpt ? "tokens" : "samples");
   }
   std::array<size_t, kCategories> peaks{};  // training's, before materialize() gathers everything
-  for (size_t c = 0; c < kCategories; ++c) peaks[c] = account.peak(static_cast<Category>(c));
-  // pp, tp, 3d: each rank's activation peak, and the timeline of every rank.
-  std::vector<double> stagePeaks;
-  if (mesh) {
+  for (size_t c = 0; c < kCategories; ++c) {
+    peaks[c] = account.peak(static_cast<Category>(c));
+    report.peakBytes.emplace_back(categoryName(static_cast<Category>(c)), peaks[c]);
+  }
+  if (mesh) {  // each rank's activation peak
     const std::vector<double> mine{static_cast<double>(peaks[static_cast<size_t>(Category::Activations)])};
-    stagePeaks.resize(static_cast<size_t>(ranks));
-    comm->allGather(std::span<const double>(mine), std::span(stagePeaks));
+    report.rankActivationPeak.resize(static_cast<size_t>(ranks));
+    comm->allGather(std::span<const double>(mine), std::span(report.rankActivationPeak));
     if (lead) {
       std::printf("activation peak bytes per rank:");
-      for (double b : stagePeaks) std::printf(" %.0f", b);
+      for (double b : report.rankActivationPeak) std::printf(" %.0f", b);
       std::printf("\n");
     }
   }
-  if (mesh && !o.timeline.empty()) {
-    const std::vector<double> count{static_cast<double>(events.size())};
-    std::vector<double> counts(static_cast<size_t>(ranks));
-    comm->allGather(std::span<const double>(count), std::span(counts));
-    const auto most = static_cast<size_t>(*std::max_element(counts.begin(), counts.end()));
-    std::vector<double> packed = packEvents(events);
-    packed.resize(most * kPackedEventDoubles, -1.0);  // padding: kind -1
-    std::vector<double> all(packed.size() * static_cast<size_t>(ranks));
-    comm->allGather(std::span<const double>(packed), std::span(all));
-    if (lead) {
-      std::vector<std::vector<TimelineEvent>> tracks;
-      for (int r = 0; r < ranks; ++r) {
-        tracks.push_back(unpackEvents(std::span<const double>(all).subspan(static_cast<size_t>(r) * packed.size(), packed.size())));
-      }
-      writeChromeTrace(o.timeline, tracks);
-      std::printf("timeline: %s\n", o.timeline.c_str());
-    }
-  }
+  if (mesh && !o.timeline.empty()) writeTimeline(*comm, events, o.timeline);
+
+  // The parameters every rank ends with, and how good they are.
   trainer->materialize();  // ZeRO-3: every rank gathers every parameter
-  Sha256 sha;
-  const std::vector<float> params = model.paramsAsFloat();  // bf16: widened
-  for (const Model::Tie& t : model.ties()) {  // tied copies must have stayed one
-    if (!std::equal(params.begin() + static_cast<std::ptrdiff_t>(t.a), params.begin() + static_cast<std::ptrdiff_t>(t.a + t.count),
-                    params.begin() + static_cast<std::ptrdiff_t>(t.b))) {
-      std::fprintf(stderr, "loom-train: rank %d: the tied head and embedding drifted apart\n", rank);
-      return 1;
-    }
+  std::string error;
+  report.paramsSha256 = paramsDigest(model, comm ? &*comm : nullptr, rank, error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "loom-train: %s\n", error.c_str());
+    return 1;
   }
-  sha.update(std::as_bytes(std::span<const float>(params)));
-  const std::string digest = sha.hex();
-  if (comm) {  // every rank must hold the same parameters
-    std::vector<uint8_t> mine(digest.begin(), digest.end()), all(mine.size() * static_cast<size_t>(ranks));
-    comm->allGather(std::span<const uint8_t>(mine), std::span(all));
-    for (int r = 0; r < ranks; ++r) {
-      if (!std::equal(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * mine.size()))) {
-        std::fprintf(stderr, "loom-train: rank %d's parameters differ from rank %d's\n", r, rank);
-        return 1;
-      }
-    }
-  }
-  std::printf("rank %d params_sha256 %s\n", rank, digest.c_str());
-  double acc = -1;
-  double heldLoss = -1;
+  report.psi = model.paramCount();
+  std::printf("rank %d params_sha256 %s\n", rank, report.paramsSha256.c_str());
   if (o.evaluate && lead) {
     if (gpt) {
       const Evaluation e = evaluate(model, *held, 32);
-      heldLoss = e.loss;
+      report.heldOutLoss = e.loss;
       std::printf("held-out loss %.4f (32 windows of %zu characters)\n", e.loss, o.context);
     } else {
       const FashionMnist test(kFashionMnistDir, FashionMnist::Split::Test);
-      acc = evaluate(model, test, 0).accuracy;
-      std::printf("test accuracy %.4f (%zu samples)\n", acc, test.size());
+      report.testAccuracy = evaluate(model, test, 0).accuracy;
+      std::printf("test accuracy %.4f (%zu samples)\n", report.testAccuracy, test.size());
     }
   }
   if (lead) {
     std::printf("peak bytes per rank:");
-    for (size_t c = 0; c < kCategories; ++c) {
-      std::printf(" %s %zu", categoryName(static_cast<Category>(c)), peaks[c]);
-    }
+    for (const auto& [category, bytes] : report.peakBytes) std::printf(" %s %zu", category.c_str(), bytes);
     std::printf("\n");
   }
-  if (lead && !o.json.empty()) {
-    std::ofstream out(o.json);
-    out << "{\n  \"config\": {\"model\": \"" << o.model << "\", \"mode\": \"" << modeName(config.mode)
-        << "\", \"precision\": \"" << precisionName(o.precision) << "\", \"ranks\": " << ranks << ", \"batch\": " << config.batch
-        << ", \"micro_batches\": " << config.microBatches << ", \"steps\": " << config.steps
-        << ", \"layers\": " << o.layers << ", \"dim\": " << o.hidden << ", \"lr\": " << number(static_cast<double>(config.lr))
-        << ", \"seed\": " << config.seed << "},\n  \"steps\": [\n    " << records << "\n  ],\n  \"final\": {"
-        << "\"params_sha256\": \"" << digest << "\", \"psi\": " << model.paramCount()
-        << ", \"test_accuracy\": " << number(acc) << ", \"held_out_loss\": " << number(heldLoss)
-        << ", \"peak_bytes\": {";
-    for (size_t c = 0; c < kCategories; ++c) {
-      out << (c ? ", " : "") << "\"" << categoryName(static_cast<Category>(c))
-          << "\": " << peaks[c];
-    }
-    out << "}";
-    if (mesh) {
-      out << ", \"schedule\": \"" << scheduleName(config.schedule) << "\", \"chunks\": " << config.chunks
-          << ", \"dp\": " << config.dp << ", \"pp\": " << config.pp << ", \"tp\": " << config.tp
-          << ", \"rank_activation_peak_bytes\": [";
-      for (size_t s = 0; s < stagePeaks.size(); ++s) out << (s ? ", " : "") << static_cast<uint64_t>(stagePeaks[s]);
-      out << "]";
-    }
-    out << "}\n}\n";
-    if (!out) throw std::runtime_error("--json " + o.json + ": cannot write");
-  }
+  if (lead && !o.json.empty()) cli::writeJson(o.json, report);
   return 0;
 }
 
