@@ -1,5 +1,6 @@
 #include "collectives/resident_collectives.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -16,94 +17,119 @@ bool onDevice(memory::MemoryKind kind, size_t bytes) {
   return bytes == 0 || kind == memory::MemoryKind::CudaDevice;
 }
 
-// The most bytes any rank publishes for `c` on `n` ranks: the same on every rank.
-size_t largestInput(const Collective& c, int n) {
-  switch (c.kind) {
-    case CollectiveKind::ReduceScatter:
-    case CollectiveKind::AlltoAll:
-    case CollectiveKind::Scatter: return c.blockBytes() * static_cast<size_t>(n);
-    default: return c.blockBytes();
-  }
+// Whether `c`'s input is n blocks (each rank sends a block to each rank).
+bool sendsBlocks(CollectiveKind kind) {
+  return kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AlltoAll || kind == CollectiveKind::Scatter;
 }
 
-// The read step of `c` for rank `me`: from every rank's scratch, queued on `stream`.
-void read(const ResidentArea& area, const Collective& c, void* stream) {
+// One piece of a call: elements [first, first + count) of each block, laid
+// in a slot as `count` elements, or n such runs side by side for an input in
+// blocks.
+struct Piece {
+  size_t first = 0;  // elements into each block
+  size_t count = 0;  // elements of each block
+};
+
+// The read step of `c`'s piece `p`, for this rank: from every rank's slot
+// of call `sequence`, queued on `stream`.
+void read(const ResidentArea& area, const Collective& c, const Piece& p, uint64_t sequence, void* stream) {
   DeviceKernels& kernels = deviceKernels();
   const int n = area.size();
   const int me = area.rank();
-  const size_t block = c.blockBytes();
-  const auto at = [block](int r) { return static_cast<size_t>(r) * block; };
-  // Every rank's scratch, `offset` bytes in, in rank order.
+  const size_t bytes = p.count * c.typeSize;              // of each block's piece
+  const size_t into = p.first * c.typeSize;                // of the piece into each block
+  const auto block = [&](int r) { return static_cast<size_t>(r) * c.blockBytes(); };  // in the user's buffer
+  const auto run = [&](int r) { return static_cast<size_t>(r) * bytes; };             // in a slot
+  const auto slot = [&](int r) { return area.slot(r, sequence); };
+  // Every rank's slot, `offset` bytes in, in rank order.
   const auto all = [&](size_t offset) {
     std::vector<const void*> sources(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = area.scratch(r) + offset;
+    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = slot(r) + offset;
     return sources;
   };
   switch (c.kind) {
     case CollectiveKind::AllReduce:
-      kernels.reduce(c.type, c.reduction.op, all(0), c.recv, c.count, 1.0, stream);
+      kernels.reduce(c.type, c.reduction.op, all(0), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::Reduce:
-      if (me == c.root) kernels.reduce(c.type, c.reduction.op, all(0), c.recv, c.count, 1.0, stream);
+      if (me == c.root) kernels.reduce(c.type, c.reduction.op, all(0), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::ReduceScatter:
-      kernels.reduce(c.type, c.reduction.op, all(at(me)), c.recv, c.count, 1.0, stream);
+      kernels.reduce(c.type, c.reduction.op, all(run(me)), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::AllGather:
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + at(r), area.scratch(r), block, stream);
+      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, slot(r), bytes, stream);
       break;
     case CollectiveKind::Broadcast:
-      kernels.copy(c.recv, area.scratch(c.root), block, stream);
+      kernels.copy(c.recv + into, slot(c.root), bytes, stream);
       break;
     case CollectiveKind::AlltoAll:
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + at(r), area.scratch(r) + at(me), block, stream);
+      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, slot(r) + run(me), bytes, stream);
       break;
     case CollectiveKind::Gather:
       if (me != c.root) break;
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + at(r), area.scratch(r), block, stream);
+      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, slot(r), bytes, stream);
       break;
     case CollectiveKind::Scatter:
-      kernels.copy(c.recv, area.scratch(c.root) + at(me), block, stream);
+      kernels.copy(c.recv + into, slot(c.root) + run(me), bytes, stream);
       break;
   }
+}
+
+// One piece as one resident call: publish, read, release.
+void runPiece(ResidentArea& area, const Collective& c, const Piece& p, void* stream) {
+  cuda::DeviceRuntime& rt = cuda::runtime();
+  const int n = area.size();
+  const int me = area.rank();
+  const uint64_t sequence = area.beginCall();
+  // Publish: nobody still reads this call's slot (last used two calls ago);
+  // the input's piece in; said so to each rank.
+  for (int r = 0; sequence > 2 && r < n; ++r) {
+    if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence - 2);
+  }
+  if (c.sendBytes != 0) {
+    const size_t bytes = p.count * c.typeSize;
+    const std::byte* from = c.send + p.first * c.typeSize;
+    if (sendsBlocks(c.kind)) {  // the piece of each of n blocks, side by side
+      rt.copyRows(area.slot(me, sequence), bytes, from, c.blockBytes(), bytes, static_cast<size_t>(n), stream);
+    } else {
+      rt.copy(area.slot(me, sequence), from, bytes, stream);
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r != me) rt.writeValue(stream, area.arrivedFrom(r, me), sequence);
+  }
+  // Read: once every rank's piece is in.
+  for (int r = 0; r < n; ++r) {
+    if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
+  }
+  read(area, c, p, sequence, stream);
+  // Release: done reading, told to each owner and to the host's watch.
+  for (int r = 0; r < n; ++r) {
+    if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
+  }
+  rt.writeValue(stream, area.finished(), sequence);
 }
 
 }  // namespace
 
 bool runsResident(const Communicator& comm, const Collective& c) {
   const ResidentArea* area = comm.resident();
-  return area != nullptr && onDevice(c.sendKind, c.sendBytes) && onDevice(c.recvKind, c.recvBytes) &&
+  return area != nullptr && c.count != 0 && onDevice(c.sendKind, c.sendBytes) && onDevice(c.recvKind, c.recvBytes) &&
          c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average &&
-         largestInput(c, area->size()) <= area->scratchBytes();
+         area->slotBytes() / static_cast<size_t>(area->size()) >= c.typeSize;
 }
 
 void runResident(Communicator& comm, const Collective& c, void* stream) {
   ResidentArea* resident = comm.resident();
   if (resident == nullptr) throw Error(loomInternalError, "a resident collective on a communicator without its area");
   ResidentArea& area = *resident;
-  cuda::DeviceRuntime& rt = cuda::runtime();
-  const int n = area.size();
-  const int me = area.rank();
-  const uint64_t sequence = area.beginCall();
-  // Publish: nobody still reads this rank's scratch from the last call; the
-  // input in; said so to each rank.
-  for (int r = 0; r < n; ++r) {
-    if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence - 1);
+  // Pieces of at most a slot of input: of a block, or of each of n blocks.
+  const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(area.size()) : 1;
+  const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
+  for (size_t first = 0; first < c.count; first += perPiece) {
+    runPiece(area, c, Piece{.first = first, .count = std::min(perPiece, c.count - first)}, stream);
   }
-  rt.copy(area.scratch(me), c.send, c.sendBytes, stream);
-  for (int r = 0; r < n; ++r) {
-    if (r != me) rt.writeValue(stream, area.arrivedFrom(r, me), sequence);
-  }
-  // Read: once every rank's input is in.
-  for (int r = 0; r < n; ++r) {
-    if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
-  }
-  read(area, c, stream);
-  // Release: done reading, told to each owner and to the host's watch.
-  for (int r = 0; r < n; ++r) {
-    if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
-  }
-  rt.writeValue(stream, area.finished(), sequence);
   queued.fetch_add(1, std::memory_order_relaxed);
 }
 

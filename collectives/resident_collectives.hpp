@@ -1,15 +1,17 @@
 // Collectives that run on the caller's CUDA stream with no host in the
 // loop, over the communicator's resident area (comm/resident_area.hpp), as
 // vLLM's custom all-reduce and MSCCL++'s one-shot algorithms do for small
-// messages on one node. Every collective is the same three steps, queued on
-// the stream by the calling thread, which then returns:
-//   publish: once every rank has finished reading this rank's scratch in the
-//            last call (their words in its flag line reach the call's
-//            sequence - 1), its input is copied into its scratch, and behind
-//            the copy the call's sequence is written into every other
+// messages on one node. A call runs as pieces of at most one scratch slot of
+// input each (of a block, or of each of n blocks side by side), and every
+// piece is the same three steps, queued on the stream by the calling
+// thread, which then returns:
+//   publish: once every rank has finished reading the slot this piece uses
+//            (two slots alternate, so their words in this rank's flag line
+//            reach the piece's sequence - 2), its input is copied into it,
+//            and behind the copy the sequence is written into every other
 //            rank's line ("arrived");
 //   read:    once every other rank's "arrived" in its own line reaches the
-//            sequence, the rank reads what it needs from the scratches: one
+//            sequence, the rank reads what it needs from the slots: one
 //            reduction kernel over every rank's (all-reduce, the root's
 //            reduce, a reduce-scatter's own block of each), or copies (all-
 //            gather, broadcast, all-to-all, gather, scatter);
@@ -33,10 +35,10 @@
 namespace loom::coll {
 
 // Whether `c` on a CUDA stream runs resident: a collective of device buffers
-// (those the rank uses) whose largest input fits one rank's scratch, with no
-// average or PreMulSum, on a communicator whose resident area is ready. The
-// same answer on every rank for the same call (the area's readiness is
-// agreed at init; the rest is the call's).
+// (those the rank uses), of any size but 0, with no average or PreMulSum,
+// on a communicator whose resident area is ready. The same answer on every
+// rank for the same call (the area's readiness is agreed at init; the rest
+// is the call's).
 bool runsResident(const Communicator& comm, const Collective& c);
 
 // Queues `c` on `stream` (a cudaStream_t) as above and returns.

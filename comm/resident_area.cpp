@@ -164,9 +164,9 @@ std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeo
     }
     std::string what = "never arrived";
     if (missing.empty()) {
-      what = "never finished reading this rank's scratch from the call before";
+      what = "never finished reading this rank's scratch from the call before the last";
       for (int r = 0; r < size(); ++r) {
-        if (r != rank_ && runtime_.loadValue(doneBy(rank_, r)) < sequence - 1) {
+        if (r != rank_ && sequence > 2 && runtime_.loadValue(doneBy(rank_, r)) < sequence - 2) {
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         }
       }
@@ -179,7 +179,9 @@ std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeo
   }
 }
 
-std::byte* ResidentArea::scratch(int r) const { return peers_[static_cast<size_t>(r)].base + kFlagBytes; }
+std::byte* ResidentArea::slot(int r, uint64_t sequence) const {
+  return peers_[static_cast<size_t>(r)].base + kFlagBytes + (sequence % 2) * slotBytes();
+}
 
 void ResidentArea::release() noexcept {
   std::lock_guard lock(releaseMutex_);

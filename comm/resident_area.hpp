@@ -66,8 +66,11 @@ class ResidentArea {
   uint64_t* doneBy(int owner, int reader) const;
   // The last call this rank's stream has finished (its own line).
   uint64_t* finished() const;
-  // Rank r's scratch, as this rank's device reaches it.
-  std::byte* scratch(int r) const;
+  // Rank r's scratch, as this rank's device reaches it: two slots of
+  // slotBytes(), call `sequence` using slot sequence % 2, so that a rank
+  // fills the next call's slot while its peers still read this one's.
+  std::byte* slot(int r, uint64_t sequence) const;
+  size_t slotBytes() const { return scratchBytes_ / 2; }
 
   // A resident call of this rank begins: its sequence (every rank numbers the
   // same calls alike), noted with the time, for overdue().

@@ -341,15 +341,17 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
   }
 }
 
-// Every collective on a stream of several ranks, resident where its input
-// fits the scratch (all of these but the largest blocked ones on 4 ranks),
-// exact, with a root other than 0.
+// Every collective on a stream of several ranks, resident, exact, with a
+// root other than 0; inputs past one scratch slot (2 MiB) run as pieces.
 TEST(ResidentCollectives, EveryCollectiveIsExact) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   for (int n : {2, 3, 4}) {
     const int root = n - 1;
     const auto nn = static_cast<size_t>(n);
-    for (size_t count : {size_t{1}, size_t{1000}, size_t{65539}, size_t{300001}}) {
+    // Sanitizer builds (LOOM_TEST_FULL_MATRIX=0) leave out the largest, to fit CI's time.
+    std::vector<size_t> counts{1, 1000, 65539, 300001};
+    if (LOOM_TEST_FULL_MATRIX) counts.push_back(1600003);
+    for (size_t count : counts) {
       SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(count) + " elements");
       const uint64_t before = loom::coll::residentCalls();
       const auto sum = [n](size_t i) {
@@ -385,10 +387,7 @@ TEST(ResidentCollectives, EveryCollectiveIsExact) {
                   return loomScatter(s, r, c / nn, loomInt32, root, comm, st);
                 },
                 value, [root, count](int rank, size_t i) { return value(root, static_cast<size_t>(rank) * count + i); });
-      const size_t calls = 5 * nn;
-      const size_t blocked = 3 * nn;  // the reduce-scatter, all-to-all and scatter publish n blocks
-      const bool fits = count * 4 * nn <= (size_t{4} << 20);
-      EXPECT_EQ(loom::coll::residentCalls() - before, fits ? calls : calls - blocked);
+      EXPECT_EQ(loom::coll::residentCalls() - before, 5 * nn) << "calls that took the host's path";
     }
   }
 }
