@@ -177,7 +177,8 @@ TEST(StagedCopies, AbandonBuffersACopyMayStillWriteInto) {
     loom::cuda::StagedCopies staging(area, [] {});
     EXPECT_NE(staging.lease(4096), stuck) << "a buffer a copy may still write into was lent again";
   }
-  go.raise();
+  go.raise();  // the stuck copy runs now, from `src`: waited for before `src` goes
+  while (!runtime().idle(area.stream().handle())) std::this_thread::sleep_for(100us);
 }
 
 // One rank's call on its stream: `count` int32 in `send` and `recv`.
