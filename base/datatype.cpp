@@ -26,6 +26,10 @@ size_t datatypeSize(loomDataType_t datatype) {
   throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(datatype)) + " is not a loomDataType_t");
 }
 
+bool isFloatType(loomDataType_t datatype) {
+  return datatype == loomFloat16 || datatype == loomBfloat16 || datatype == loomFloat32 || datatype == loomFloat64;
+}
+
 const char* datatypeName(loomDataType_t datatype) {
   switch (datatype) {
     case loomInt8: return "int8";

@@ -11,6 +11,10 @@ namespace loom {
 size_t datatypeSize(loomDataType_t datatype);
 // "int8", "float32", "bfloat16", ...; "?" for a value that is not one.
 const char* datatypeName(loomDataType_t datatype);
+// Whether an average of `datatype` scales the sum by 1/n (the floating types
+// with reductions: float16, bfloat16, float32, float64) rather than
+// dividing it (the integers).
+bool isFloatType(loomDataType_t datatype);
 // The bytes of a buffer argument that holds `blocks` blocks of `count`
 // elements (blocks > 1: the n-block buffers of all-gather, reduce-scatter,
 // gather, scatter and all-to-all). loomInvalidArgument naming `countName`

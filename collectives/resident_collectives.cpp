@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <span>
 #include <vector>
 
+#include "base/datatype.hpp"
 #include "base/device/runtime.hpp"
 #include "base/error.hpp"
 #include "collectives/device_kernels.hpp"
@@ -34,6 +36,8 @@ struct Piece {
 // of call `sequence`, queued on `stream`.
 void read(const ResidentArea& area, const Collective& c, const Piece& p, uint64_t sequence, void* stream) {
   DeviceKernels& kernels = deviceKernels();
+  // A PreMulSum's inputs were scaled as they were published: the read sums.
+  const cpu::ReduceOp op = c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
   const int n = area.size();
   const int me = area.rank();
   const size_t bytes = p.count * c.typeSize;              // of each block's piece
@@ -49,13 +53,13 @@ void read(const ResidentArea& area, const Collective& c, const Piece& p, uint64_
   };
   switch (c.kind) {
     case CollectiveKind::AllReduce:
-      kernels.reduce(c.type, c.reduction.op, all(0), c.recv + into, p.count, 1.0, stream);
+      kernels.reduce(c.type, op, all(0), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::Reduce:
-      if (me == c.root) kernels.reduce(c.type, c.reduction.op, all(0), c.recv + into, p.count, 1.0, stream);
+      if (me == c.root) kernels.reduce(c.type, op, all(0), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::ReduceScatter:
-      kernels.reduce(c.type, c.reduction.op, all(run(me)), c.recv + into, p.count, 1.0, stream);
+      kernels.reduce(c.type, op, all(run(me)), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::AllGather:
       for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, slot(r), bytes, stream);
@@ -90,10 +94,18 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, void* str
   if (c.sendBytes != 0) {
     const size_t bytes = p.count * c.typeSize;
     const std::byte* from = c.send + p.first * c.typeSize;
-    if (sendsBlocks(c.kind)) {  // the piece of each of n blocks, side by side
-      rt.copyRows(area.slot(me, sequence), bytes, from, c.blockBytes(), bytes, static_cast<size_t>(n), stream);
+    const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(n) : 1;
+    std::byte* to = area.slot(me, sequence);
+    if (c.reduction.op == cpu::ReduceOp::PreMulSum) {  // scaled on the way in, as the host path scales its input
+      for (size_t b = 0; b < blocks; ++b) {
+        const void* source = from + b * c.blockBytes();
+        deviceKernels().reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), to + b * bytes, p.count,
+                               c.reduction.scalar, stream);
+      }
+    } else if (blocks > 1) {  // the piece of each of n blocks, side by side
+      rt.copyRows(to, bytes, from, c.blockBytes(), bytes, blocks, stream);
     } else {
-      rt.copy(area.slot(me, sequence), from, bytes, stream);
+      rt.copy(to, from, bytes, stream);
     }
   }
   for (int r = 0; r < n; ++r) {
@@ -104,6 +116,19 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, void* str
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
   read(area, c, p, sequence, stream);
+  // An average divides the sum, as the host path does: floats scaled by 1/n,
+  // integers divided.
+  const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;
+  if (c.reduction.average && hasResult) {
+    std::byte* result = c.recv + p.first * c.typeSize;
+    if (isFloatType(c.type)) {
+      const void* source = result;
+      deviceKernels().reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), result, p.count,
+                             1.0 / static_cast<double>(n), stream);
+    } else {
+      deviceKernels().divide(c.type, result, p.count, static_cast<uint64_t>(n), stream);
+    }
+  }
   // Release: done reading, told to each owner and to the host's watch.
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
@@ -116,7 +141,6 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, void* str
 bool runsResident(const Communicator& comm, const Collective& c) {
   const ResidentArea* area = comm.resident();
   return area != nullptr && c.count != 0 && onDevice(c.sendKind, c.sendBytes) && onDevice(c.recvKind, c.recvBytes) &&
-         c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average &&
          area->slotBytes() / static_cast<size_t>(area->size()) >= c.typeSize;
 }
 

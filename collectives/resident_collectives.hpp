@@ -35,8 +35,10 @@
 namespace loom::coll {
 
 // Whether `c` on a CUDA stream runs resident: a collective of device buffers
-// (those the rank uses), of any size but 0, with no average or PreMulSum,
-// on a communicator whose resident area is ready. The same answer on every
+// (those the rank uses), of any size but 0, on a communicator whose
+// resident area is ready. A PreMulSum's input is scaled as it is published
+// and an average's result scaled (floats) or divided (integers) after the
+// read, as the host path does, so both give its bits. The same answer on every
 // rank for the same call (the area's readiness is agreed at init; the rest
 // is the call's).
 bool runsResident(const Communicator& comm, const Collective& c);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/copy_bytes.hpp"
+#include "base/datatype.hpp"
 #include "base/device/cuda.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -20,10 +21,6 @@
 
 namespace loom::coll {
 namespace {
-
-bool isFloat(loomDataType_t type) {
-  return type == loomFloat16 || type == loomBfloat16 || type == loomFloat32 || type == loomFloat64;
-}
 
 // Bytes of this rank's input that enter a reduction.
 size_t contributionBytes(const Collective& c, int nranks) {
@@ -165,13 +162,13 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     const void* result = c.recv;
     if (c.recvKind == memory::MemoryKind::CudaDevice) {
       DeviceWork device(comm);
-      if (isFloat(c.type)) {
+      if (isFloatType(c.type)) {
         device.scale(c.type, result, c.recv, c.count, 1.0 / n);
       } else {
         device.divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));
       }
       device.finish();
-    } else if (isFloat(c.type)) {
+    } else if (isFloatType(c.type)) {
       executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&result, 1), c.recv, c.count, 1.0 / n);
     } else {
       executor.divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));

@@ -393,6 +393,87 @@ TEST(ResidentCollectives, EveryCollectiveIsExact) {
   }
 }
 
+// A resident reduction gives the host path's bits (LOOM_DETERMINISTIC: both
+// fold in rank order): random floats through sum, average and a PreMulSum
+// whose scalar differs by rank, all-reduce, reduce and reduce-scatter, on a
+// CUDA stream (resident) and on the NULL stream (the host path), compared
+// bit for bit; and integer averages divide as the host's do.
+TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
+  constexpr size_t kCount = 70001;
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    auto comms = loom::test::initThreadComms(n);
+    const uint64_t before = loom::coll::residentCalls();
+    onThreads(n, [&](int r) {
+      Stream stream;
+      float factor = 0.37f * static_cast<float>(r + 1);
+      loomRedOp_t premul;
+      ASSERT_EQ(loomRedOpCreatePreMulSum(&premul, &factor, loomFloat32, loomScalarHostImmediate, comms[r]),
+                loomSuccess);
+      std::vector<float> input(kCount * static_cast<size_t>(n));
+      uint32_t state = 12345u + static_cast<uint32_t>(r) * 7919u;
+      for (float& x : input) {
+        state = state * 1664525u + 1013904223u;
+        x = static_cast<float>(static_cast<int32_t>(state >> 8) % 100000) / 977.0f;
+      }
+      std::vector<int32_t> integers(kCount);
+      for (size_t i = 0; i < kCount; ++i) integers[i] = static_cast<int32_t>(i % 1000) - 500 + r * 7;
+      DeviceBuffer send(input.size() * 4), viaHost(input.size() * 4), viaStream(input.size() * 4);
+      send.upload(input.data());
+      using Run = std::function<loomResult_t(loomStream_t, void*)>;
+      const int root = n - 1;
+      for (loomRedOp_t op : {loomSum, loomAvg, premul}) {
+        const std::vector<std::pair<std::string, Run>> calls{
+            {"all-reduce", [&](loomStream_t s, void* out) {
+               return loomAllReduce(send.data(), out, kCount, loomFloat32, op, comms[r], s);
+             }},
+            {"reduce", [&](loomStream_t s, void* out) {
+               return loomReduce(send.data(), out, kCount, loomFloat32, op, root, comms[r], s);
+             }},
+            {"reduce-scatter", [&](loomStream_t s, void* out) {
+               return loomReduceScatter(send.data(), out, kCount, loomFloat32, op, comms[r], s);
+             }}};
+        for (const auto& [name, call] : calls) {
+          ASSERT_EQ(call(nullptr, viaHost.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
+          ASSERT_EQ(call(stream.loom(), viaStream.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
+          ASSERT_TRUE(stream.finishes());
+          if (name == "reduce" && r != root) continue;
+          std::vector<float> host(input.size()), resident(input.size());  // the buffers' whole; the results' kCount
+          viaHost.download(host.data());
+          viaStream.download(resident.data());
+          size_t at = 0;
+          while (at < kCount && std::memcmp(&host[at], &resident[at], 4) == 0) ++at;
+          EXPECT_EQ(at, kCount) << name << ", op " << op << ", rank " << r
+                                << ": the resident result's bits differ from the host's at element " << at << ": "
+                                << (at < kCount ? resident[at] : 0.0f) << ", the host's "
+                                << (at < kCount ? host[at] : 0.0f);
+        }
+      }
+      // Integer averages truncate toward zero, as the host's do.
+      DeviceBuffer ints(kCount * 4), average(kCount * 4);
+      ints.upload(integers.data());
+      ASSERT_EQ(loomAllReduce(ints.data(), average.data(), kCount, loomInt32, loomAvg, comms[r], stream.loom()),
+                loomSuccess);
+      ASSERT_TRUE(stream.finishes());
+      std::vector<int32_t> got(kCount);
+      average.download(got.data());
+      for (size_t i = 0; i < kCount; ++i) {
+        int64_t sum = 0;
+        for (int q = 0; q < n; ++q) sum += static_cast<int32_t>(i % 1000) - 500 + q * 7;
+        if (got[i] != static_cast<int32_t>(sum / n)) {
+          ADD_FAILURE() << "rank " << r << ", element " << i << ": " << got[i] << ", expected " << sum / n;
+          break;
+        }
+      }
+      EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
+    });
+    EXPECT_EQ(loom::coll::residentCalls() - before, static_cast<uint64_t>(n) * 10) << "calls that took the host's path";
+    loom::test::destroyAll(comms);
+  }
+}
+
 // PyTorch's batch_isend_irecv as it reached Loom's NCCL: every rank sends
 // first, then receives, in one group, on its communicator's stream; larger
 // than the FIFO, so the receives take the sends' device buffers by handle.
