@@ -8,8 +8,7 @@
 #include "base/datatype.hpp"
 #include "base/log.hpp"
 #include "collectives/comm_state.hpp"
-#include "collectives/device_alone.hpp"
-#include "collectives/resident_collectives.hpp"
+#include "collectives/call_path.hpp"
 #include "collectives/run.hpp"
 #include "comm/engine/group.hpp"
 
@@ -129,25 +128,16 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                     .recvKind = recvKind,
                                     .sendBytes = sendBytes,
                                     .recvBytes = recvBytes};
-  // One rank on device memory: a copy on the call's CUDA stream (or the
-  // legacy default stream), queued by this thread when its group ends.
+  // The call's path, chosen once (collectives/call_path.hpp): on the stream
+  // as device work, queued by this thread when its group ends, or the host's.
   const bool onCudaStream = loom::api::isCudaStream(stream);
-  if ((stream == nullptr || onCudaStream) && loom::coll::runsAloneOnDevice(c, collective)) {
-    loom::group::submit(
-        {.comm = &c,
-         .stream = nullptr,
-         .what = loom::group::OnStream{[collective, stream] { loom::coll::runAloneOnDevice(collective, stream); }}});
-    return;
-  }
-  // Several ranks of one node whose devices reach each other's memory: an
-  // all-reduce queued on the stream as device work, with no host thread in
-  // the call (collectives/resident_collectives.hpp); queued by this thread when
-  // its group ends.
-  if (onCudaStream && loom::coll::runsResident(c, collective)) {
-    loom::group::submit(
-        {.comm = &c,
-         .stream = nullptr,
-         .what = loom::group::OnStream{[&c, collective, stream] { loom::coll::runResident(c, collective, stream); }}});
+  if (const auto path = loom::coll::choosePath(c, collective, stream, onCudaStream);
+      path != loom::coll::CallPath::Host) {
+    loom::group::submit({.comm = &c,
+                         .stream = nullptr,
+                         .what = loom::group::OnStream{[&c, collective, path, stream] {
+                           loom::coll::runOnStream(c, collective, path, stream);
+                         }}});
     return;
   }
   // A blocking call outside a group runs here: no Call, no std::function to allocate.

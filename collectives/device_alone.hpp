@@ -3,8 +3,8 @@
 // whose buffers include device memory is that copy, queued on the call's
 // CUDA stream: no stream gate, no host thread, no staging through pinned
 // memory, as NCCL's one-rank call is one kernel on the stream. The path is
-// chosen where the call is made (api/collective_api.cpp) and the copy
-// queued when its group ends (comm/engine/group.hpp's OnStream).
+// chosen where the call is made (call_path.hpp) and the copy queued when its
+// group ends (comm/engine/group.hpp's OnStream).
 #pragma once
 
 #include "collectives/collective.hpp"
