@@ -1,8 +1,8 @@
 """run-gpu-tests' closing table (issue 43): all-reduce and all-gather at five sizes.
 
 Loom's one rank beside NVIDIA NCCL's (nccl-tests -g 1 on each library), and Loom's 2 and 4
-ranks sharing GPU 0 as threads (nccl-tests -t on Loom) and as processes (loom-perf -G 1 -N)
-beside the HBM model: every rank reads its input and writes its output once, 2 x n x S bytes
+ranks sharing GPU 0 as threads (nccl-tests -t on Loom) and as processes (loom-perf -G 1 -N;
+resident on the stream, and 2 through the host with LOOM_DEVICE_RESIDENT=0) beside the HBM model: every rank reads its input and writes its output once, 2 x n x S bytes
 (S the size column) at the device-to-device copy rate this run measured (cudaMemcpy at
 256 MiB, bench_kernels.log), or 4.3 TB/s, an H200's, where it did not. Times are medians
 over nccl-tests' iterations as each tool prints them, in microseconds, out of place / in place.
@@ -76,9 +76,10 @@ def main(logs):
         nccl1 = times(os.path.join(logs, f"nvidia_nccl_{coll}_t1.log"))
         threads = {n: times(os.path.join(logs, f"nccl_tests_{coll}_t{n}.log")) for n in (2, 4)}
         procs = {n: times(os.path.join(logs, f"table_{coll}_procs_{n}.log")) for n in (2, 4)}
+        host2 = times(os.path.join(logs, f"table_{coll}_procs_2_host.log"))
         print(f"| {coll} | Loom 1 rank | NCCL 1 rank | Loom / NCCL | 2 threads | 4 threads | 2 processes |"
-              f" 4 processes | model 2 / 4 |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              f" 4 processes | 2 processes, host path | model 2 / 4 |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for size in SIZES:
             ratio = "-"
             if size in loom1 and size in nccl1 and nccl1[size][0] > 0:
@@ -87,7 +88,7 @@ def main(logs):
             print(f"| {human(size)} | {cell(loom1, size)} | {cell(nccl1, size)} | {ratio} | "
                   f"{share(threads[2], size, model[2])} | {share(threads[4], size, model[4])} | "
                   f"{share(procs[2], size, model[2])} | {share(procs[4], size, model[4])} | "
-                  f"{model[2]:.1f} / {model[4]:.1f} |")
+                  f"{share(host2, size, model[2])} | {model[2]:.1f} / {model[4]:.1f} |")
         print()
 
 
