@@ -195,7 +195,7 @@ void runCollective(Communicator& comm, Collective c) {
       if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
       // A lost peer, or a deadline that a lost link elsewhere may explain:
       // the rank that knows why is about to say.
-      if (e.code() == loomRemoteError || e.code() == loomTimeout) comm.preferTheCause(state.callName);
+      if (e.code() == loomRemoteError || e.code() == loomTimeout) comm.awaitRootCause(state.callName);
       throw;
     }
   } catch (const Error& e) {

@@ -150,7 +150,7 @@ std::optional<Progress::Snapshot> Communicator::probe(int peer, std::chrono::mil
   return w->probe(peer, within);
 }
 
-void Communicator::preferTheCause(const std::string& what) {
+void Communicator::awaitRootCause(const std::string& what) {
   constexpr auto kNoticeWithin = std::chrono::milliseconds(1000);
   const auto until = std::chrono::steady_clock::now() + kNoticeWithin;
   while (state() == loomSuccess && std::chrono::steady_clock::now() < until) {

@@ -121,7 +121,7 @@ class Communicator {
   // (prefixed with `what`) when it comes; returns otherwise. A notice can
   // take a while on a loaded machine: 100 ms was seen too short under CI's
   // parallel tests.
-  void preferTheCause(const std::string& what);
+  void awaitRootCause(const std::string& what);
   // A wait's deadline passed with nothing from or to `peer` (`stalled` says
   // so). When the peer answers nothing out of band either (a link, or a
   // host, gone dark: a dead process would have been declared by then), or

@@ -147,7 +147,7 @@ void runOneRank(const std::vector<Call>& calls) {
     // link between the two is down, which is every rank's error.
     const int peer = e.code() == loomTimeout ? timedOutPeer(pointers) : -1;
     if (peer >= 0) comm.throwIfLinkDown(peer, e.what());
-    comm.preferTheCause("");
+    comm.awaitRootCause("");
     throw;
   }
 }

@@ -1,7 +1,7 @@
 // One probe, compiled twice: against NVIDIA's nccl.h (NCCL 2.28.9, under
 // /usr/local/cuda) and against Loom's. Each prints every enum value, macro,
 // struct size and field offset of NVIDIA's 2.28.9 header, one a line as
-// "kind name number" (names without spaces); tests/nccl_abi.sh compares the two. The list is
+// "kind name number" (names without spaces); tests/shim/nccl_abi.sh compares the two. The list is
 // NVIDIA's header's, so a name Loom lacks fails to compile here.
 #include <nccl.h>
 
