@@ -48,8 +48,8 @@ JsonWriter& JsonWriter::endObject() {
   return *this;
 }
 
-JsonWriter& JsonWriter::beginArray(bool inlineArray) {
-  open('[', inlineArray);
+JsonWriter& JsonWriter::beginArray(Layout layout) {
+  open('[', layout == Layout::OneLine);
   return *this;
 }
 

@@ -1,7 +1,7 @@
 // A small JSON writer for Loom's dumps and reports: objects and arrays
 // nest, commas and indentation are placed for the caller, strings are
 // escaped, doubles written as the shortest text that reads back as the
-// same double. Arrays opened `inline` stay on one line (lists of numbers).
+// same double. Arrays opened OneLine stay on one line (lists of numbers).
 #pragma once
 
 #include <string>
@@ -14,7 +14,9 @@ class JsonWriter {
  public:
   JsonWriter& beginObject();
   JsonWriter& endObject();
-  JsonWriter& beginArray(bool inlineArray = false);
+  // An array's elements each on a line of their own, or all on one.
+  enum class Layout { Indented, OneLine };
+  JsonWriter& beginArray(Layout layout = Layout::Indented);
   JsonWriter& endArray();
   JsonWriter& key(std::string_view name);
 

@@ -14,7 +14,7 @@ std::string hex(uint64_t v) {
 }
 
 void writeTree(JsonWriter& json, const Tree& tree) {
-  json.beginObject().field("root", tree.root).key("parent").beginArray(true);
+  json.beginObject().field("root", tree.root).key("parent").beginArray(JsonWriter::Layout::OneLine);
   for (int p : tree.parent) json.value(p);
   json.endArray().endObject();
 }
@@ -41,14 +41,14 @@ void writeSystem(JsonWriter& json, const System& sys) {
     if (!n.busId.empty()) json.field("bus_id", n.busId);
     if (!n.model.empty()) json.field("model", n.model);
     if (n.kind == NodeKind::Cpu) {
-      json.field("package", n.package).key("pus").beginArray(true);
+      json.field("package", n.package).key("pus").beginArray(JsonWriter::Layout::OneLine);
       for (int pu : n.pus) json.value(pu);
       json.endArray();
     } else {
       json.field("link_GBs", n.linkGBs);
     }
     if (n.kind == NodeKind::Nic) {
-      json.field("speed_Gbps", n.speedGbps).key("netdevs").beginArray(true);
+      json.field("speed_Gbps", n.speedGbps).key("netdevs").beginArray(JsonWriter::Layout::OneLine);
       for (const auto& d : n.netdevs) json.value(d);
       json.endArray();
     }
@@ -66,23 +66,23 @@ void writeSystem(JsonWriter& json, const System& sys) {
   }
   json.endArray();
   const std::vector<int> ends = pathEndpoints(sys);
-  json.key("paths").beginObject().key("names").beginArray(true);
+  json.key("paths").beginObject().key("names").beginArray(JsonWriter::Layout::OneLine);
   for (int e : ends) json.value(sys.nodes[static_cast<size_t>(e)].name);
   json.endArray().key("types").beginArray();
   for (int a : ends) {
-    json.beginArray(true);
+    json.beginArray(JsonWriter::Layout::OneLine);
     for (int b : ends) json.value(pathName(pathBetween(sys, a, b).type));
     json.endArray();
   }
   json.endArray().key("GBs").beginArray();
   for (int a : ends) {
-    json.beginArray(true);
+    json.beginArray(JsonWriter::Layout::OneLine);
     for (int b : ends) json.value(pathBetween(sys, a, b).GBs);
     json.endArray();
   }
   json.endArray().key("latency_us").beginArray();
   for (int a : ends) {
-    json.beginArray(true);
+    json.beginArray(JsonWriter::Layout::OneLine);
     for (int b : ends) json.value(pathBetween(sys, a, b).latencyUs);
     json.endArray();
   }
@@ -93,7 +93,7 @@ void writeSystem(JsonWriter& json, const System& sys) {
 void writePlacement(JsonWriter& json, const Placement& placement) {
   json.beginObject().key("hosts").beginArray();
   for (size_t h = 0; h < placement.hosts.size(); ++h) {
-    json.beginObject().field("host", hex(placement.hosts[h])).key("ranks").beginArray(true);
+    json.beginObject().field("host", hex(placement.hosts[h])).key("ranks").beginArray(JsonWriter::Layout::OneLine);
     for (int r : placement.hostRanks[h]) json.value(r);
     json.endArray().endObject();
   }
@@ -103,7 +103,7 @@ void writePlacement(JsonWriter& json, const Placement& placement) {
     json.field("package", p.package).field("gpu", p.gpu).field("nic", p.nic).field("nic_name", p.nicName);
     json.endObject();
   }
-  json.endArray().key("ring").beginArray(true);
+  json.endArray().key("ring").beginArray(JsonWriter::Layout::OneLine);
   for (int r : placement.ring) json.value(r);
   json.endArray().key("trees").beginArray();
   for (const Tree& t : placement.trees) writeTree(json, t);

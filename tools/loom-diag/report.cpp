@@ -272,10 +272,10 @@ std::string jsonReport(const Diagnosis& d, const Options& o) {
   j.key("findings").beginArray();
   for (const auto& f : d.attribution.findings) {
     j.beginObject().field("kind", f.kind).field("metric", metricName(f.metric)).field("unit", metricUnit(f.metric));
-    j.key("ranks").beginArray(true);
+    j.key("ranks").beginArray(JsonWriter::Layout::OneLine);
     for (int r : f.ranks) j.value(r);
     j.endArray();
-    j.key("hosts").beginArray(true);
+    j.key("hosts").beginArray(JsonWriter::Layout::OneLine);
     for (const auto& host : hostsOf(d, f.ranks)) j.value(host);
     j.endArray();
     j.field("measured", f.measured).field("against", f.against).field("detail", f.detail);

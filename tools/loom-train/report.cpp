@@ -9,7 +9,7 @@ namespace loom::train::cli {
 namespace {
 
 void writeList(JsonWriter& json, const std::vector<double>& values, bool integers) {
-  json.beginArray(true);
+  json.beginArray(JsonWriter::Layout::OneLine);
   for (double v : values) {
     if (integers) {
       json.value(static_cast<long long>(v));
