@@ -8,15 +8,16 @@
 namespace loom::train::cli {
 namespace {
 
-void writeList(JsonWriter& json, const std::vector<double>& values, bool integers) {
+// A per-rank column on one line: shares as they are, byte counts as integers.
+void writeShares(JsonWriter& json, const std::vector<double>& values) {
   json.beginArray(JsonWriter::Layout::OneLine);
-  for (double v : values) {
-    if (integers) {
-      json.value(static_cast<long long>(v));
-    } else {
-      json.value(v);
-    }
-  }
+  for (double v : values) json.value(v);
+  json.endArray();
+}
+
+void writeBytes(JsonWriter& json, const std::vector<double>& values) {
+  json.beginArray(JsonWriter::Layout::OneLine);
+  for (double v : values) json.value(static_cast<long long>(v));
   json.endArray();
 }
 
@@ -31,17 +32,17 @@ void writeStep(JsonWriter& json, const StepRecord& r, bool mesh) {
       .field("samples", static_cast<long long>(r.samples));
   if (mesh) {
     json.key("rank_idle");
-    writeList(json, r.rankIdle, false);
+    writeShares(json, r.rankIdle);
     json.key("rank_sent_bytes").beginObject();
     json.key("dp");
-    writeList(json, r.rankSentDp, true);
+    writeBytes(json, r.rankSentDp);
     json.key("pp");
-    writeList(json, r.rankSentPp, true);
+    writeBytes(json, r.rankSentPp);
     json.key("tp");
-    writeList(json, r.rankSentTp, true);
+    writeBytes(json, r.rankSentTp);
     json.endObject();
     json.key("rank_activation_peak_bytes");
-    writeList(json, r.rankActivationPeak, true);
+    writeBytes(json, r.rankActivationPeak);
   }
   json.endObject();
 }
@@ -84,7 +85,7 @@ void writeJson(const std::string& path, const RunRecord& run) {
         .field("pp", run.pp)
         .field("tp", run.tp);
     json.key("rank_activation_peak_bytes");
-    writeList(json, run.rankActivationPeak, true);
+    writeBytes(json, run.rankActivationPeak);
   }
   json.endObject();
   json.endObject();
