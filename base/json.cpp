@@ -21,10 +21,10 @@ void JsonWriter::beforeValue() {
   level.empty = false;
 }
 
-void JsonWriter::open(char bracket, bool inlineArray) {
+void JsonWriter::open(char bracket, Layout layout) {
   beforeValue();
   out_ += bracket;
-  levels_.push_back({true, inlineArray});
+  levels_.push_back({true, layout == Layout::OneLine});
 }
 
 void JsonWriter::close(char bracket) {
@@ -39,7 +39,7 @@ void JsonWriter::close(char bracket) {
 }
 
 JsonWriter& JsonWriter::beginObject() {
-  open('{', false);
+  open('{', Layout::Indented);
   return *this;
 }
 
@@ -49,7 +49,7 @@ JsonWriter& JsonWriter::endObject() {
 }
 
 JsonWriter& JsonWriter::beginArray(Layout layout) {
-  open('[', layout == Layout::OneLine);
+  open('[', layout);
   return *this;
 }
 

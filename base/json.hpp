@@ -44,7 +44,7 @@ class JsonWriter {
     bool inlineArray = false;
   };
   void beforeValue();
-  void open(char bracket, bool inlineArray);
+  void open(char bracket, Layout layout);
   void close(char bracket);
 
   std::string out_;

@@ -8,11 +8,11 @@
 
 namespace loom {
 
-std::optional<std::string> rankFilePath(const std::string& pattern, int rank, bool everyRank) {
+std::optional<std::string> rankFilePath(const std::string& pattern, int rank, Writers writers) {
   std::string path = pattern;
   const size_t at = path.find("%r");
   if (at != std::string::npos) return path.replace(at, 2, std::to_string(rank));
-  if (everyRank) return path + "." + std::to_string(rank);
+  if (writers == Writers::EveryRank) return path + "." + std::to_string(rank);
   if (rank == 0) return path;
   return std::nullopt;
 }

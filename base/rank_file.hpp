@@ -7,10 +7,13 @@
 
 namespace loom {
 
+// Who writes a file named without %r: rank 0 alone, or every rank (each to
+// its own, `pattern` + "." + rank).
+enum class Writers { RankZero, EveryRank };
+
 // Where rank `rank` writes for `pattern`: %r replaced by the rank. Without
-// %r, rank 0 writes `pattern` itself and the others nothing (nullopt), or,
-// when `everyRank`, each rank writes `pattern` + "." + rank.
-std::optional<std::string> rankFilePath(const std::string& pattern, int rank, bool everyRank);
+// %r, as `writers` says; nullopt for a rank that writes nothing.
+std::optional<std::string> rankFilePath(const std::string& pattern, int rank, Writers writers);
 
 // Writes `text` to `path`; loomSystemError naming `variable` and the path if it cannot.
 void writeTextFile(const std::string& path, const std::string& text, const char* variable);

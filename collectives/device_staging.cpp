@@ -61,6 +61,9 @@ Rows rowsOf(const Geometry& g, PieceLayout layout, size_t k) {
   return {at, g.ranks * at, g.blockBytes, m, m, g.ranks};
 }
 
+// Whether a staged call runs whole or in pieces (runInPieces).
+enum class Runs { Whole, InPieces };
+
 // A call's stand-ins for its buffers: `c` with them swapped in, and the
 // buffers they stand for. Device buffers stand in pinned memory leased from
 // the call's StagedCopies, copied on its stream; in a call run in pieces, a
@@ -78,10 +81,10 @@ struct Staged {
   std::unique_ptr<std::byte[]> hostIn;
   std::unique_ptr<std::byte[]> hostOut;
 
-  // `inPieces`: the call runs in pieces, so its buffers in blocks need
-  // stand-ins even in host memory. `staging` may be null where no buffer is
+  // In pieces, the call's buffers in blocks need stand-ins even in host memory. `staging` may be null where no buffer is
   // a device's.
-  Staged(cuda::StagedCopies* staging, Collective call, bool inPieces) : c(call) {
+  Staged(cuda::StagedCopies* staging, Collective call, Runs runs) : c(call) {
+    const bool inPieces = runs == Runs::InPieces;
     const bool sendInBlocks = inPieces && sendLayout(c.kind) == PieceLayout::Blocks;
     const bool recvInBlocks = inPieces && recvLayout(c.kind) == PieceLayout::Blocks;
     const bool stageSend = c.sendKind == MemoryKind::CudaDevice;
@@ -139,9 +142,9 @@ void copyHostRows(std::byte* dst, size_t dstPitch, const std::byte* src, size_t 
 // the communicator's copy stream after the work queued before the call; if
 // it throws, StagedCopies drains the copies it queued before the stand-ins go.
 using StagedBody = std::function<void(Staged&, cuda::DeviceStream&, const std::function<void()>& check)>;
-void withStaged(Communicator& comm, const Collective& c, bool inPieces, const StagedBody& body) {
+void withStaged(Communicator& comm, const Collective& c, Runs runs, const StagedBody& body) {
   cuda::StagedCopies staging(comm.staging, comm.deviceWaitCheck());
-  Staged staged(&staging, c, inPieces);
+  Staged staged(&staging, c, runs);
   cuda::DeviceStream& copies = staging.stream();
   if (!cuda::onUserStream()) copies.afterDefaultStream();
   body(staged, copies, staging.check());
@@ -192,7 +195,7 @@ bool touchesDevice(const Collective& c) {
 }
 
 void runStaged(Communicator& comm, Collective c, const std::function<void(const Collective&)>& run) {
-  withStaged(comm, c, false, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
+  withStaged(comm, c, Runs::Whole, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
     if (staged.deviceSend != nullptr) copies.copy(staged.in, staged.deviceSend, c.sendBytes);
     copies.synchronize(check);
     run(staged.c);
@@ -215,11 +218,11 @@ void runInPieces(Communicator& comm, const Collective& c, size_t pieceBytes,
   const Geometry g{pieceBytes, c.blockBytes(), static_cast<size_t>(comm.size())};
   pieces.fetch_add(g.count(), std::memory_order_relaxed);
   if (!touchesDevice(c)) {  // no copy stream: a host rank may have no CUDA at all
-    Staged onHost(nullptr, c, true);
+    Staged onHost(nullptr, c, Runs::InPieces);
     runPieces(onHost, g, nullptr, [] {}, run);
     return;
   }
-  withStaged(comm, c, true, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
+  withStaged(comm, c, Runs::InPieces, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
     runPieces(staged, g, &copies, check, run);
   });
 }

@@ -114,7 +114,7 @@ std::string FlightRecorder::json(int rank, const std::vector<std::string>& surve
 void reportFlight(const FlightRecorder& recorder, int rank, const std::vector<std::string>& survey) {
   LOOM_WARN(Coll, "%s", recorder.text(rank, survey).c_str());
   if (auto pattern = env::getIfSet("LOOM_FLIGHT_RECORDER_FILE")) {
-    if (auto path = rankFilePath(*pattern, rank, true)) {
+    if (auto path = rankFilePath(*pattern, rank, Writers::EveryRank)) {
       try {
         writeTextFile(*path, recorder.json(rank, survey), "LOOM_FLIGHT_RECORDER_FILE");
       } catch (const Error& e) {

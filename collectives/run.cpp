@@ -199,7 +199,7 @@ void runCollective(Communicator& comm, Collective c) {
       throw;
     }
   } catch (const Error& e) {
-    comm.progress.end(true);
+    comm.progress.end(Progress::Outcome::Failed);
     state.recorder.fail(entry, e.what());
     // After a timeout or a lost peer, rank 0 also says where every rank is:
     // who stopped where, who is gone.
@@ -208,7 +208,7 @@ void runCollective(Communicator& comm, Collective c) {
     reportFlight(state.recorder, comm.rank(), survey);
     throw;
   }
-  comm.progress.end(false);
+  comm.progress.end(Progress::Outcome::Done);
   state.recorder.finish(entry);
 }
 

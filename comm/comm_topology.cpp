@@ -93,7 +93,7 @@ topo::Placement planTopology(Bootstrap& bootstrap, uint64_t hostId, int localRan
   LOOM_INFO(Graph, "rank %d: NUMA node %d, GPU %d, NIC %s", bootstrap.rank(), self.numa, self.gpu,
             mine.nic >= 0 ? mine.name : "none");
   if (auto dump = env::getIfSet("LOOM_TOPO_DUMP_FILE")) {
-    if (auto path = rankFilePath(*dump, bootstrap.rank(), false)) {
+    if (auto path = rankFilePath(*dump, bootstrap.rank(), Writers::RankZero)) {
       writeTextFile(*path, topo::dumpJson(sys, &placement), "LOOM_TOPO_DUMP_FILE");
       LOOM_INFO(Graph, "topology written to %s", path->c_str());
     }

@@ -36,9 +36,9 @@ void Progress::begin(const char* name, uint32_t sequence, uint32_t call, uint64_
   version_.store(v + 2, std::memory_order_release);
 }
 
-void Progress::end(bool failed) {
+void Progress::end(Outcome outcome) {
   sinceUs_.store(nowUs(), std::memory_order_relaxed);
-  state_.store(failed ? 3 : 2, std::memory_order_release);
+  state_.store(outcome == Outcome::Failed ? 3 : 2, std::memory_order_release);
 }
 
 Progress::Snapshot Progress::snapshot() const {

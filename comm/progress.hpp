@@ -30,7 +30,8 @@ class Progress {
 
   // `name` is a string literal (the collective's name).
   void begin(const char* name, uint32_t sequence, uint32_t call = 0, uint64_t bytes = 0);
-  void end(bool failed);
+  enum class Outcome { Done, Failed };
+  void end(Outcome outcome);
   // The running collective sends to `peer` (before it does).
   void sentTo(int peer) { sentMask_.fetch_or(uint64_t{1} << (peer % 64), std::memory_order_relaxed); }
   std::string describe() const;

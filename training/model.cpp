@@ -132,13 +132,13 @@ std::span<const float> Model::forward(std::span<const float> x, size_t rows, con
   input_.resize(x.size());
   std::copy(x.begin(), x.end(), input_.data());
   if (precision_ == Precision::Fp32) return sequence_.forward(input_.span(), rows, hooks);
-  const Hooks around = window_.around(sequence_, homes_, hooks, false);
+  const Hooks around = window_.around(sequence_, homes_, hooks, Bf16Window::Pass::Forward);
   return sequence_.forward(input_.span(), rows, &around);
 }
 
 void Model::backward(std::span<const float> dlogits, size_t rows, const Hooks* hooks) {
   if (precision_ == Precision::Fp32) return sequence_.backward(dlogits, {}, rows, hooks);
-  const Hooks around = window_.around(sequence_, homes_, hooks, true);
+  const Hooks around = window_.around(sequence_, homes_, hooks, Bf16Window::Pass::Backward);
   sequence_.backward(dlogits, {}, rows, &around);
 }
 

@@ -21,13 +21,13 @@ void Bf16Window::storeParams(const Bf16Home& home) { narrow(params_.span().first
 void Bf16Window::storeGrads(const Bf16Home& home) { narrow(grads_.span().first(home.grads.size()), home.grads); }
 
 Sequence::Hooks Bf16Window::around(Sequence& layers, std::span<const Bf16Home> homes, const Sequence::Hooks* inner,
-                                   bool backward) {
+                                   Pass pass) {
   using LayerDone = Sequence::LayerDone;
   Sequence::Hooks out;
   const auto call = [inner](LayerDone Sequence::Hooks::*which, size_t i) {
     if (inner != nullptr && inner->*which) (inner->*which)(i);
   };
-  if (!backward) {
+  if (pass == Pass::Forward) {
     out.beforeForward = [this, &layers, homes, call](size_t i) {
       call(&Sequence::Hooks::beforeForward, i);  // ZeRO-3 gathers the layer's home first
       enter(layers.layer(i), homes[i]);

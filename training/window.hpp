@@ -34,11 +34,13 @@ class Bf16Window {
   void storeParams(const Bf16Home& home);
   // The window's gradients narrowed into home (after a backward).
   void storeGrads(const Bf16Home& home);
+  // Which pass a set of hooks wraps.
+  enum class Pass { Forward, Backward };
   // Hooks doing both around `inner`'s (which may be null), layer i of
   // `layers` living at homes[i]: enter before each forward (backward: before
   // each backward, and store the gradients after it).
   Sequence::Hooks around(Sequence& layers, std::span<const Bf16Home> homes, const Sequence::Hooks* inner,
-                         bool backward);
+                         Pass pass);
 
  private:
   Tracked<float> params_;

@@ -31,11 +31,12 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   node.sync(plan.what);  // the root keeps its input until every rank has read it
 }
 
-// The steps through the segment, from the first piece; `offer`: this call
+// The steps through the segment, from the first piece; `first`: whether this call
 // offers the root's input at its first step (every rank alike). If a rank
 // with device buffers offered there, the root may have staged nothing, and
 // every rank starts over.
-void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bool offer) {
+void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, FirstStep first) {
+  const bool offer = first == FirstStep::Offer;
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
   const bool isRoot = node.localRank() == root;
   if (offer) node.offerBuffers(plan.c.send, isRoot ? plan.c.blockBytes() : 0, nullptr, 0);
@@ -45,7 +46,7 @@ void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces,
     if (isRoot) plan.copy(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
     node.arrive(step, plan.what);
     if (i == 0 && offer && node.deviceOffered()) {
-      broadcastSteps(plan, node, pieces, false);
+      broadcastSteps(plan, node, pieces, FirstStep::Stage);
       return;
     }
     const std::byte* from = isRoot ? plan.c.send + piece.offset : node.stage(root, step, piece.bytes);
@@ -69,7 +70,7 @@ void shmBroadcast(const Plan& plan) {
   // the host's steps, any other device buffer of its staged around them.
   const memory::MemoryKind offered = isRoot ? plan.c.sendKind : plan.c.recvKind;
   if (offered != memory::MemoryKind::CudaDevice) {
-    onHostBuffers(plan, [&](const Plan& p) { broadcastSteps(p, node, pieces, pieces.count() > 1); });
+    onHostBuffers(plan, [&](const Plan& p) { broadcastSteps(p, node, pieces, firstStepFor(pieces)); });
     return;
   }
   // Device buffers on one GPU: every rank copies the root's input straight
@@ -88,7 +89,7 @@ void shmBroadcast(const Plan& plan) {
                                                isRoot ? 0 : bytes, copyFromRoot)) {
     return;
   }
-  onHostBuffers(plan, [&](const Plan& p) { broadcastSteps(p, node, pieces, false); });
+  onHostBuffers(plan, [&](const Plan& p) { broadcastSteps(p, node, pieces, FirstStep::Stage); });
 }
 
 // Per slot-sized piece: one arrival; the buffer staged once.

@@ -42,11 +42,12 @@ void rootReadsInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuff
   node.sync(plan.what);  // no rank reuses its input while the root still reads it
 }
 
-// The steps through the segment, from the first piece; `offer`: this call
+// The steps through the segment, from the first piece; `first`: whether this call
 // offers the inputs at its first step (every rank alike). If a rank with
 // device buffers offered there, it may have staged nothing, and every rank
 // starts over.
-void gatherSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bool offer) {
+void gatherSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, FirstStep first) {
+  const bool offer = first == FirstStep::Offer;
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
   const int me = node.localRank();
   const size_t block = plan.c.blockBytes();
@@ -57,7 +58,7 @@ void gatherSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bo
     if (me != root) plan.copy(node.stage(me, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
     node.arrive(step, plan.what);
     if (i == 0 && offer && node.deviceOffered()) {
-      gatherSteps(plan, node, pieces, false);
+      gatherSteps(plan, node, pieces, FirstStep::Stage);
       return;
     }
     if (me == root) {
@@ -86,7 +87,7 @@ void shmGather(const Plan& plan) {
   // the host's steps, any other device buffer of its staged around them.
   const memory::MemoryKind offered = isRoot ? plan.c.recvKind : plan.c.sendKind;
   if (offered != memory::MemoryKind::CudaDevice) {
-    onHostBuffers(plan, [&](const Plan& p) { gatherSteps(p, node, pieces, pieces.count() > 1); });
+    onHostBuffers(plan, [&](const Plan& p) { gatherSteps(p, node, pieces, firstStepFor(pieces)); });
     return;
   }
   if (pieces.count() > 1 &&
@@ -96,7 +97,7 @@ void shmGather(const Plan& plan) {
                         })) {
     return;
   }
-  onHostBuffers(plan, [&](const Plan& p) { gatherSteps(p, node, pieces, false); });
+  onHostBuffers(plan, [&](const Plan& p) { gatherSteps(p, node, pieces, FirstStep::Stage); });
 }
 
 // Per slot-sized piece: one arrival; the root's link carries n - 1 blocks, as direct's does.

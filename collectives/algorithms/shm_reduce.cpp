@@ -34,10 +34,11 @@ namespace loom::coll {
 
 namespace {
 
-// The steps through the segment, from the first piece; `offer`: this call
+// The steps through the segment, from the first piece; `first`: whether this call
 // offers the inputs at its first step (every rank alike). If a rank with
 // device buffers offered there, it staged nothing, and every rank starts over.
-void reduceSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bool offer) {
+void reduceSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, FirstStep first) {
+  const bool offer = first == FirstStep::Offer;
   const int n = node.localSize();
   const int me = node.localRank();
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
@@ -54,7 +55,7 @@ void reduceSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bo
     if (inPlace == nullptr && (!whole || me != root)) plan.copy(node.stage(me, step, piece.bytes), in, piece.bytes);
     node.arrive(step, plan.what);
     if (i == 0 && offer && node.deviceOffered()) {
-      reduceSteps(plan, node, pieces, false);
+      reduceSteps(plan, node, pieces, FirstStep::Stage);
       return;
     }
     const auto input = [&](int q) -> const std::byte* {
@@ -88,7 +89,7 @@ void shmReduce(const Plan& plan) {
   shm::NodeArea& node = startOnNode(plan);
   const int n = node.localSize();
   const Pieces pieces(plan.c.blockBytes(), wholeElements(node.slotBytes(), plan.c.typeSize));
-  const bool offer = pieces.count() > 1;
+  const FirstStep first = firstStepFor(pieces);
   const bool isRoot = node.localRank() == plan.c.root;
   // The device path is for a rank that offers device memory (its input, or
   // the root's output): a rank that offers host memory takes the host's
@@ -96,7 +97,7 @@ void shmReduce(const Plan& plan) {
   const bool offersDevice = plan.c.sendKind == memory::MemoryKind::CudaDevice ||
                             (isRoot && plan.c.recvKind == memory::MemoryKind::CudaDevice);
   if (!offersDevice) {
-    onHostBuffers(plan, [&](const Plan& p) { reduceSteps(p, node, pieces, offer); });
+    onHostBuffers(plan, [&](const Plan& p) { reduceSteps(p, node, pieces, first); });
     return;
   }
   // Device buffers on one GPU: the root's kernel reduces every rank's input
@@ -112,11 +113,11 @@ void shmReduce(const Plan& plan) {
     }
     node.sync(plan.what);  // no rank reuses its input while the root still reads it
   };
-  if (offer && readDeviceInPlace(plan, node, plan.c.send, plan.c.blockBytes(), isRoot ? plan.c.recv : nullptr,
+  if (first == FirstStep::Offer && readDeviceInPlace(plan, node, plan.c.send, plan.c.blockBytes(), isRoot ? plan.c.recv : nullptr,
                                  isRoot ? plan.c.blockBytes() : 0, rootReads)) {
     return;
   }
-  onHostBuffers(plan, [&](const Plan& p) { reduceSteps(p, node, pieces, false); });
+  onHostBuffers(plan, [&](const Plan& p) { reduceSteps(p, node, pieces, FirstStep::Stage); });
 }
 
 // Per slot-sized piece: arrive, then the result slice; the buffer staged once.

@@ -48,11 +48,12 @@ std::byte* stagedByRoot(shm::NodeArea& node, int root, uint64_t step, const Piec
          static_cast<size_t>(to) * piece.bytes;
 }
 
-// The steps through the segment, from the first piece; `offer`: this call
+// The steps through the segment, from the first piece; `first`: whether this call
 // offers the root's input at its first step (every rank alike). If a rank
 // with device buffers offered there, the root may have staged nothing, and
 // every rank starts over.
-void scatterSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, bool offer) {
+void scatterSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, FirstStep first) {
+  const bool offer = first == FirstStep::Offer;
   const int root = plan.c.root;  // one node: communicator ranks are local ranks
   const int me = node.localRank();
   const size_t block = plan.c.blockBytes();
@@ -70,7 +71,7 @@ void scatterSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, b
     }
     node.arrive(step, plan.what);
     if (i == 0 && offer && node.deviceOffered()) {
-      scatterSteps(plan, node, pieces, false);
+      scatterSteps(plan, node, pieces, FirstStep::Stage);
       return;
     }
     const std::byte* in = me == root ? plan.c.send + static_cast<size_t>(root) * block + piece.offset
@@ -96,7 +97,7 @@ void shmScatter(const Plan& plan) {
   // the host's steps, any other device buffer of its staged around them.
   const memory::MemoryKind offered = isRoot ? plan.c.sendKind : plan.c.recvKind;
   if (offered != memory::MemoryKind::CudaDevice) {
-    onHostBuffers(plan, [&](const Plan& p) { scatterSteps(p, node, pieces, pieces.count() > 1); });
+    onHostBuffers(plan, [&](const Plan& p) { scatterSteps(p, node, pieces, firstStepFor(pieces)); });
     return;
   }
   if (pieces.count() > 1 &&
@@ -106,7 +107,7 @@ void shmScatter(const Plan& plan) {
                         })) {
     return;
   }
-  onHostBuffers(plan, [&](const Plan& p) { scatterSteps(p, node, pieces, false); });
+  onHostBuffers(plan, [&](const Plan& p) { scatterSteps(p, node, pieces, FirstStep::Stage); });
 }
 
 // Per slot-sized piece: one arrival; the root's link carries n - 1 blocks, as direct's does.

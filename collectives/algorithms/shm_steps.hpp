@@ -100,6 +100,17 @@ inline Pieces piecesPerBlock(const Plan& plan, const shm::NodeArea& node) {
   return {plan.c.blockBytes(), std::max(plan.c.typeSize, wholeElements(perBlock, plan.c.typeSize))};
 }
 
+// What the first step of a rooted shm collective does with the buffers that
+// peers could read in place: stage them through the segment only, or also
+// offer them (NodeArea::offerBuffers; every rank alike).
+enum class FirstStep { Stage, Offer };
+
+// A call of more than one piece offers (its readers may then read in place,
+// past one slot); a call of one piece stages, which is one step anyway.
+inline FirstStep firstStepFor(const Pieces& pieces) {
+  return pieces.count() > 1 ? FirstStep::Offer : FirstStep::Stage;
+}
+
 // Announces plan's collective on the node and returns the node's area.
 inline shm::NodeArea& startOnNode(const Plan& plan) {
   plan.node->startCall({.sequence = plan.sequence, .bytes = plan.c.blockBytes(), .call = plan.call, .root = plan.c.root},

@@ -121,13 +121,17 @@ void iterationStats(std::vector<double>& us, Timing& t) {
   t.cv = mean > 0 ? std::sqrt(var / static_cast<double>(us.size())) / mean : 0;
 }
 
+// Where a measured call writes its result: its own buffer, or over its input.
+enum class Placement { OutOfPlace, InPlace };
+
 class Runner {
  public:
   Runner(const Options& o, loomComm_t comm, int rank, int size) : o_(o), comm_(comm), rank_(rank), size_(size) {
     if (o.gpu) stream_ = std::make_unique<loom::cuda::DeviceStream>();
   }
 
-  Timing measure(loomDataType_t type, Op reduction, size_t count, bool inPlace) {
+  Timing measure(loomDataType_t type, Op reduction, size_t count, Placement placement) {
+    const bool inPlace = placement == Placement::InPlace;
     Case c{o_.coll, type, reduction, size_, rank_, o_.root, count};
     prepare(c, inPlace);
     loomRedOp_t op = makeOp(c);
@@ -366,9 +370,9 @@ int runCollective(const Options& o, loomComm_t comm, int rank, int size) {
         row.type = loom::check::typeName(type);
         row.redop = reduces ? loom::check::opName(op) : "none";
         row.root = rooted ? o.root : -1;
-        row.out = runner.measure(type, op, row.count, false);
+        row.out = runner.measure(type, op, row.count, Placement::OutOfPlace);
         // NCCL defines no in-place all-to-all; a send and a receive on one buffer would race.
-        if (o.coll != Coll::AlltoAll && o.coll != Coll::SendRecv) row.in = runner.measure(type, op, row.count, true);
+        if (o.coll != Coll::AlltoAll && o.coll != Coll::SendRecv) row.in = runner.measure(type, op, row.count, Placement::InPlace);
         row.count = row.bytes / typeSize;  // the column counts every rank's elements, as nccl-tests
         if (rank == 0) report.add(row);
         progress.step(bytes);

@@ -385,7 +385,7 @@ class MeshTrainer final : public Trainer {
       stash.labels.resize(rows());
       gather(data_, samples(micro), x.span(), stash.labels);
     }
-    const Sequence::Hooks widened = windowed(chunk, stash, nullptr, false);
+    const Sequence::Hooks widened = windowed(chunk, stash, nullptr, Bf16Window::Pass::Forward);
     stash.output = stash.layers.forward(stash.input.span(), first ? rows() : edgeRows(), mixed() ? &widened : nullptr);
     if (last) {
       stash.dy.resize(stash.output.size());
@@ -408,7 +408,7 @@ class MeshTrainer final : public Trainer {
       sumMicroBatch(chunk.grads.span().subspan(slice.offset, slice.count),
                     chunk.sum.span().subspan(slice.offset, slice.count), micro == 0, last);
     };
-    const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, true) : sum;
+    const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, Bf16Window::Pass::Backward) : sum;
     std::span<float> dx;
     if (chunk.index > 0) {
       stash.dx.resize(edgeRows() * stash.layers.inFeatures());
@@ -600,8 +600,8 @@ class MeshTrainer final : public Trainer {
 
   // bf16: hooks that widen each layer of the stash into the window before
   // it runs (and narrow its gradients after its backward), around `inner`.
-  Sequence::Hooks windowed(Chunk<T>& chunk, Stash& stash, const Sequence::Hooks* inner, bool backward) {
-    if constexpr (mixed()) return window_.around(stash.layers, chunk.homes, inner, backward);
+  Sequence::Hooks windowed(Chunk<T>& chunk, Stash& stash, const Sequence::Hooks* inner, Bf16Window::Pass pass) {
+    if constexpr (mixed()) return window_.around(stash.layers, chunk.homes, inner, pass);
     return {};
   }
 
