@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <thread>
 
 namespace loom {
 namespace {
@@ -53,6 +54,17 @@ bool oversubscribed(int ranks) {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) != 0) return false;
   return ranks > CPU_COUNT(&set);
+}
+
+void pollUntil(const std::function<bool()>& done, const std::function<void()>& check) {
+  Backoff backoff;
+  while (!done()) {
+    backoff.idle(
+        [&](Backoff::Phase) {
+          if (check) check();
+        },
+        [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
+  }
 }
 
 }  // namespace loom

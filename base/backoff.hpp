@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <functional>
 
 namespace loom {
 
@@ -112,5 +113,11 @@ timespec toTimespec(std::chrono::microseconds d);
 
 // True if `ranks` busy waiters would outnumber the CPUs this process may run on.
 bool oversubscribed(int ranks);
+
+// Returns once `done()` holds, asking it at every turn of the back-off and
+// sleeping between (nothing can wake the waiter: a device's progress, a word
+// another thread writes); `check()` runs on every idle turn after the spin
+// and throws to give up (an abort, a deadline). The device path's waits.
+void pollUntil(const std::function<bool()>& done, const std::function<void()>& check = {});
 
 }  // namespace loom

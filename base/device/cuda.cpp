@@ -1,8 +1,5 @@
 #include "base/device/cuda.hpp"
 
-#include <chrono>
-#include <thread>
-
 #include "base/backoff.hpp"
 
 namespace loom::cuda {
@@ -46,10 +43,7 @@ void copyOnStream(void* dst, const void* src, size_t bytes, void* stream) {
   DeviceRuntime& rt = runtime();
   rt.copy(dst, src, bytes, stream);
   if (stream != nullptr) return;
-  Backoff backoff;  // a blocking call's: the legacy stream's copy, waited for
-  while (!rt.idle(nullptr)) {
-    backoff.idle([](Backoff::Phase) {}, [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
-  }
+  pollUntil([&] { return rt.idle(nullptr); });  // a blocking call's: the legacy stream's copy, waited for
 }
 
 }  // namespace loom::cuda

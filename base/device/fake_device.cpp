@@ -166,10 +166,7 @@ struct Event {
 
 // Polls `word` until it holds at least `value`, as a stream memory wait does.
 void waitForWord(const uint64_t* word, uint64_t value) {
-  Backoff backoff;
-  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value) {
-    backoff.idle([](Backoff::Phase) {}, [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
-  }
+  pollUntil([=] { return __atomic_load_n(word, __ATOMIC_ACQUIRE) >= value; });
 }
 
 // An export: the allocation's memfd in its owner, which a peer opens through /proc.

@@ -19,16 +19,6 @@ thread_local bool userStreamTask = false;
 // How many pinned buffers a staging area keeps when none is lent.
 constexpr size_t kKeep = 4;
 
-// Polls `done` until the work is done, backing off, with `checkWait` between
-// polls to give up.
-void waitUntilDone(const std::function<bool()>& done, const std::function<void()>& checkWait) {
-  Backoff backoff;
-  while (!done()) {
-    backoff.idle([&](Backoff::Phase) { checkWait(); },
-                 [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
-  }
-}
-
 }  // namespace
 
 PinnedBuffer::PinnedBuffer(size_t bytes)
@@ -84,11 +74,11 @@ CopyMark& CopyMark::operator=(CopyMark&& other) noexcept {
 
 void CopyMark::wait(const std::function<void()>& checkWait) const {
   if (event_ == nullptr) return;
-  waitUntilDone([this] { return runtime_->reached(event_); }, checkWait);
+  pollUntil([this] { return runtime_->reached(event_); }, checkWait);
 }
 
 void DeviceStream::synchronize(const std::function<void()>& checkWait) {
-  waitUntilDone([this] { return runtime_.idle(stream_); }, checkWait);
+  pollUntil([this] { return runtime_.idle(stream_); }, checkWait);
 }
 
 StagingArea::Lease::Lease(StagingArea& owner, std::unique_ptr<PinnedBuffer> buffer)

@@ -149,11 +149,7 @@ void StreamGate::waitStarted(uint64_t ticket, const std::function<void()>& check
   } forget{*impl_, ticket};
   // The user's own work comes first, however long it takes: only an abort
   // ends this wait early.
-  Backoff backoff;
-  while (!impl_->rt.reached(mark)) {
-    backoff.idle([&](Backoff::Phase) { checkWait(); },
-                 [](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
-  }
+  pollUntil([&] { return impl_->rt.reached(mark); }, checkWait);
 }
 
 void StreamGate::release(uint64_t ticket) noexcept {
