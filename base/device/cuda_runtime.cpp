@@ -8,7 +8,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -22,7 +24,9 @@
 namespace loom::cuda {
 namespace {
 
-cudaStream_t asStream(StreamHandle s) { return static_cast<cudaStream_t>(s); }
+// nullptr is the legacy default stream, whatever default-stream mode a
+// translation unit was compiled with.
+cudaStream_t asStream(StreamHandle s) { return s == nullptr ? cudaStreamLegacy : static_cast<cudaStream_t>(s); }
 cudaEvent_t asEvent(EventHandle e) { return static_cast<cudaEvent_t>(e); }
 
 // A driver call through the runtime, or null where the driver lacks it.
