@@ -61,6 +61,16 @@ class CudaKernels final : public DeviceKernels {
 
 }  // namespace
 
+void DeviceKernels::average(loomDataType_t type, void* dst, size_t count, int ranks, void* stream) {
+  if (isFloatType(type)) {
+    const void* source = dst;
+    reduce(type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), dst, count, 1.0 / static_cast<double>(ranks),
+           stream);
+  } else {
+    divide(type, dst, count, static_cast<uint64_t>(ranks), stream);
+  }
+}
+
 DeviceKernels& deviceKernels() {
   static HostKernels host;
 #ifdef LOOM_HAVE_CUDA

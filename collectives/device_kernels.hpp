@@ -26,6 +26,10 @@ class DeviceKernels {
   virtual void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void* stream) = 0;
   // dst <- src, queued.
   virtual void copy(void* dst, const void* src, size_t bytes, void* stream) = 0;
+
+  // A sum of `ranks` ranks' values made their average in place, queued, as
+  // the host path does: floats scaled by 1/ranks, integers divided.
+  void average(loomDataType_t type, void* dst, size_t count, int ranks, void* stream);
 };
 
 // The kernels for the process's device runtime (base/device/runtime.hpp).

@@ -22,8 +22,8 @@ void DeviceWork::scale(loomDataType_t type, const void* src, void* dst, size_t c
                   comm_.staging.stream().handle());
 }
 
-void DeviceWork::divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor) {
-  kernels_.divide(type, dst, count, divisor, comm_.staging.stream().handle());
+void DeviceWork::average(loomDataType_t type, void* dst, size_t count, int ranks) {
+  kernels_.average(type, dst, count, ranks, comm_.staging.stream().handle());
 }
 
 void DeviceWork::copy(void* dst, const void* src, size_t bytes) {

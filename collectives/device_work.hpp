@@ -29,10 +29,10 @@ class DeviceWork {
   // dst <- op(sources...), `count` elements (cpu/reduce.hpp's rules).
   void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count);
   // The work around an algorithm on this rank's own buffers: dst <- src x
-  // scalar (PreMulSum's input, a float average's result; src may be dst),
-  // and dst[i] /= divisor for the integer types (their averages).
+  // scalar (PreMulSum's input), and a sum of the ranks' values made their
+  // average in place (DeviceKernels::average).
   void scale(loomDataType_t type, const void* src, void* dst, size_t count, double scalar);
-  void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor);
+  void average(loomDataType_t type, void* dst, size_t count, int ranks);
   // dst <- src.
   void copy(void* dst, const void* src, size_t bytes);
   // Returns once everything queued is done; an abort or the communicator's

@@ -116,18 +116,10 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, void* str
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
   read(area, c, p, sequence, stream);
-  // An average divides the sum, as the host path does: floats scaled by 1/n,
-  // integers divided.
+  // An average divides the sum, as the host path does.
   const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;
   if (c.reduction.average && hasResult) {
-    std::byte* result = c.recv + p.first * c.typeSize;
-    if (isFloatType(c.type)) {
-      const void* source = result;
-      deviceKernels().reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), result, p.count,
-                             1.0 / static_cast<double>(n), stream);
-    } else {
-      deviceKernels().divide(c.type, result, p.count, static_cast<uint64_t>(n), stream);
-    }
+    deviceKernels().average(c.type, c.recv + p.first * c.typeSize, p.count, n, stream);
   }
   // Release: done reading, told to each owner and to the host's watch.
   for (int r = 0; r < n; ++r) {

@@ -162,11 +162,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     const void* result = c.recv;
     if (c.recvKind == memory::MemoryKind::CudaDevice) {
       DeviceWork device(comm);
-      if (isFloatType(c.type)) {
-        device.scale(c.type, result, c.recv, c.count, 1.0 / n);
-      } else {
-        device.divide(c.type, c.recv, c.count, static_cast<uint64_t>(n));
-      }
+      device.average(c.type, c.recv, c.count, n);
       device.finish();
     } else if (isFloatType(c.type)) {
       executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&result, 1), c.recv, c.count, 1.0 / n);

@@ -17,8 +17,8 @@
 namespace loom {
 namespace {
 
-// Scratch per rank for resident collectives: the largest one-shot all-reduce
-// a call runs on the stream (collectives/resident_collectives.hpp).
+// Scratch per rank for resident collectives: two slots, a call's pieces at
+// most one slot of input each (collectives/resident_collectives.hpp).
 constexpr size_t kResidentScratchBytes = size_t{4} << 20;
 
 }  // namespace
@@ -39,8 +39,7 @@ Communicator::~Communicator() {
   if (finalizeThread_.joinable()) finalizeThread_.join();  // its wait for stream work has a deadline
   groupWorker_.reset();  // idle: every group that used it waited for it
   if (initThread_.joinable()) {
-    cancel_.cancel();
-    releaseResident();
+    cancelAll();
     initThread_.join();
   }
   collectivesReady.store(nullptr, std::memory_order_relaxed);
@@ -57,13 +56,11 @@ Communicator::~Communicator() {
 
 void Communicator::abort() noexcept {
   aborted_.store(true, std::memory_order_release);
-  cancel_.cancel();
-  releaseResident();
+  cancelAll();
 }
 
 void Communicator::cancelOperations() {
-  cancel_.cancel(loomInvalidUsage, "aborted by loomCommShrink (LOOM_SHRINK_ABORT)");
-  releaseResident();
+  cancelAll(loomInvalidUsage, "aborted by loomCommShrink (LOOM_SHRINK_ABORT)");
   const auto deadline = Deadline::after(config_.timeout);
   // The caller's own call counts as one.
   while (activeCalls.load(std::memory_order_acquire) > 1 || streamTasks.load(std::memory_order_acquire) != 0) {
@@ -79,8 +76,7 @@ void Communicator::revoke(int rank, const std::string& why) {
   }
   if (cancel_.cancelled()) return;
   LOOM_WARN(Init, "rank %d failed: %s; the communicator is revoked", rank, why.c_str());
-  cancel_.cancel(loomRemoteError, "rank " + std::to_string(rank) + " failed: " + why);
-  releaseResident();
+  cancelAll(loomRemoteError, "rank " + std::to_string(rank) + " failed: " + why);
 }
 
 void Communicator::revoke(const std::string& message, int unreachable) {
@@ -88,15 +84,13 @@ void Communicator::revoke(const std::string& message, int unreachable) {
   // The peers first, as in poison(): a peer that lost its connection to
   // this rank when the cancel closes it must find the notice there.
   if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportLoss(message, unreachable);
-  cancel_.cancel(loomRemoteError, message);
-  releaseResident();
+  cancelAll(loomRemoteError, message);
 }
 
 void Communicator::lostBy(int from, const std::string& what) {
   if (cancel_.cancelled()) return;
   LOOM_WARN(Init, "a call of rank %d failed: %s; the communicator is revoked", from, what.c_str());
-  cancel_.cancel(loomRemoteError, "rank " + std::to_string(from) + " lost a peer or link: " + what);
-  releaseResident();
+  cancelAll(loomRemoteError, "rank " + std::to_string(from) + " lost a peer or link: " + what);
 }
 
 void Communicator::poison(const std::string& what) {
@@ -105,8 +99,7 @@ void Communicator::poison(const std::string& what) {
   // opening, and a peer that saw one close before the notice came would
   // blame a lost peer.
   if (Watchdog* w = bootstrap_ ? bootstrap_->watchdog() : nullptr) w->reportMismatch(what);
-  cancel_.cancel(loomInvalidUsage, "the ranks are out of step: " + what);
-  releaseResident();
+  cancelAll(loomInvalidUsage, "the ranks are out of step: " + what);
   // Only after the cancel that carries the why: whoever sees poisoned_ (a
   // call that lost a peer and waits for this notice) must find it there.
   poisoned_.store(true, std::memory_order_release);
@@ -114,8 +107,7 @@ void Communicator::poison(const std::string& what) {
 
 void Communicator::outOfStep(int from, const std::string& what) {
   if (cancel_.cancelled()) return;
-  cancel_.cancel(loomInvalidUsage, "the ranks are out of step, as rank " + std::to_string(from) + " found: " + what);
-  releaseResident();
+  cancelAll(loomInvalidUsage, "the ranks are out of step, as rank " + std::to_string(from) + " found: " + what);
   poisoned_.store(true, std::memory_order_release);  // after the why, as in poison()
   LOOM_WARN(Init, "rank %d found the ranks out of step: %s; the communicator is unusable", from, what.c_str());
 }
@@ -290,6 +282,16 @@ void Communicator::checkResident() {
     overdue = resident_->overdue(config_.timeout);
   }
   if (overdue) revoke(*overdue);
+}
+
+void Communicator::cancelAll() noexcept {
+  cancel_.cancel();
+  releaseResident();
+}
+
+void Communicator::cancelAll(loomResult_t code, const std::string& why) noexcept {
+  cancel_.cancel(code, why);
+  releaseResident();
 }
 
 void Communicator::releaseResident() noexcept {

@@ -188,6 +188,11 @@ class Communicator {
   // Makes the resident collectives' device area where every rank is on this
   // node and sees a device (and LOOM_DEVICE_RESIDENT allows): collective.
   void startResident();
+  // Every wait on this communicator ends (the cancellation), and so does every
+  // stream's wait on its device flags (releaseResident): how an abort, a
+  // revoke and a poison all end it.
+  void cancelAll() noexcept;
+  void cancelAll(loomResult_t code, const std::string& why) noexcept;
   // The communicator failed: no stream may wait on its flags any more.
   void releaseResident() noexcept;
   // The watchdog's turn: a resident call past the communicator's timeout
