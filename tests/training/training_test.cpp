@@ -2,16 +2,20 @@
 // against the naive loop, every layer's backward against central finite
 // differences of its forward, SHA-256 against FIPS 180-4's vectors, the
 // batch plan's permutations, the optimizers' first steps worked by hand, and
-// the accounting of model-state bytes.
+// the accounting of model-state bytes, and the checkpoint's dense layout.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "training/checkpoint.hpp"
 #include "training/data/dataset.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/layers/gelu.hpp"
@@ -257,7 +261,7 @@ TEST(Optimizers, TheBf16StepIsTheFp32StepOnMasterWeights) {
     mixed.step(p16, g16, 0.5f, 0.75f, 1e-3f);
     plain.step(p, gs, 0.5f, 0.75f, 1e-3f);
   }
-  const auto master = mixed.state(p16)[0];
+  const auto master = mixed.components(p16)[0];
   for (size_t i = 0; i < n; ++i) {
     ASSERT_EQ(master[i], p[i]) << i;  // bit for bit
     ASSERT_EQ(p16[i].bits, narrow(p[i]).bits) << i;
@@ -275,6 +279,70 @@ TEST(Precision, NamesAreParsedAndABadOneIsNamed) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--precision fp16"), std::string::npos) << e.what();
   }
+}
+
+// The checkpoint's state in the dense order: three parts whose runs
+// interleave (as ZeRO's shards do) read back as ranges across them, one
+// that no part holds is named, a step whose parts are written but not
+// published is not what a reader sees, and publishing keeps the newest two
+// and removes a newer stale one.
+TEST(Checkpoint, PartsInterleaveAndOnlyAPublishedStepIsRead) {
+  namespace fs = std::filesystem;
+  const std::string dir = ::testing::TempDir() + "loom-checkpoint-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  constexpr size_t kParams = 10;
+  constexpr size_t kComponents = 2;
+  // Component c of parameter i is 100 c + i + step / 10.
+  const auto value = [](size_t c, size_t i, uint64_t step) { return static_cast<float>(100 * c + i) + static_cast<float>(step) / 10; };
+  const auto write = [&](uint64_t step, bool publish) {
+    const CheckpointInfo info{.step = step, .optimizerSteps = step + 1, .params = kParams, .components = kComponents};
+    // Part r holds [0,2) [6,8) for r 0, [2,4) [8,10) for r 1, [4,6) for r 2.
+    const std::vector<std::vector<Placement>> places{{{0, 0, 2}, {6, 2, 2}}, {{2, 0, 2}, {8, 2, 2}}, {{4, 0, 2}}};
+    for (int r = 0; r < 3; ++r) {
+      std::vector<std::vector<float>> local(kComponents, std::vector<float>(4));
+      for (const Placement& p : places[static_cast<size_t>(r)]) {
+        for (size_t c = 0; c < kComponents; ++c) {
+          for (size_t i = 0; i < p.count; ++i) local[c][p.local + i] = value(c, p.dense + i, step);
+        }
+      }
+      std::vector<std::span<float>> spans(local.begin(), local.end());
+      writePart(dir, info, r, 3, runsOf(places[static_cast<size_t>(r)], spans));
+    }
+    if (publish) publishCheckpoint(dir, info, 3, {{"--seed", "7"}, {"--mode", "zero1"}});
+  };
+  write(4, true);
+  write(8, true);
+  write(12, false);  // killed before its manifest: the reader still sees step 8
+  {
+    const CheckpointReader reader(dir, {{"--seed", "7"}});
+    EXPECT_EQ(reader.info().step, 8u);
+    EXPECT_EQ(reader.info().optimizerSteps, 9u);
+    EXPECT_EQ(reader.settings().at("--mode"), "zero1");
+    for (size_t c = 0; c < kComponents; ++c) {
+      std::vector<float> got(7);
+      reader.read(c, 1, got);  // across all three parts
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], value(c, 1 + i, 8)) << c << " " << i;
+    }
+    std::vector<float> past(2);
+    EXPECT_THROW(reader.read(0, 9, past), std::runtime_error);  // parameter 10 is in no part
+    EXPECT_THROW(reader.read(2, 0, past), std::runtime_error);  // no third component
+  }
+  try {
+    const CheckpointReader other(dir, {{"--seed", "8"}});
+    FAIL() << "another seed accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("was written with --seed 7, not 8"), std::string::npos) << e.what();
+  }
+  write(6, true);  // a job resumed (--resume-from) at step 4 elsewhere checkpoints here at 6: 8 and 12 go
+  EXPECT_TRUE(fs::exists(dir + "/step-00000004"));
+  EXPECT_TRUE(fs::exists(dir + "/step-00000006"));
+  EXPECT_FALSE(fs::exists(dir + "/step-00000008"));
+  EXPECT_FALSE(fs::exists(dir + "/step-00000012"));
+  EXPECT_EQ(CheckpointReader(dir, {}).info().step, 6u);
+  write(10, true);
+  EXPECT_FALSE(fs::exists(dir + "/step-00000004"));
+  EXPECT_TRUE(fs::exists(dir + "/step-00000006"));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -85,15 +85,12 @@ TrainConfig configFor(const cli::Options& o, const loom::Comm* comm) {
   return config;
 }
 
-// Everything a checkpoint must agree with to continue bit for bit.
-Manifest manifestOf(const cli::Options& o, const TrainConfig& config, int ranks, const std::string& layout) {
+// What a checkpoint must agree with to continue: the model, the data, the
+// learning rate's schedule and the optimizer.
+Settings requiredSettings(const cli::Options& o, const TrainConfig& config) {
   return {{"--model", o.model},
-          {"--mode", modeName(config.mode)},
-          {"--precision", precisionName(o.precision)},
-          {"-N", std::to_string(ranks)},
           {"--steps", std::to_string(config.steps)},
           {"--batch", std::to_string(config.batch)},
-          {"--micro-batches", std::to_string(config.microBatches)},
           {"--layers", std::to_string(o.layers)},
           {"--dim", std::to_string(o.hidden)},
           {"--heads", std::to_string(o.heads)},
@@ -106,14 +103,23 @@ Manifest manifestOf(const cli::Options& o, const TrainConfig& config, int ranks,
           {"--warmup", std::to_string(config.warmup)},
           {"--clip", number(config.clip)},
           {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
-          {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))},
+          {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))}};
+}
+
+// What a checkpoint records and a resume may change: how the state was laid
+// out over the ranks (checkpoint.hpp keeps it in the dense model's order).
+Settings recordedSettings(const cli::Options& o, const TrainConfig& config, int ranks, const std::string& layout) {
+  return {{"--mode", modeName(config.mode)},
+          {"--precision", precisionName(o.precision)},
+          {"-N", std::to_string(ranks)},
+          {"--micro-batches", std::to_string(config.microBatches)},
           {"--bucket-kb", std::to_string(config.bucketBytes >> 10)},
           {"--first-bucket-kb", std::to_string(config.firstBucketBytes >> 10)},
           {"--schedule", scheduleName(config.schedule)},
           {"--chunks", std::to_string(config.chunks)},
           {"--stages", config.stages},
           {"--balance", config.balanceByTime ? "time" : "params"},
-          {"layout", layout},  // a partition by measured time may differ between runs
+          {"layout", layout},
           {"--dp", std::to_string(config.dp)},
           {"--pp", std::to_string(config.pp)},
           {"--tp", std::to_string(config.tp)},
@@ -261,21 +267,45 @@ int run(const cli::Options& o) {
   model.init(config.seed);
   const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account, recipe);
 
-  // Checkpoints.
-  const Manifest manifest = manifestOf(o, config, ranks, trainer->layout());
+  // Checkpoints, in the dense model's order: written under any mode and
+  // rank count, resumed under any other.
+  const Settings required = requiredSettings(o, config);
   uint64_t first = 0;
-  if (o.resume) {
-    first = readManifest(o.checkpoint, manifest);
-    const auto state = trainer->state();
-    trainer->optimizer().setSteps(readRankState(o.checkpoint, rank, ranks, first, state));
-    trainer->restored();
-    if (lead) std::printf("# resumed from %s after step %llu\n", o.checkpoint.c_str(), static_cast<unsigned long long>(first));
+  if (!o.resumeFrom.empty()) {
+    const CheckpointReader reader(o.resumeFrom, required);
+    if (reader.info().params != model.paramCount() ||
+        reader.info().components != 1 + trainer->optimizer().components()) {
+      throw std::invalid_argument("--resume: the checkpoint in " + o.resumeFrom + " holds " +
+                                  std::to_string(reader.info().components) + " x " +
+                                  std::to_string(reader.info().params) + " values, not this model's " +
+                                  std::to_string(1 + trainer->optimizer().components()) + " x " +
+                                  std::to_string(model.paramCount()));
+    }
+    first = reader.info().step;
+    trainer->load(reader);
+    if (lead) {
+      const auto from = [&](const char* key) {
+        const auto it = reader.settings().find(key);
+        return it == reader.settings().end() ? std::string("?") : it->second;
+      };
+      std::printf("# resumed from %s after step %llu (written by --mode %s on %s rank%s)\n", o.resumeFrom.c_str(),
+                  static_cast<unsigned long long>(first), from("--mode").c_str(), from("-N").c_str(),
+                  from("-N") == "1" ? "" : "s");
+    }
   }
   const auto checkpoint = [&](uint64_t done) {
-    const auto state = trainer->state();
-    writeRankState(o.checkpoint, rank, ranks, done, trainer->optimizer().steps(), state);
-    if (comm) comm->barrier();  // every rank's file is whole before the manifest names the step
-    if (lead) writeManifest(o.checkpoint, manifest, done);
+    const CheckpointInfo info{.step = done,
+                              .optimizerSteps = trainer->optimizer().steps(),
+                              .params = model.paramCount(),
+                              .components = 1 + trainer->optimizer().components()};
+    const std::vector<StateRun> runs = trainer->save();
+    writePart(o.checkpoint, info, rank, ranks, runs);
+    if (comm) comm->barrier();  // every rank's part is whole before the manifest names the step
+    if (lead) {
+      Settings all = recordedSettings(o, config, ranks, trainer->layout());
+      all.insert(required.begin(), required.end());
+      publishCheckpoint(o.checkpoint, info, ranks, all);
+    }
     if (comm) comm->barrier();
   };
   account.resetPeaks();  // report what training holds, not what setting it up took
@@ -315,6 +345,9 @@ int run(const cli::Options& o) {
     const bool due = o.checkpointEvery != 0 && (step + 1) % o.checkpointEvery == 0;
     if (!o.checkpoint.empty() && (due || step + 1 == last)) checkpoint(step + 1);
   }
+  // A resume with nothing left to run writes the checkpoint again, in this
+  // run's layout, where it was asked to (resharding it for a later job).
+  if (first == last && !o.checkpoint.empty() && o.checkpoint != o.resumeFrom) checkpoint(first);
 
   // What training held and did.
   if (lead && !report.records.empty()) {

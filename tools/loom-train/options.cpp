@@ -27,7 +27,7 @@ const char* usage() {
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
          "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
-         "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K] [--resume 1]]\n"
+         "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K]] [--resume 1 | --resume-from DIR]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
          "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,... | --balance params|time]\n"
          "                  [--timeline FILE]\n"
@@ -63,8 +63,11 @@ const char* usage() {
          "  --bucket-kb, --first-bucket-kb  ddp's buckets and zero1/zero2's units (default 25600, 1024)\n"
          "  --data-limit  train on the first K samples only (0: all 60000)\n"
          "  --eval      1 (default): report the test set's accuracy (gpt: the held-out loss) at the end\n"
-         "  --checkpoint  each rank writes its state (ZeRO: its shards) into DIR every --checkpoint-every\n"
-         "              steps and at the end, rank 0 a manifest; --resume 1 continues from it, bit for bit\n"
+         "  --checkpoint  the training state, in the dense model's order, into DIR every --checkpoint-every\n"
+         "              steps and at the end (each rank writes its part; the newest two are kept)\n"
+         "  --resume    1: continue from --checkpoint DIR's newest checkpoint, written under any mode and\n"
+         "              rank count (bit for bit under the same); --resume-from DIR: from DIR's, and with\n"
+         "              nothing left to run, write it again into --checkpoint in this run's layout\n"
          "  --stop-after  leave after step K (a preemptible job; --steps still sets the schedule)\n"
          "  --json      the configuration, one record per step and a final record (params_sha256,\n"
          "              peak bytes per category, parameter count, accuracy)\n"
@@ -74,6 +77,7 @@ const char* usage() {
 Options parseOptions(int argc, char** argv) {
   Options o;
   bool microGiven = false;
+  bool resume = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "-h" || flag == "--help") throw std::invalid_argument("help");
@@ -137,7 +141,10 @@ Options parseOptions(int argc, char** argv) {
     } else if (flag == "--checkpoint-every") {
       o.checkpointEvery = number<uint64_t>(flag, value, 0, 100'000'000);
     } else if (flag == "--resume") {
-      o.resume = number<int>(flag, value, 0, 1) == 1;
+      resume = number<int>(flag, value, 0, 1) == 1;
+    } else if (flag == "--resume-from") {
+      if (value.empty()) throw std::invalid_argument("--resume-from: an empty directory name");
+      o.resumeFrom = value;
     } else if (flag == "--stop-after") {
       o.stopAfter = number<uint64_t>(flag, value, 1, 100'000'000);
     } else if (flag == "--schedule") {
@@ -197,7 +204,11 @@ Options parseOptions(int argc, char** argv) {
                                 ": only with --mode pp, tp or 3d");
   }
   if (o.tie && o.model != "gpt") throw std::invalid_argument("--tie 1: only the gpt model has an embedding to tie");
-  if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
+  if (resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
+  if (resume && !o.resumeFrom.empty()) {
+    throw std::invalid_argument("--resume 1 and --resume-from " + o.resumeFrom + ": give one of them");
+  }
+  if (resume) o.resumeFrom = o.checkpoint;
   o.microBatchesGiven = microGiven;
   if (!microGiven) o.train.microBatches = static_cast<size_t>(o.ranks);  // single: as ddp on that many
   return o;

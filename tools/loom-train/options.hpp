@@ -26,7 +26,8 @@ struct Options {
   std::string timeline;   // --timeline FILE (pp)
   std::string checkpoint;        // --checkpoint DIR
   uint64_t checkpointEvery = 0;  // --checkpoint-every K (0: at the end only)
-  bool resume = false;           // --resume: continue from DIR's checkpoint
+  std::string resumeFrom;        // --resume 1 (the --checkpoint DIR) or --resume-from DIR: continue from
+                                 // its newest checkpoint, whatever mode and ranks wrote it ("": start afresh)
   uint64_t stopAfter = 0;        // --stop-after K: leave after step K (0: run all --steps)
 };
 

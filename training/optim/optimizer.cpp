@@ -37,6 +37,7 @@ class AdamW final : public Optimizer {
     }
   }
   std::span<float> state() override { return state_.span(); }
+  size_t components() const override { return 2; }
   uint64_t steps() const override { return t_; }
   void setSteps(uint64_t steps) override { t_ = steps; }
 
@@ -64,6 +65,7 @@ class Sgd final : public Optimizer {
     }
   }
   std::span<float> state() override { return velocity_.span(); }
+  size_t components() const override { return 1; }
   uint64_t steps() const override { return t_; }
   void setSteps(uint64_t steps) override { t_ = steps; }
 

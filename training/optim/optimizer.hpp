@@ -26,8 +26,10 @@ class Optimizer {
     begin();
     update(params, grads, lr, 0);
   }
-  // Everything a checkpoint must hold to continue bit for bit.
+  // Everything a checkpoint must hold to continue bit for bit: components()
+  // per-parameter arrays over the range, one after another (AdamW: m, v).
   virtual std::span<float> state() = 0;
+  virtual size_t components() const = 0;
   virtual uint64_t steps() const = 0;
   virtual void setSteps(uint64_t steps) = 0;
 };

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "training/layers/tensor_group.hpp"
 #include "training/parallel/micro_batch.hpp"
 #include "training/parallel/trainer.hpp"
 #include "training/parallel/units.hpp"
@@ -113,9 +114,19 @@ class DataParallel final : public Trainer {
     return report;
   }
 
-  std::vector<std::span<float>> state() override { return update_.state(model_.params<T>()); }
+  // Every rank holds the whole state: each writes its share of it, and reads all of it.
+  std::vector<StateRun> save() override {
+    const Share share = shareOf(model_.paramCount(), ranks_, rank_);
+    const Placement mine{share.first, share.first, share.count};
+    return runsOf(std::span(&mine, 1), update_.components(model_.params<T>()));
+  }
+  void load(const CheckpointReader& from) override {
+    const Placement all{0, 0, model_.paramCount()};
+    from.readInto(std::span(&all, 1), update_.components(model_.params<T>()));
+    update_.optimizer().setSteps(from.info().optimizerSteps);
+    update_.restored(model_.params<T>());
+  }
   Optimizer& optimizer() override { return update_.optimizer(); }
-  void restored() override { update_.restored(model_.params<T>()); }
 
  private:
   Model& model_;

@@ -222,42 +222,51 @@ class MeshTrainer final : public Trainer {
       const int owner = shape_.owner(index);
       if (owner == mesh_.ppRank) {
         const Chunk<T>& chunk = chunkAt(index);
-        size_t most = 0;
-        for (int r = 0; r < mesh_.tp; ++r) most = std::max(most, chunk.layout().shareCount(r));
-        std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp)), dense(range.count);
-        for (size_t i = 0; i < chunk.params.size(); ++i) mine[i] = toFloat(chunk.params[i]);
-        tpComm_.allGather(std::span<const float>(mine), std::span(all));
-        for (int r = 0; r < mesh_.tp; ++r) {
-          const auto share = std::span<const float>(all).subspan(static_cast<size_t>(r) * most, chunk.layout().shareCount(r));
-          chunk.layout().toTwin(r, share, dense);
-        }
+        std::vector<float> mine(chunk.params.size());
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = toFloat(chunk.params[i]);
+        const std::vector<float> dense = gatherShares(chunk, mine);
         for (size_t i = 0; i < dense.size(); ++i) part[i] = fromFloat<T>(dense[i]);  // bf16: exact, they were bf16
       }
       ppComm_.broadcast(part, owner);
     }
   }
 
-  // Each chunk's parameters (fp32: the rank's whole copy; bf16: the fp32
-  // master weights of its optimizer's part) and optimizer state (under
-  // ZeRO-1 this rank's part).
-  std::vector<std::span<float>> state() override {
-    std::vector<std::span<float>> out;
+  // Each chunk's state, its ZeRO-1 parts gathered over the replicas and its
+  // tensor shares into the dense layout, written by the first replica's
+  // first tensor rank.
+  std::vector<StateRun> save() override {
+    std::vector<StateRun> runs;
     for (auto& chunk : chunks_) {
-      for (const auto s : chunk->update.state(chunk->params.span())) out.push_back(s);
+      const DenseRange range = denseRange(model_, ranges_[static_cast<size_t>(chunk->index)]);
+      const bool writer = mesh_.dpRank == 0 && mesh_.tpRank == 0;
+      StateRun run{range.offset, range.count, {}};
+      for (const std::span<float> part : components(*chunk)) {
+        const std::vector<float> dense = gatherShares(*chunk, gatherParts(*chunk, part));
+        if (writer) run.values.insert(run.values.end(), dense.begin(), dense.end());
+      }
+      if (writer) runs.push_back(std::move(run));
     }
-    return out;
+    return runs;
   }
-  // The first chunk's; restored() gives the others its step count.
-  Optimizer& optimizer() override { return chunks_.front()->update.optimizer(); }
-  // bf16: the parameters from the master weights, gathered from every
-  // replica's part under ZeRO-1.
-  void restored() override {
+  // Each chunk's dense range, dealt into this tensor rank's share and its
+  // ZeRO-1 part; then bf16's parameters from the master weights, and the
+  // replicas' parts gathered under ZeRO-1.
+  void load(const CheckpointReader& from) override {
     for (auto& chunk : chunks_) {
-      chunk->update.optimizer().setSteps(optimizer().steps());
+      const DenseRange range = denseRange(model_, ranges_[static_cast<size_t>(chunk->index)]);
+      std::vector<float> dense(range.count), mine(chunk->params.size());
+      const auto parts = components(*chunk);
+      for (size_t c = 0; c < parts.size(); ++c) {
+        from.read(c, range.offset, dense);
+        chunk->layout().fromTwin(dense, mine);
+        std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(chunk->shard.first), chunk->shard.count, parts[c].begin());
+      }
+      chunk->update.optimizer().setSteps(from.info().optimizerSteps);
       chunk->update.restored(chunk->params.span().subspan(chunk->shard.first, chunk->shard.count));
       if (zero1()) allGather(*chunk);
     }
   }
+  Optimizer& optimizer() override { return chunks_.front()->update.optimizer(); }
 
  private:
   // "world rank 1 failed; ", once the job's communicator has learnt it (its
@@ -595,6 +604,36 @@ class MeshTrainer final : public Trainer {
     return partial[0];
   }
 
+  // A chunk's state components over its optimizer's part (all of the
+  // chunk's share without ZeRO-1).
+  std::vector<std::span<float>> components(Chunk<T>& chunk) {
+    return chunk.update.components(chunk.params.span().subspan(chunk.shard.first, chunk.shard.count));
+  }
+  // Under ZeRO-1, every replica's part of one component into the whole
+  // share (collective over the replicas); else the part, which is the share.
+  std::vector<float> gatherParts(const Chunk<T>& chunk, std::span<const float> part) {
+    if (!zero1()) return {part.begin(), part.end()};
+    std::vector<float> mine(chunk.shard.stride), all(chunk.shard.stride * static_cast<size_t>(mesh_.dp));
+    std::copy(part.begin(), part.end(), mine.begin());
+    dpComm_.allGather(std::span<const float>(mine), std::span(all));
+    all.resize(chunk.params.size());
+    return all;
+  }
+  // Every tensor rank's share of the chunk into the dense layout (collective
+  // over the tensor group).
+  std::vector<float> gatherShares(const Chunk<T>& chunk, std::span<const float> share) {
+    if (mesh_.tp == 1) return {share.begin(), share.end()};
+    size_t most = 0;
+    for (int r = 0; r < mesh_.tp; ++r) most = std::max(most, chunk.layout().shareCount(r));
+    std::vector<float> mine(most), all(most * static_cast<size_t>(mesh_.tp)), dense(chunk.layout().twinCount());
+    std::copy(share.begin(), share.end(), mine.begin());
+    tpComm_.allGather(std::span<const float>(mine), std::span(all));
+    for (int r = 0; r < mesh_.tp; ++r) {
+      chunk.layout().toTwin(r, std::span<const float>(all).subspan(static_cast<size_t>(r) * most, chunk.layout().shareCount(r)),
+                            dense);
+    }
+    return dense;
+  }
   bool zero1() const { return config_.dataParallel == Mode::Zero1 && mesh_.dp > 1; }
   static constexpr bool mixed() { return std::is_same_v<T, bf16>; }  // bf16 parameters, float32 layers
 

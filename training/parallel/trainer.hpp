@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "training/checkpoint.hpp"
 #include "training/data/dataset.hpp"
 #include "training/memory.hpp"
 #include "training/layers/tensor_group.hpp"
@@ -100,13 +101,17 @@ class Trainer {
   // (ZeRO-3 gathers them); for checking and evaluating after training.
   virtual void materialize() {}
 
-  // What a checkpoint holds of this rank, in a fixed order: the parameters
-  // it keeps (all of them, or its shards) and its optimizer's state.
-  virtual std::vector<std::span<float>> state() = 0;
+  // Checkpoints (checkpoint.hpp), in the dense model's order whatever the
+  // mode: the runs of the state this rank writes (the ranks' runs cover
+  // every parameter once), and the state filled back from a checkpoint any
+  // mode wrote, with what follows from it (ZeRO-1/2 gather the full
+  // parameters from the shards, bf16 narrows the master weights). Both
+  // collective.
+  virtual std::vector<StateRun> save() = 0;
+  virtual void load(const CheckpointReader& from) = 0;
+  // The optimizer's step count and state components (the first one's, in a
+  // mode with several).
   virtual Optimizer& optimizer() = 0;
-  // After state() was filled from a checkpoint: rebuilds what follows from
-  // it (ZeRO-1/2 gather the full parameters from the shards).
-  virtual void restored() {}
   // How the model is laid out over the ranks, for a person ("" when whole on each).
   virtual std::string layout() const { return {}; }
 };

@@ -21,6 +21,13 @@ constexpr size_t kBlock = 16384;  // widened gradients at a time: 64 KiB
 
 }  // namespace
 
+std::vector<std::span<float>> withOptimizer(Optimizer& optimizer, std::span<float> values) {
+  std::vector<std::span<float>> out{values};
+  const std::span<float> state = optimizer.state();
+  for (size_t c = 0; c < optimizer.components(); ++c) out.push_back(state.subspan(c * values.size(), values.size()));
+  return out;
+}
+
 Update<float>::Update(MemoryAccount& account, size_t count, const TrainConfig& config)
     : optimizer_(makeOptimizer(account, count, config)) {}
 

@@ -25,6 +25,9 @@ namespace loom::train {
 template <class T>
 class Update;
 
+// `values`, then each of the optimizer's per-parameter arrays over the same range.
+std::vector<std::span<float>> withOptimizer(Optimizer& optimizer, std::span<float> values);
+
 template <>
 class Update<float> {
  public:
@@ -34,8 +37,9 @@ class Update<float> {
   // element order, added to `from` (a sum over the elements before them).
   double sumOfSquares(std::span<const float> grads, float mean, double from = 0) const;
   void step(std::span<float> params, std::span<float> grads, float mean, float clip, float lr);
-  // What a checkpoint holds: the parameters, then the optimizer's state.
-  std::vector<std::span<float>> state(std::span<float> params) { return {params, optimizer_->state()}; }
+  // The state's components over the range (checkpoint.hpp): the
+  // parameters, then the optimizer's.
+  std::vector<std::span<float>> components(std::span<float> params) { return withOptimizer(*optimizer_, params); }
   void restored(std::span<float> /*params*/) {}
   Optimizer& optimizer() { return *optimizer_; }
 
@@ -51,10 +55,12 @@ class Update<bf16> {
   void load(std::span<const bf16> params);
   double sumOfSquares(std::span<const bf16> grads, float mean, double from = 0) const;
   void step(std::span<bf16> params, std::span<bf16> grads, float mean, float clip, float lr);
-  // What a checkpoint holds: the master weights (the parameters are them,
-  // narrowed), then the optimizer's state.
-  std::vector<std::span<float>> state(std::span<bf16> /*params*/) { return {master_.span(), optimizer_->state()}; }
-  // After state() was filled: the parameters from the master weights.
+  // The state's components over the range (checkpoint.hpp): the master
+  // weights (the parameters are them, narrowed), then the optimizer's.
+  std::vector<std::span<float>> components(std::span<bf16> /*params*/) {
+    return withOptimizer(*optimizer_, master_.span());
+  }
+  // After components() were filled: the parameters from the master weights.
   void restored(std::span<bf16> params);
   Optimizer& optimizer() { return *optimizer_; }
 

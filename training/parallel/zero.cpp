@@ -145,12 +145,15 @@ class Zero final : public Trainer {
     return report;
   }
 
-  std::vector<std::span<float>> state() override { return update_->state(shardParams_.span()); }
-  Optimizer& optimizer() override { return update_->optimizer(); }
-  void restored() override {
+  // The own shard of every unit, where it sits in the dense model.
+  std::vector<StateRun> save() override { return runsOf(placements(), update_->components(shardParams_.span())); }
+  void load(const CheckpointReader& from) override {
+    from.readInto(placements(), update_->components(shardParams_.span()));  // the pads stay zero
+    update_->optimizer().setSteps(from.info().optimizerSteps);
     update_->restored(shardParams_.span());
     if (stage_ != 3) gatherAll(model_.params<T>());
   }
+  Optimizer& optimizer() override { return update_->optimizer(); }
 
   void materialize() override {
     if (stage_ != 3) return;
@@ -164,12 +167,23 @@ class Zero final : public Trainer {
     size_t count;   // ceil(unit / N): every rank's, the pads included
   };
 
-  // This rank's elements of unit u in a full flat buffer (the last rank's may be short or empty).
-  std::span<T> ownPiece(size_t u, std::span<T> full) const {
+  // Where this rank's elements of unit u sit in the dense model and in its
+  // shard buffers (the last rank's may be short or empty).
+  Placement placement(size_t u) const {
     const Unit& unit = units_[u];
     const size_t begin = std::min(unit.count, static_cast<size_t>(rank_) * shards_[u].count);
     const size_t end = std::min(unit.count, begin + shards_[u].count);
-    return full.subspan(unit.offset + begin, end - begin);
+    return {unit.offset + begin, shards_[u].offset, end - begin};
+  }
+  std::vector<Placement> placements() const {
+    std::vector<Placement> out;
+    for (size_t u = 0; u < units_.size(); ++u) out.push_back(placement(u));
+    return out;
+  }
+  // This rank's elements of unit u in a full flat buffer.
+  std::span<T> ownPiece(size_t u, std::span<T> full) const {
+    const Placement p = placement(u);
+    return full.subspan(p.dense, p.count);
   }
   std::span<T> ownPiece(size_t u) { return ownPiece(u, model_.params<T>()); }
   std::span<T> shardOf(Tracked<T>& buffer, size_t u) {
