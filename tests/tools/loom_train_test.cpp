@@ -480,6 +480,7 @@ const std::vector<Layout>& layouts() {
       {"single", {"--mode", "single", "--micro-batches", "2"}, 2},
       {"ddp2", {"--mode", "ddp", "-N", "2", "--micro-batches", "2"}, 2},
       {"zero1x2", {"--mode", "zero1", "-N", "2", "--micro-batches", "2"}, 2},
+      {"zero3x2", {"--mode", "zero3", "-N", "2", "--micro-batches", "2"}, 2},
       {"zero3x4", {"--mode", "zero3", "-N", "4", "--micro-batches", "4"}, 4},
       {"pp2", {"--mode", "pp", "-N", "2", "--micro-batches", "2"}, 2},
       {"tp2", {"--mode", "tp", "-N", "2", "--micro-batches", "1"}, 1},
@@ -585,6 +586,62 @@ TEST_P(LoomTrainReshard, EveryLayoutReadsItAndWritesItBackBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(Writers, LoomTrainReshard,
                          ::testing::Values("single", "ddp2", "zero1x2", "zero3x4", "pp2", "tp2", "3d221"));
+
+// The whole of every match of `pattern` in `text`.
+std::vector<std::string> lines(const std::string& text, const std::string& pattern) {
+  std::vector<std::string> out;
+  for (const auto& m : loom::test::searchAll(text, pattern)) out.push_back(m.str());
+  return out;
+}
+
+constexpr const char* kLoss = "step +([0-9]+)  held-out loss ([0-9.]+)";
+constexpr const char* kText = "step +([0-9]+)  sample \"([^\n]*)\"\n";
+
+// --eval-every and --sample run on the dense parameters between steps in
+// every mode: zero3 (shards) and pp (stages) print the held-out losses and
+// the text single prints, exactly (one micro-batch a rank,
+// LOOM_DETERMINISTIC=1), tp its losses within 1e-5; --json carries them,
+// and every step's MFU against the measured peak.
+TEST(LoomTrain, HeldOutLossSamplesAndMfuBetweenSteps) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::map<std::string, std::string> env{{"LOOM_DETERMINISTIC", "1"}};
+  const auto probes = [&](const std::string& name, const std::string& json) {
+    // tp with two micro-batches as well: single's sums, but for its partial products.
+    const auto run = runProcess(gptCommand(layoutNamed(name), {"--micro-batches", "2", "--eval-every", "3", "--sample",
+                                                               "3", "--sample-seed", "4", "--json", json}),
+                                env);
+    EXPECT_EQ(run.exitCode, 0) << run.output;
+    return run.output;
+  };
+  const std::string json = ::testing::TempDir() + "loom-train-probes-" + std::to_string(::getpid()) + ".json";
+  const std::string single = probes("single", json);
+  const auto losses = loom::test::searchAll(single, kLoss);
+  const auto texts = loom::test::searchAll(single, kText);
+  ASSERT_EQ(losses.size(), 2u) << single;  // after steps 3 and 6
+  ASSERT_EQ(texts.size(), 2u) << single;
+  EXPECT_EQ(losses[1][1], "6");
+  EXPECT_NE(texts[0][2], texts[1][2]) << single;  // other parameters, another step's seed
+  const std::string record = loom::test::readFile(json);
+  std::filesystem::remove(json);
+  EXPECT_EQ(loom::test::searchAll(record, "\"held_out_loss\": [0-9]").size(), 2u) << record;  // the final one is -1 (--eval 0)
+  EXPECT_EQ(loom::test::searchAll(record, "\"sample\": \"").size(), 3u) << record;  // and the final record's
+  const auto mfu = loom::test::searchAll(record, "\"mfu\": ([0-9.e+-]+)");
+  ASSERT_EQ(mfu.size(), 6u) << record;
+  for (const auto& m : mfu) EXPECT_TRUE(std::stod(m[1]) > 0 && std::stod(m[1]) < 1.5) << m[0];
+  const auto peak = loom::test::search(record, "\"peak_flops\": ([0-9.e+]+)");
+  ASSERT_TRUE(peak) << record;
+  EXPECT_GT(std::stod((*peak)[1]), 1e8);
+  for (const std::string name : {"zero3x2", "pp2"}) {
+    const std::string out = probes(name, json);
+    EXPECT_EQ(lines(out, kLoss), lines(single, kLoss)) << out;
+    EXPECT_EQ(lines(out, kText), lines(single, kText)) << out;
+  }
+  const std::string tp = probes("tp2", json);
+  const auto tpLosses = loom::test::searchAll(tp, kLoss);
+  ASSERT_EQ(tpLosses.size(), 2u) << tp;
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(std::stod(tpLosses[i][2]), std::stod(losses[i][2]), 1e-5 * std::stod(losses[i][2]));
+  std::filesystem::remove(json);
+}
 
 // Three ranks as processes of their own (no launcher to end the job): one
 // is killed mid-training; the other two stop with an error naming it, in

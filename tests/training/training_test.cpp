@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <cstring>
@@ -16,12 +17,15 @@
 #include <vector>
 
 #include "training/checkpoint.hpp"
+#include "training/data/char_text.hpp"
 #include "training/data/dataset.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/layers/gelu.hpp"
 #include "training/layers/linear.hpp"
 #include "training/math/gemm.hpp"
+#include "training/flops.hpp"
 #include "training/model.hpp"
+#include "training/models/generate.hpp"
 #include "training/models/gpt.hpp"
 #include "training/models/mlp.hpp"
 #include "training/math/bf16.hpp"
@@ -155,6 +159,53 @@ TEST(BatchPlan, EachEpochIsAPermutationAndEveryRankSeesTheSamePlan) {
   EXPECT_EQ(odd.step(2).size(), 3u);
 }
 
+// The plan's work is O(batch) a step however large the dataset (counted in
+// Feistel passes: under 4 a sample on average, the domain being under 4n),
+// each epoch draws every sample once, and a plan made afresh (a resumed
+// job's) draws the same samples at the same step.
+TEST(BatchPlan, AStepCostsItsBatchAndAnEpochDrawsEverySampleOnce) {
+  const size_t n = (size_t{1} << 18) + 1;  // just past 4^9: the worst ratio of domain to samples
+  const size_t batch = 1000;
+  const BatchPlan plan(n, batch, 11);
+  std::vector<bool> drawn(n);
+  size_t draws = 0;
+  uint64_t mostPasses = 0;
+  for (uint64_t s = 0; draws + batch <= n; ++s) {
+    const uint64_t before = plan.passes();
+    for (size_t i : plan.step(s)) {
+      ASSERT_LT(i, n);
+      ASSERT_FALSE(drawn[i]) << "sample " << i << " drawn twice in the epoch";
+      drawn[i] = true;
+      ++draws;
+    }
+    mostPasses = std::max(mostPasses, plan.passes() - before);
+  }
+  EXPECT_LE(mostPasses, 8 * batch);            // O(batch): ~4 x batch, never the dataset's size
+  EXPECT_LE(plan.passes(), 5 * uint64_t{draws});  // and about 4 a sample over the epoch
+  const BatchPlan resumed(n, batch, 11);
+  EXPECT_EQ(resumed.step(123), plan.step(123));
+  EXPECT_NE(BatchPlan(n, batch, 12).step(123), plan.step(123));
+}
+
+// Text windows start at every byte: window i + 1 is window i moved by one
+// byte, and each window's labels are its inputs moved by one.
+TEST(CharText, WindowsStartAtEveryOffset) {
+  if (::access(kDevilsDictionary, R_OK) != 0) GTEST_SKIP() << "dict-devil is not installed";
+  const size_t context = 16;
+  const CharText text(kDevilsDictionary, CharText::Split::Train, context);
+  std::vector<float> a(context), b(context);
+  std::vector<int32_t> la(context), lb(context);
+  for (size_t i : {size_t{0}, size_t{5}, text.size() - 2}) {
+    text.sample(i, a, la);
+    text.sample(i + 1, b, lb);
+    for (size_t t = 0; t + 1 < context; ++t) {
+      ASSERT_EQ(a[t + 1], b[t]) << i;
+      ASSERT_EQ(la[t], static_cast<int32_t>(a[t + 1])) << i;
+    }
+    ASSERT_EQ(la[context - 1], static_cast<int32_t>(b[context - 1])) << i;
+  }
+}
+
 TEST(Optimizers, FirstStepsAsWorkedByHand) {
   MemoryAccount account;
   std::vector<float> p{1.0f, -2.0f};
@@ -279,6 +330,48 @@ TEST(Precision, NamesAreParsedAndABadOneIsNamed) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--precision fp16"), std::string::npos) << e.what();
   }
+}
+
+// The FLOPs MFU counts, worked by hand for a GPT of vocabulary 11, context
+// 4, 12 channels, 1 block: 2220 parameters, of which wte (11 x 12) and wpe
+// (4 x 12) are looked up; per token 6 x 2040 for the products and 12 x 1 x
+// 12 x 4 for attention; 4 tokens a sample. An MLP row: 6 per parameter.
+TEST(Flops, CountedAsLlmcDoes) {
+  MemoryAccount account;
+  const GptShape shape{.vocab = 11, .context = 4, .dim = 12, .heads = 3, .layers = 1};
+  Model gpt(account);
+  buildGpt(gpt, shape);
+  ASSERT_EQ(gpt.paramCount(), 2220u);
+  EXPECT_EQ(flopsPerSample(gpt, &shape), 4.0 * (6 * 2040 + 12 * 12 * 4));
+  Model mlp(account);
+  buildMlp(mlp, 5, 3, 1, 2);  // 5x3 + 3, 3x2 + 2: 26 parameters
+  EXPECT_EQ(flopsPerSample(mlp, nullptr), 6.0 * 26);
+  EXPECT_GT(measurePeakFlops(0.01), 1e6);  // any CPU does a megaflop a second
+}
+
+// Greedy text is the argmax of the logits at the last token of the window,
+// the same every time; a seed draws other text, the same for the same seed;
+// a prompt longer than the context slides the window.
+TEST(Generate, GreedyIsTheLastTokensArgmaxAndASeedRepeats) {
+  MemoryAccount account;
+  const GptShape shape{.vocab = 11, .context = 4, .dim = 12, .heads = 3, .layers = 1};
+  Model gpt(account);
+  buildGpt(gpt, shape);
+  gpt.init(5);
+  const std::vector<int32_t> prompt{3, 1, 4};
+  const auto greedy = generate(gpt, 4, prompt, 6, 0);
+  ASSERT_EQ(greedy.size(), 6u);
+  EXPECT_EQ(generate(gpt, 4, prompt, 6, 0), greedy);
+  const std::vector<float> window{3, 1, 4, 0};
+  const auto logits = gpt.forward(window, 4).subspan(2 * 11, 11);
+  EXPECT_EQ(greedy[0], std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const auto drawn = generate(gpt, 4, prompt, 30, 9);
+  EXPECT_EQ(generate(gpt, 4, prompt, 30, 9), drawn);
+  EXPECT_NE(generate(gpt, 4, prompt, 30, 10), drawn);
+  for (int32_t t : drawn) EXPECT_TRUE(t >= 0 && t < 11) << t;
+  // Six tokens of prompt in a window of four: the last four are what counts.
+  EXPECT_EQ(generate(gpt, 4, {9, 9, 3, 1, 4, 2}, 3, 0), generate(gpt, 4, {3, 1, 4, 2}, 3, 0));
+  EXPECT_THROW(generate(gpt, 4, {}, 1, 0), std::invalid_argument);
 }
 
 // The checkpoint's state in the dense order: three parts whose runs

@@ -24,6 +24,8 @@
 #include "training/data/fashion_mnist.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/math/gemm.hpp"
+#include "training/flops.hpp"
+#include "training/models/generate.hpp"
 #include "training/models/gpt.hpp"
 #include "training/models/mlp.hpp"
 #include "training/sha256.hpp"
@@ -37,29 +39,36 @@ struct Evaluation {
   double loss;      // mean cross-entropy per row
 };
 
-// Forward only, over the first `limit` samples of `held` (0: all), in chunks.
-Evaluation evaluate(Model& model, const Dataset& held, size_t limit) {
-  const size_t total = limit == 0 ? held.size() : std::min(limit, held.size());
+// Forward only, over `samples` of `held`, in chunks.
+Evaluation evaluate(Model& model, const Dataset& held, std::span<const size_t> samples) {
   const size_t chunk = std::max<size_t>(1, 1000 / held.rowsPerSample());
   std::vector<float> x, dlogits;
   std::vector<int32_t> labels;
   size_t hits = 0;
   double loss = 0;
-  for (size_t first = 0; first < total; first += chunk) {
-    const size_t count = std::min(chunk, total - first);
-    const size_t rows = count * held.rowsPerSample();
-    std::vector<size_t> samples(count);
-    for (size_t i = 0; i < count; ++i) samples[i] = first + i;
-    x.resize(count * held.features());
+  for (size_t first = 0; first < samples.size(); first += chunk) {
+    const auto some = samples.subspan(first, std::min(chunk, samples.size() - first));
+    const size_t rows = some.size() * held.rowsPerSample();
+    x.resize(some.size() * held.features());
     labels.resize(rows);
-    gather(held, samples, x, labels);
+    gather(held, some, x, labels);
     const auto logits = model.forward(x, rows);
     dlogits.resize(logits.size());
     loss += crossEntropy(logits, labels, rows, held.classes(), dlogits) * static_cast<double>(rows);
     hits += correct(logits, labels, rows, held.classes());
   }
-  const auto rows = static_cast<double>(total * held.rowsPerSample());
+  const auto rows = static_cast<double>(samples.size() * held.rowsPerSample());
   return {static_cast<double>(hits) / rows, loss / rows};
+}
+
+// The held-out set: every sample of a test set, or for text the first
+// `windows` windows that do not overlap (one every `stride` bytes), the
+// same on every call.
+std::vector<size_t> heldOutSamples(const Dataset& held, size_t windows, size_t stride) {
+  const size_t count = windows == 0 ? held.size() : std::min(windows, (held.size() + stride - 1) / stride);
+  std::vector<size_t> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = i * stride;
+  return out;
 }
 
 std::string number(double v) {
@@ -130,14 +139,19 @@ Settings recordedSettings(const cli::Options& o, const TrainConfig& config, int 
 // A step's record. In the mesh modes every rank's idle share, bytes handed
 // to Loom per axis and activation peak so far, gathered from every rank
 // (collective).
-cli::StepRecord recordStep(uint64_t step, const StepReport& r, loom::Comm* meshComm, const MemoryAccount& account) {
+// sampleFlops: the model's FLOPs a sample (flops.hpp); peak: the job's FLOP/s.
+cli::StepRecord recordStep(uint64_t step, const StepReport& r, loom::Comm* meshComm, const MemoryAccount& account,
+                           double sampleFlops, double peak) {
+  const double flops = sampleFlops * static_cast<double>(r.samples) / r.seconds;
   cli::StepRecord record{.step = step + 1,
                          .loss = r.loss,
                          .gradNorm = r.gradNorm,
                          .seconds = r.seconds,
                          .commSeconds = r.commSeconds,
                          .exposedCommSeconds = r.exposedSeconds,
-                         .samples = r.samples};
+                         .samples = r.samples,
+                         .flopsPerSecond = flops,
+                         .mfu = peak > 0 ? flops / peak : 0.0};
   if (meshComm == nullptr) return record;
   constexpr size_t kPerRank = 5;
   const std::vector<double> mine{r.idleShare, static_cast<double>(r.bytes.dp), static_cast<double>(r.bytes.pp),
@@ -153,9 +167,9 @@ cli::StepRecord recordStep(uint64_t step, const StepReport& r, loom::Comm* meshC
 
 // The lead's line for a step.
 void printStep(const cli::StepRecord& r, bool mesh) {
-  std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms",
+  std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms  mfu %4.1f%%",
               static_cast<unsigned long long>(r.step), r.loss, r.gradNorm,
-              static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3);
+              static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3, r.mfu * 100);
   if (mesh) {
     const auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
     const auto ranks = static_cast<double>(r.rankIdle.size());
@@ -229,6 +243,81 @@ std::string paramsDigest(const Model& model, loom::Comm* comm, int rank, std::st
   return digest;
 }
 
+// Printable text: bytes outside ASCII's printable range as \n or \xNN.
+std::string escaped(const std::string& bytes) {
+  std::string out;
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b == '\n') {
+      out += "\\n";
+    } else if (b == '\\') {
+      out += "\\\\";
+    } else if (b < 0x20 || b >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", b);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// --eval-every and --sample between steps: the lead keeps a dense fp32 copy
+// of the model, with memory of its own (not training's account), filled
+// from the trainer's dense parameters (collective), and measures the
+// held-out loss or generates text on it.
+class Probe {
+ public:
+  // held: the held-out set (with --eval-every or --sample); text: the
+  // same as text, to decode (--sample).
+  Probe(const cli::Options& o, const ModelRecipe& recipe, const Dataset* held, const CharText* text, bool lead)
+      : o_(o), held_(held), text_(text), lead_(lead), copy_(scratch_) {
+    if (o.evalEvery == 0 && o.sampleEvery == 0) return;
+    recipe(copy_, nullptr);
+    copy_.allocate();
+    samples_ = heldOutSamples(*held, text != nullptr ? 32 : 0, text != nullptr ? o.context : 1);
+  }
+
+  void after(uint64_t done, bool last, Trainer& trainer, cli::StepRecord& record) {
+    const bool measure = o_.evalEvery != 0 && (done % o_.evalEvery == 0 || last);
+    const bool write = o_.sampleEvery != 0 && (done % o_.sampleEvery == 0 || last);
+    if (!measure && !write) return;
+    const std::vector<float> dense = trainer.denseParams();
+    if (!lead_) return;
+    std::copy(dense.begin(), dense.end(), copy_.params().begin());
+    if (measure) {
+      record.heldOutLoss = evaluate(copy_, *held_, samples_).loss;
+      std::printf("step %4llu  held-out loss %.6f\n", static_cast<unsigned long long>(done), record.heldOutLoss);
+    }
+    if (write) {
+      // The prompt: the held-out text's first characters, up to half a window.
+      std::vector<float> x(held_->features());
+      std::vector<int32_t> labels(held_->rowsPerSample());
+      held_->sample(0, x, labels);
+      const std::vector<int32_t> prompt(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(std::max<size_t>(1, std::min<size_t>(16, o_.context / 2))));
+      std::string text;
+      for (int32_t id : prompt) text += static_cast<char>(text_->vocabulary()[static_cast<size_t>(id)]);
+      text += " | ";
+      for (int32_t id : generate(copy_, o_.context, prompt, 64, o_.sampleSeed == 0 ? 0 : o_.sampleSeed + done)) {
+        text += static_cast<char>(text_->vocabulary()[static_cast<size_t>(id)]);
+      }
+      record.sample = escaped(text);
+      std::printf("step %4llu  sample \"%s\"\n", static_cast<unsigned long long>(done), record.sample.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  const cli::Options& o_;
+  const Dataset* held_;
+  const CharText* text_;
+  bool lead_;
+  MemoryAccount scratch_;
+  Model copy_;
+  std::vector<size_t> samples_;
+};
+
 int run(const cli::Options& o) {
   setBlasThreads(o.blasThreads);
   std::optional<loom::Comm> comm;
@@ -249,6 +338,7 @@ int run(const cli::Options& o) {
     held = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Validation, o.context);
   } else {
     train = std::make_unique<FashionMnist>(kFashionMnistDir, FashionMnist::Split::Train, o.dataLimit);
+    if (o.evaluate || o.evalEvery != 0) held = std::make_unique<FashionMnist>(kFashionMnistDir, FashionMnist::Split::Test);
   }
   const GptShape shape{.vocab = train->classes(),
                        .context = o.context,
@@ -266,6 +356,14 @@ int run(const cli::Options& o) {
   model.allocate();
   model.init(config.seed);
   const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account, recipe);
+  Probe probe(o, recipe, held.get(), gpt ? static_cast<const CharText*>(held.get()) : nullptr, lead);
+
+  // MFU's two sides: the model's FLOPs a sample, and the job's peak, every
+  // rank's sgemm measured at once (sharing the cores as training does), summed.
+  const double sampleFlops = flopsPerSample(model, gpt ? &shape : nullptr);
+  if (comm) comm->barrier();
+  std::vector<double> peak{measurePeakFlops()};
+  if (comm) comm->allReduce(std::span(peak));
 
   // Checkpoints, in the dense model's order: written under any mode and
   // rank count, resumed under any other.
@@ -315,6 +413,7 @@ int run(const cli::Options& o) {
                 config.batch, config.microBatches, static_cast<unsigned long long>(config.steps),
                 model.describe().c_str());
     if (!trainer->layout().empty()) std::printf("# layout: %s\n", trainer->layout().c_str());
+    std::printf("# %.3g FLOPs a sample; peak %.1f GFLOP/s (sgemm on every rank at once)\n", sampleFlops, peak[0] / 1e9);
   }
 
   // Training.
@@ -329,6 +428,7 @@ int run(const cli::Options& o) {
                         .steps = config.steps,
                         .seed = config.seed,
                         .lr = static_cast<double>(config.lr),
+                        .peakFlops = peak[0],
                         .mesh = mesh,
                         .schedule = scheduleName(config.schedule),
                         .chunks = config.chunks,
@@ -340,8 +440,9 @@ int run(const cli::Options& o) {
   for (uint64_t step = first; step < last; ++step) {
     const StepReport r = trainer->step(step);
     if (mesh && !o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
-    report.records.push_back(recordStep(step, r, mesh ? &*comm : nullptr, account));
+    report.records.push_back(recordStep(step, r, mesh ? &*comm : nullptr, account, sampleFlops, peak[0]));
     if (lead) printStep(report.records.back(), mesh);
+    probe.after(step + 1, step + 1 == last, *trainer, report.records.back());
     const bool due = o.checkpointEvery != 0 && (step + 1) % o.checkpointEvery == 0;
     if (!o.checkpoint.empty() && (due || step + 1 == last)) checkpoint(step + 1);
   }
@@ -350,10 +451,13 @@ int run(const cli::Options& o) {
   if (first == last && !o.checkpoint.empty() && o.checkpoint != o.resumeFrom) checkpoint(first);
 
   // What training held and did.
+  if (!report.records.empty()) report.sample = report.records.back().sample;  // --sample: the last text
   if (lead && !report.records.empty()) {
     const double median = medianStepSeconds(report.records);
     const double perStep = static_cast<double>(config.batch * (gpt ? o.context : 1));
-    std::printf("median step %.3f ms, %.0f %s/s\n", median * 1e3, perStep / median, gpt ? "tokens" : "samples");
+    const double mfu = sampleFlops * static_cast<double>(config.batch) / median / peak[0];
+    std::printf("median step %.3f ms, %.0f %s/s, mfu %.1f%%\n", median * 1e3, perStep / median,
+                gpt ? "tokens" : "samples", mfu * 100);
   }
   std::array<size_t, kCategories> peaks{};  // training's, before materialize() gathers everything
   for (size_t c = 0; c < kCategories; ++c) {
@@ -384,13 +488,12 @@ int run(const cli::Options& o) {
   std::printf("rank %d params_sha256 %s\n", rank, report.paramsSha256.c_str());
   if (o.evaluate && lead) {
     if (gpt) {
-      const Evaluation e = evaluate(model, *held, 32);
+      const Evaluation e = evaluate(model, *held, heldOutSamples(*held, 32, o.context));
       report.heldOutLoss = e.loss;
       std::printf("held-out loss %.4f (32 windows of %zu characters)\n", e.loss, o.context);
     } else {
-      const FashionMnist test(kFashionMnistDir, FashionMnist::Split::Test);
-      report.testAccuracy = evaluate(model, test, 0).accuracy;
-      std::printf("test accuracy %.4f (%zu samples)\n", report.testAccuracy, test.size());
+      report.testAccuracy = evaluate(model, *held, heldOutSamples(*held, 0, 1)).accuracy;
+      std::printf("test accuracy %.4f (%zu samples)\n", report.testAccuracy, held->size());
     }
   }
   if (lead) {

@@ -26,7 +26,8 @@ const char* usage() {
          "                  [--micro-batches M] [--layers L] [--dim D] [--heads H] [--seq T] [--lr X]\n"
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
-         "                  [--data-limit K] [--eval 0|1] [--blas-threads T] [--bucket-kb K]\n"
+         "                  [--data-limit K] [--eval 0|1] [--eval-every N] [--sample N [--sample-seed S]]\n"
+         "                  [--blas-threads T] [--bucket-kb K]\n"
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K]] [--resume 1 | --resume-from DIR]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
          "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,... | --balance params|time]\n"
@@ -63,6 +64,10 @@ const char* usage() {
          "  --bucket-kb, --first-bucket-kb  ddp's buckets and zero1/zero2's units (default 25600, 1024)\n"
          "  --data-limit  train on the first K samples only (0: all 60000)\n"
          "  --eval      1 (default): report the test set's accuracy (gpt: the held-out loss) at the end\n"
+         "  --eval-every  the held-out loss every N steps (gpt: 32 windows that do not overlap; mlp: the\n"
+         "              test set), printed and in --json\n"
+         "  --sample    gpt: 64 characters generated every N steps and at the end, greedily or, with\n"
+         "              --sample-seed S, drawn from the softmax; printed and in --json\n"
          "  --checkpoint  the training state, in the dense model's order, into DIR every --checkpoint-every\n"
          "              steps and at the end (each rank writes its part; the newest two are kept)\n"
          "  --resume    1: continue from --checkpoint DIR's newest checkpoint, written under any mode and\n"
@@ -130,6 +135,12 @@ Options parseOptions(int argc, char** argv) {
       o.dataLimit = number<size_t>(flag, value, 0, 60000);
     } else if (flag == "--eval") {
       o.evaluate = number<int>(flag, value, 0, 1) == 1;
+    } else if (flag == "--eval-every") {
+      o.evalEvery = number<uint64_t>(flag, value, 0, 100'000'000);
+    } else if (flag == "--sample") {
+      o.sampleEvery = number<uint64_t>(flag, value, 0, 100'000'000);
+    } else if (flag == "--sample-seed") {
+      o.sampleSeed = number<uint64_t>(flag, value, 0, UINT64_MAX);
     } else if (flag == "--blas-threads") {
       o.blasThreads = number<int>(flag, value, 1, 256);
     } else if (flag == "--bucket-kb") {
@@ -204,6 +215,7 @@ Options parseOptions(int argc, char** argv) {
                                 ": only with --mode pp, tp or 3d");
   }
   if (o.tie && o.model != "gpt") throw std::invalid_argument("--tie 1: only the gpt model has an embedding to tie");
+  if (o.sampleEvery != 0 && o.model != "gpt") throw std::invalid_argument("--sample: only the gpt model writes text");
   if (resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   if (resume && !o.resumeFrom.empty()) {
     throw std::invalid_argument("--resume 1 and --resume-from " + o.resumeFrom + ": give one of them");

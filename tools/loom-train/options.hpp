@@ -20,6 +20,9 @@ struct Options {
   bool tie = false;       // --tie (gpt): the head's weight is the token embedding
   size_t dataLimit = 0;   // --data-limit: the first samples of the training set only (0: all)
   bool evaluate = true;   // --eval
+  uint64_t evalEvery = 0;   // --eval-every N: held-out loss every N steps (0: at the end only, with --eval)
+  uint64_t sampleEvery = 0; // --sample N (gpt): text generated every N steps and at the end (0: none)
+  uint64_t sampleSeed = 0;  // --sample-seed S: 0 greedy, else drawn from the softmax, seeded
   int blasThreads = 1;    // --blas-threads
   bool microBatchesGiven = false;  // else one per rank
   std::string json;       // --json FILE

@@ -29,7 +29,11 @@ void writeStep(JsonWriter& json, const StepRecord& r, bool mesh) {
       .field("seconds", r.seconds)
       .field("comm_seconds", r.commSeconds)
       .field("exposed_comm_seconds", r.exposedCommSeconds)
-      .field("samples", static_cast<long long>(r.samples));
+      .field("samples", static_cast<long long>(r.samples))
+      .field("flops_per_second", r.flopsPerSecond)
+      .field("mfu", r.mfu);
+  if (r.heldOutLoss >= 0) json.field("held_out_loss", r.heldOutLoss);
+  if (!r.sample.empty()) json.field("sample", r.sample);
   if (mesh) {
     json.key("rank_idle");
     writeShares(json, r.rankIdle);
@@ -65,6 +69,7 @@ void writeJson(const std::string& path, const RunRecord& run) {
       .field("dim", static_cast<long long>(run.dim))
       .field("lr", run.lr)
       .field("seed", static_cast<long long>(run.seed))
+      .field("peak_flops", run.peakFlops)
       .endObject();
   json.key("steps").beginArray();
   for (const StepRecord& r : run.records) writeStep(json, r, run.mesh);
@@ -75,6 +80,7 @@ void writeJson(const std::string& path, const RunRecord& run) {
       .field("psi", static_cast<long long>(run.psi))
       .field("test_accuracy", run.testAccuracy)
       .field("held_out_loss", run.heldOutLoss);
+  if (!run.sample.empty()) json.field("sample", run.sample);
   json.key("peak_bytes").beginObject();
   for (const auto& [category, bytes] : run.peakBytes) json.field(category, static_cast<long long>(bytes));
   json.endObject();

@@ -33,10 +33,9 @@ CharText::CharText(const std::string& path, Split split, size_t context) : conte
 }
 
 void CharText::sample(size_t i, std::span<float> x, std::span<int32_t> labels) const {
-  const size_t start = i * context_;
   for (size_t t = 0; t < context_; ++t) {
-    x[t] = static_cast<float>(text_[start + t]);
-    labels[t] = text_[start + t + 1];
+    x[t] = static_cast<float>(text_[i + t]);
+    labels[t] = text_[i + t + 1];
   }
 }
 

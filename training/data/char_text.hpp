@@ -1,8 +1,9 @@
 // A character-level text corpus for the tiny GPT: The Devil's Dictionary
 // (Ambrose Bierce, 1911; Debian's dict-devil, a gzip-readable dictd file).
-// The vocabulary is the set of bytes the text holds, in byte order; a sample
-// is a window of `context` bytes at a multiple of `context`, whose labels
-// are the same window shifted by one byte. The last tenth is held out.
+// The vocabulary is the set of bytes the text holds, in byte order; sample
+// i is the window of `context` bytes from byte i (any offset: every window
+// the text holds), whose labels are the same window shifted by one byte.
+// The last tenth is held out.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ class CharText final : public Dataset {
   // Throws std::runtime_error naming the file when it cannot be read.
   CharText(const std::string& path, Split split, size_t context);
 
-  size_t size() const override { return (text_.size() - 1) / context_; }
+  size_t size() const override { return text_.size() - context_; }
   size_t rowsPerSample() const override { return context_; }
   size_t features() const override { return context_; }
   size_t classes() const override { return vocab_.size(); }

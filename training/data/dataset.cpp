@@ -1,9 +1,8 @@
 #include "training/data/dataset.hpp"
 
-#include <numeric>
 #include <stdexcept>
 
-#include "training/random.hpp"
+#include "training/data/shuffle.hpp"
 
 namespace loom::train {
 
@@ -12,24 +11,13 @@ BatchPlan::BatchPlan(size_t datasetSize, size_t batch, uint64_t seed) : size_(da
   if (datasetSize == 0) throw std::invalid_argument("the dataset is empty");
 }
 
-std::vector<size_t> BatchPlan::permutation(uint64_t epoch) const {
-  std::vector<size_t> order(size_);
-  std::iota(order.begin(), order.end(), size_t{0});
-  Random random(seed_ + epoch);
-  for (size_t i = size_; i > 1; --i) std::swap(order[i - 1], order[random.below(i)]);
-  return order;
-}
-
 std::vector<size_t> BatchPlan::step(uint64_t step) const {
   std::vector<size_t> out;
   out.reserve(batch_);
-  uint64_t position = step * batch_;
-  uint64_t epoch = position / size_;
-  std::vector<size_t> order = permutation(epoch);
-  while (out.size() < batch_) {
-    if (position / size_ != epoch) order = permutation(epoch = position / size_);
-    out.push_back(order[position % size_]);
-    ++position;
+  for (uint64_t position = step * batch_; out.size() < batch_; ++position) {
+    const uint64_t epoch = position / size_;
+    const Shuffle order(size_, seed_ + epoch);  // a key and a mask: nothing of O(size)
+    out.push_back(static_cast<size_t>(order(position % size_, &passes_)));
   }
   return out;
 }

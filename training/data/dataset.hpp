@@ -24,20 +24,24 @@ class Dataset {
   virtual void sample(size_t i, std::span<float> x, std::span<int32_t> labels) const = 0;
 };
 
-// The samples of each step's global batch: step s takes the next `batch`
-// positions of an endless sequence of permutations of the dataset, epoch e
-// shuffled (Fisher-Yates) by Random(seed + e).
+// The samples of each step's global batch: step s takes positions
+// s x batch ... of an endless sequence of epochs, each a permutation of the
+// dataset; epoch e is Shuffle(size, seed + e) (shuffle.hpp), computed one
+// position at a time, so a step costs O(batch) however large the dataset,
+// and every rank computes the same plan and reads only its own share.
 class BatchPlan {
  public:
   BatchPlan(size_t datasetSize, size_t batch, uint64_t seed);
   // The sample indices of step `step`'s global batch, in order.
   std::vector<size_t> step(uint64_t step) const;
+  // Feistel passes taken by every step() so far (the plan's work).
+  uint64_t passes() const { return passes_; }
 
  private:
-  std::vector<size_t> permutation(uint64_t epoch) const;
   size_t size_;
   size_t batch_;
   uint64_t seed_;
+  mutable uint64_t passes_ = 0;
 };
 
 // Gathers the samples into x and labels, one after another.

@@ -127,6 +127,7 @@ class DataParallel final : public Trainer {
     update_.restored(model_.params<T>());
   }
   Optimizer& optimizer() override { return update_.optimizer(); }
+  std::vector<float> denseParams() override { return model_.paramsAsFloat(); }
 
  private:
   Model& model_;

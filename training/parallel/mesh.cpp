@@ -211,24 +211,32 @@ class MeshTrainer final : public Trainer {
     return text;
   }
 
-  // Every rank gets the dense model: each stage's tensor group gathers its
-  // shares into the chunk's dense parameters, the stage broadcasts them down
-  // its pipeline (every data-parallel replica holds the same).
+  // Every rank gets the dense model (denseParams()).
   void materialize() override {
     model_.allocate();
+    const std::vector<float> dense = denseParams();
+    const auto params = model_.params<T>();
+    for (size_t i = 0; i < dense.size(); ++i) params[i] = fromFloat<T>(dense[i]);  // bf16: exact, they were bf16
+  }
+  // Each stage's tensor group gathers its shares of each chunk into the
+  // dense layout, the stage broadcasts them down its pipeline (every
+  // data-parallel replica holds the same).
+  std::vector<float> denseParams() override {
+    std::vector<float> out(model_.paramCount());
     for (int index = 0; index < shape_.modelChunks(); ++index) {
       const DenseRange range = denseRange(model_, ranges_[static_cast<size_t>(index)]);
-      const auto part = model_.params<T>().subspan(range.offset, range.count);
+      const auto part = std::span(out).subspan(range.offset, range.count);
       const int owner = shape_.owner(index);
       if (owner == mesh_.ppRank) {
         const Chunk<T>& chunk = chunkAt(index);
         std::vector<float> mine(chunk.params.size());
         for (size_t i = 0; i < mine.size(); ++i) mine[i] = toFloat(chunk.params[i]);
         const std::vector<float> dense = gatherShares(chunk, mine);
-        for (size_t i = 0; i < dense.size(); ++i) part[i] = fromFloat<T>(dense[i]);  // bf16: exact, they were bf16
+        std::copy(dense.begin(), dense.end(), part.begin());
       }
       ppComm_.broadcast(part, owner);
     }
+    return out;
   }
 
   // Each chunk's state, its ZeRO-1 parts gathered over the replicas and its

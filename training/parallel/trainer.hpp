@@ -100,6 +100,10 @@ class Trainer {
   // Makes model.params() hold every parameter, as every rank agrees on them
   // (ZeRO-3 gathers them); for checking and evaluating after training.
   virtual void materialize() {}
+  // Every parameter in the dense model's order, in float32 (bf16 widened),
+  // on every rank, the model left as training keeps it (collective): what a
+  // held-out evaluation or a sample runs on between steps.
+  virtual std::vector<float> denseParams() = 0;
 
   // Checkpoints (checkpoint.hpp), in the dense model's order whatever the
   // mode: the runs of the state this rank writes (the ranks' runs cover

@@ -160,6 +160,14 @@ class Zero final : public Trainer {
     model_.allocate();
     gatherAll(model_.params<T>());
   }
+  std::vector<float> denseParams() override {
+    if (stage_ != 3) return model_.paramsAsFloat();
+    std::vector<T> full(model_.paramCount());  // working memory for the call, not training's
+    gatherAll(full);
+    std::vector<float> out(full.size());
+    for (size_t i = 0; i < full.size(); ++i) out[i] = toFloat(full[i]);
+    return out;
+  }
 
  private:
   struct Shard {
