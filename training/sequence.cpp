@@ -92,6 +92,12 @@ std::span<const float> Sequence::forward(std::span<const float> x, size_t rows, 
   return in;
 }
 
+void Sequence::releaseActivations() {
+  for (auto& layer : layers_) layer->releaseActivations();
+  for (auto& out : outputs_) out.release();
+  for (auto& g : grad_) g.release();
+}
+
 void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks) {
   if (grad_.empty()) {
     grad_.emplace_back(account_, Category::Activations);

@@ -66,6 +66,9 @@ class Sequence {
   // From dL/dy: every layer's gradients, and dL/dx into dx unless it is
   // empty; last layer first.
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks = nullptr);
+  // Frees every layer's output and what each kept for backward
+  // (Layer::releaseActivations).
+  void releaseActivations();
 
  private:
   MemoryAccount& account_;

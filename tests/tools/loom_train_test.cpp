@@ -643,6 +643,30 @@ TEST(LoomTrain, HeldOutLossSamplesAndMfuBetweenSteps) {
   std::filesystem::remove(json);
 }
 
+// --recompute 1 leaves every mode's parameters the same bits
+// (LOOM_DETERMINISTIC=1) and lowers the lead's activation peak.
+TEST(LoomTrain, RecomputeKeepsTheBitsAndLowersTheActivationPeak) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::map<std::string, std::string> env{{"LOOM_DETERMINISTIC", "1"}};
+  const std::string json = ::testing::TempDir() + "loom-train-recompute-" + std::to_string(::getpid()) + ".json";
+  const auto run = [&](const std::string& name, const std::string& recompute, double& peak) {
+    const auto out = runProcess(gptCommand(layoutNamed(name), {"--recompute", recompute, "--json", json}), env);
+    const auto bytes = loom::test::search(loom::test::readFile(json), "\"activations\": ([0-9]+)");
+    peak = bytes ? std::stod((*bytes)[1]) : 0;
+    return digestOf(out, name + " --recompute " + recompute);
+  };
+  const std::vector<std::string> names =
+      kFull ? std::vector<std::string>{"single", "ddp2", "zero3x2", "pp2", "tp2", "3d221"}
+            : std::vector<std::string>{"single", "zero3x2", "tp2"};
+  for (const std::string& name : names) {
+    double kept = 0, recomputed = 0;
+    EXPECT_EQ(run(name, "1", recomputed), run(name, "0", kept)) << name;
+    EXPECT_GT(kept, 0) << name;
+    EXPECT_LT(recomputed, kept) << name;
+  }
+  std::filesystem::remove(json);
+}
+
 // Three ranks as processes of their own (no launcher to end the job): one
 // is killed mid-training; the other two stop with an error naming it, in
 // about a second, not at their deadline; a new job resumes from the last

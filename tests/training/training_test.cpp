@@ -332,6 +332,45 @@ TEST(Precision, NamesAreParsedAndABadOneIsNamed) {
   }
 }
 
+// Activation recompute: the GPT's gradients (and dL/dx of every layer) are
+// the same bits with and without it, twice in a row (the second backward
+// recomputes from a forward whose activations were freed), and the
+// activations' peak is lower.
+TEST(Recompute, GradientsAreTheSameBitsWithLessActivationMemory) {
+  const GptShape plain{.vocab = 13, .context = 8, .dim = 16, .heads = 2, .layers = 3};
+  GptShape again = plain;
+  again.recompute = true;
+  const size_t rows = 4 * plain.context;
+  std::vector<float> tokens(rows);
+  std::vector<int32_t> targets(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    tokens[r] = static_cast<float>((r * 7 + 3) % plain.vocab);
+    targets[r] = static_cast<int32_t>((r * 5 + 1) % plain.vocab);
+  }
+  const auto run = [&](const GptShape& shape, size_t& peak) {
+    MemoryAccount account;
+    Model gpt(account);
+    buildGpt(gpt, shape);
+    gpt.init(3);
+    std::vector<float> grads;
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto logits = gpt.forward(tokens, rows);
+      std::vector<float> dlogits(logits.size());
+      crossEntropy(logits, targets, rows, shape.vocab, dlogits);
+      gpt.backward(dlogits, rows);
+      grads.insert(grads.end(), gpt.grads().begin(), gpt.grads().end());
+    }
+    peak = account.peak(Category::Activations);
+    return grads;
+  };
+  size_t plainPeak = 0, recomputedPeak = 0;
+  const auto expected = run(plain, plainPeak);
+  const auto got = run(again, recomputedPeak);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  EXPECT_LT(recomputedPeak, plainPeak * 3 / 4) << recomputedPeak << " against " << plainPeak;
+}
+
 // The FLOPs MFU counts, worked by hand for a GPT of vocabulary 11, context
 // 4, 12 channels, 1 block: 2220 parameters, of which wte (11 x 12) and wpe
 // (4 x 12) are looked up; per token 6 x 2040 for the products and 12 x 1 x

@@ -33,7 +33,7 @@ const char* usage() {
          "                  [--schedule gpipe|1f1b|interleaved] [--chunks V] [--stages L,L,... | --balance params|time]\n"
          "                  [--timeline FILE]\n"
          "                  [--dp D --pp P --tp T] [--data-parallel ddp|zero1] [--sequence-parallel 0|1]\n"
-         "                  [--tie 0|1]\n"
+         "                  [--tie 0|1] [--recompute 0|1]\n"
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
@@ -56,7 +56,9 @@ const char* usage() {
          "              (default: one per rank; pp and 3d: one per stage of each replica; tp: one)\n"
          "  --layers/--dim  mlp: hidden layers and their width (default 1 x 256);\n"
          "              gpt: blocks and channels (default 4 x 128), --heads (4), --seq context (64),\n"
-         "              --tie 1: the head's weight is the token embedding (GPT-2's tying; not with zero1-3)\n"
+         "              --tie 1: the head's weight is the token embedding (GPT-2's tying; not with zero1-3),\n"
+         "              --recompute 1: each block's activations are recomputed in backward (less memory,\n"
+         "              the same bits, about a third more compute)\n"
          "  --lr, --min-lr, --warmup  AdamW's (or SGD's) rate: warm-up, then cosine to --min-lr\n"
          "  --clip      global gradient norm (0: none)\n"
          "  --precision fp32 (default), or bf16: bf16 parameters and gradients (communicated in bf16),\n"
@@ -112,6 +114,8 @@ Options parseOptions(int argc, char** argv) {
       o.heads = number<size_t>(flag, value, 1, 1024);
     } else if (flag == "--tie") {
       o.tie = number<int>(flag, value, 0, 1) == 1;
+    } else if (flag == "--recompute") {
+      o.recompute = number<int>(flag, value, 0, 1) == 1;
     } else if (flag == "--seq") {
       o.context = number<size_t>(flag, value, 1, 1 << 16);
     } else if (flag == "--lr") {
@@ -215,6 +219,7 @@ Options parseOptions(int argc, char** argv) {
                                 ": only with --mode pp, tp or 3d");
   }
   if (o.tie && o.model != "gpt") throw std::invalid_argument("--tie 1: only the gpt model has an embedding to tie");
+  if (o.recompute && o.model != "gpt") throw std::invalid_argument("--recompute 1: only the gpt model has blocks to recompute");
   if (o.sampleEvery != 0 && o.model != "gpt") throw std::invalid_argument("--sample: only the gpt model writes text");
   if (resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   if (resume && !o.resumeFrom.empty()) {

@@ -18,6 +18,7 @@ struct Options {
   size_t heads = 4;       // --heads (gpt)
   size_t context = 64;    // --seq (gpt)
   bool tie = false;       // --tie (gpt): the head's weight is the token embedding
+  bool recompute = false; // --recompute (gpt): blocks recompute their activations in backward
   size_t dataLimit = 0;   // --data-limit: the first samples of the training set only (0: all)
   bool evaluate = true;   // --eval
   uint64_t evalEvery = 0;   // --eval-every N: held-out loss every N steps (0: at the end only, with --eval)

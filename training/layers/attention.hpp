@@ -21,6 +21,10 @@ class CausalSelfAttention final : public Layer {
   // rows must be whole sequences (a multiple of context).
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void releaseActivations() override {
+    att_.release();
+    scratch_.release();
+  }
 
  private:
   size_t channels_;

@@ -15,6 +15,7 @@ class Gelu final : public Layer {
   size_t outFeatures() const override { return features_; }
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void releaseActivations() override { tanh_.release(); }
 
  private:
   size_t features_;

@@ -70,6 +70,9 @@ class Layer {
   // From dL/dy: writes (does not add) this layer's parameter gradients, and
   // dL/dx unless dx is empty (the first layer needs none).
   virtual void backward(std::span<const float> dy, std::span<float> dx, size_t rows) = 0;
+  // Frees what forward kept for backward (activation recompute): the next
+  // backward needs a forward first.
+  virtual void releaseActivations() {}
 
  protected:
   // After bind(): a layer that holds others binds them here.

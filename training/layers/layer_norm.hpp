@@ -24,6 +24,10 @@ class LayerNorm final : public Layer {
   void init(Random& random) override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void releaseActivations() override {
+    mean_.release();
+    rstd_.release();
+  }
 
  private:
   size_t features_;

@@ -25,6 +25,7 @@ class VocabParallelEmbedding final : public Layer {
   // Throws std::invalid_argument for a token id outside the vocabulary.
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void releaseActivations() override { rows_.release(); }
   size_t twinCount() const override { return (vocab_ + context_) * channels_; }
   size_t shareCount(int rank) const override {
     return (shareOf(vocab_, group_.size, rank).count + context_) * channels_;

@@ -40,6 +40,7 @@ class ColumnParallelLinear final : public Layer {
   std::vector<ParamSpec> params() const override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void releaseActivations() override { rows_.release(); }
   size_t twinCount() const override { return (in_ + (bias_ ? 1 : 0)) * blocks_ * units_ * unit_; }
   size_t shareCount(int rank) const override { return (in_ + (bias_ ? 1 : 0)) * outputs(rank); }
   void fromTwin(std::span<const float> twin, std::span<float> mine) const override;
@@ -69,6 +70,7 @@ class RowParallelLinear final : public Layer {
   std::vector<ParamSpec> params() const override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void releaseActivations() override { rows_.release(); }
   size_t twinCount() const override { return out_ * units_ * unit_ + (bias_ ? out_ : 0); }
   size_t shareCount(int rank) const override { return out_ * inputs(rank) + (bias_ ? out_ : 0); }
   void fromTwin(std::span<const float> twin, std::span<float> mine) const override;

@@ -4,8 +4,11 @@
 
 namespace loom::train {
 
-Residual::Residual(std::string name, Sequence branch)
-    : name_(std::move(name)), branch_(std::move(branch)), dxBranch_(branch_.account(), Category::Activations) {
+Residual::Residual(std::string name, Sequence branch, bool recompute)
+    : name_(std::move(name)),
+      branch_(std::move(branch)),
+      recompute_(recompute),
+      dxBranch_(branch_.account(), Category::Activations) {
   if (branch_.layers() == 0 || branch_.inFeatures() != branch_.outFeatures()) {
     throw std::invalid_argument(name_ + ": a residual branch must map its features to as many");
   }
@@ -25,13 +28,19 @@ std::vector<ParamSpec> Residual::params() const {
 void Residual::forward(std::span<const float> x, std::span<float> y, size_t rows) {
   const auto f = branch_.forward(x, rows);
   for (size_t i = 0; i < rows * inFeatures(); ++i) y[i] = x[i] + f[i];
+  if (!recompute_) return;
+  x_ = x;
+  branch_.releaseActivations();
 }
 
 void Residual::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  if (recompute_) branch_.forward(x_, rows);
   dxBranch_.resize(rows * inFeatures());
   branch_.backward(dy, dxBranch_.span(), rows);
-  if (dx.empty()) return;
-  for (size_t i = 0; i < rows * inFeatures(); ++i) dx[i] = dy[i] + dxBranch_[i];
+  if (!dx.empty()) {
+    for (size_t i = 0; i < rows * inFeatures(); ++i) dx[i] = dy[i] + dxBranch_[i];
+  }
+  if (recompute_) releaseActivations();
 }
 
 }  // namespace loom::train

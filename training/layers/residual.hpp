@@ -1,6 +1,13 @@
 // A residual branch (He et al. 2016; GPT-2's x + attn(ln(x)) and
 // x + mlp(ln(x))): y = x + f(x) for a sequence f whose output has x's width.
 // Its parameters are the sequence's, one after another.
+//
+// With recompute (activation checkpointing, Chen et al. 2016, as
+// Megatron's and llm.c's): forward keeps nothing of f's activations but x
+// (which its caller keeps anyway); backward runs f's forward again on x,
+// then its backward, then frees them. The same arithmetic on the same
+// inputs: the gradients are the same bits, and only one branch's
+// activations are alive at a time.
 #pragma once
 
 #include "training/layers/layer.hpp"
@@ -11,7 +18,7 @@ namespace loom::train {
 class Residual final : public Layer {
  public:
   // Throws std::invalid_argument unless `branch` maps features to features.
-  Residual(std::string name, Sequence branch);
+  Residual(std::string name, Sequence branch, bool recompute = false);
   std::string name() const override { return name_; }
   size_t inFeatures() const override { return branch_.inFeatures(); }
   size_t outFeatures() const override { return branch_.outFeatures(); }
@@ -26,6 +33,10 @@ class Residual final : public Layer {
   void markReplicated(std::span<uint8_t> mask) const override { branch_.markReplicated(mask); }
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void releaseActivations() override {
+    branch_.releaseActivations();
+    dxBranch_.release();
+  }
   Sequence& branch() { return branch_; }
 
  private:
@@ -33,6 +44,8 @@ class Residual final : public Layer {
 
   std::string name_;
   Sequence branch_;
+  bool recompute_;
+  std::span<const float> x_;  // recompute: forward's input, which backward runs the branch on again
   Tracked<float> dxBranch_;
 };
 

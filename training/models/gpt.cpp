@@ -33,13 +33,13 @@ void buildTensorParallelGpt(Model& model, const GptShape& s, const TensorGroup& 
     attn.add(std::make_unique<ColumnParallelLinear>(s.dim, 3, s.heads, hs, true, g, account));
     attn.add(std::make_unique<CausalSelfAttention>(heads * hs, heads, s.context, account));
     attn.add(std::make_unique<RowParallelLinear>(s.heads, hs, s.dim, true, g, account));
-    model.add(std::make_unique<Residual>("attn", std::move(attn)));
+    model.add(std::make_unique<Residual>("attn", std::move(attn), s.recompute));
     Sequence mlp(account);
     mlp.add(std::make_unique<LayerNorm>(s.dim, account, &g));
     mlp.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, 4 * s.dim, 1, true, g, account));
     mlp.add(std::make_unique<Gelu>(shareOf(4 * s.dim, g.size, g.rank).count, account));
     mlp.add(std::make_unique<RowParallelLinear>(4 * s.dim, 1, s.dim, true, g, account));
-    model.add(std::make_unique<Residual>("mlp", std::move(mlp)));
+    model.add(std::make_unique<Residual>("mlp", std::move(mlp), s.recompute));
   }
   model.add(std::make_unique<LayerNorm>(s.dim, account, &g));
   model.add(std::make_unique<ColumnParallelLinear>(s.dim, 1, s.vocab, 1, false, g, account));
@@ -70,13 +70,13 @@ void buildGpt(Model& model, const GptShape& s, bool allocate, const TensorGroup*
     attn.add(std::make_unique<Linear>(s.dim, 3 * s.dim));
     attn.add(std::make_unique<CausalSelfAttention>(s.dim, s.heads, s.context, account));
     attn.add(std::make_unique<Linear>(s.dim, s.dim));
-    model.add(std::make_unique<Residual>("attn", std::move(attn)));
+    model.add(std::make_unique<Residual>("attn", std::move(attn), s.recompute));
     Sequence mlp(account);
     mlp.add(std::make_unique<LayerNorm>(s.dim, account));
     mlp.add(std::make_unique<Linear>(s.dim, 4 * s.dim));
     mlp.add(std::make_unique<Gelu>(4 * s.dim, account));
     mlp.add(std::make_unique<Linear>(4 * s.dim, s.dim));
-    model.add(std::make_unique<Residual>("mlp", std::move(mlp)));
+    model.add(std::make_unique<Residual>("mlp", std::move(mlp), s.recompute));
   }
   model.add(std::make_unique<LayerNorm>(s.dim, account));
   model.add(std::make_unique<Linear>(s.dim, s.vocab, false));

@@ -20,7 +20,8 @@ struct GptShape {
   size_t dim = 128;     // C
   size_t heads = 4;
   size_t layers = 4;
-  bool tied = false;  // the head's weight is wte (Model::tie)
+  bool tied = false;      // the head's weight is wte (Model::tie)
+  bool recompute = false;  // each block's branches recompute their activations in backward (residual.hpp)
 };
 
 // allocate = false leaves the model unallocated (Model::build): a pipeline
