@@ -79,6 +79,13 @@ HostStream* hostStream(loomStream_t stream) {
   return stream;
 }
 
+HostEvent& liveEvent(loomEvent_t event) {
+  if (event == nullptr || !HostEvent::isLive(event)) {
+    throw Error(loomInvalidArgument, "event is not a live loom event (loomEventCreate)");
+  }
+  return *event;
+}
+
 bool isCudaStream(loomStream_t stream) {
   if (stream == nullptr || HostStream::isLive(stream)) return false;
   if (cuda::deviceCount() == 0) {

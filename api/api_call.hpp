@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "comm/communicator.hpp"
+#include "comm/engine/event.hpp"
 #include "comm/engine/stream.hpp"
 #include "memory/memory_kind.hpp"
 
@@ -39,6 +40,9 @@ HostStream* hostStream(loomStream_t stream);
 // or, where a CUDA device is visible, anything else as a cudaStream_t
 // (comm/engine/cuda_stream.hpp); loomInvalidArgument naming "stream" otherwise.
 HostStream* callStream(loomStream_t stream);
+// The event behind `event`; loomInvalidArgument naming "event" for NULL or
+// anything that is not a live event (loomEventCreate).
+HostEvent& liveEvent(loomEvent_t event);
 // Whether `stream` is a cudaStream_t (neither NULL nor a loom host stream);
 // loomInvalidArgument, as callStream's, where no CUDA device is visible.
 bool isCudaStream(loomStream_t stream);

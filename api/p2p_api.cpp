@@ -1,14 +1,16 @@
-// The point-to-point half of <loom/loom.h>: send, receive, groups, host streams.
+// The point-to-point half of <loom/loom.h>: send, receive, groups, host streams and their events.
 #include <loom/loom.h>
 
 #include "api/api_call.hpp"
 #include "base/datatype.hpp"
 #include "base/log.hpp"
 #include "comm/engine/group.hpp"
+#include "comm/engine/event.hpp"
 #include "comm/engine/stream.hpp"
 
 using loom::api::call;
 using loom::api::hostStream;
+using loom::api::liveEvent;
 using loom::api::ready;
 using loom::api::requireNonNull;
 
@@ -81,6 +83,38 @@ loomResult_t loomStreamDestroy(loomStream_t stream) {
     requireNonNull(stream, "stream");
     delete static_cast<loomStreamImpl*>(hostStream(stream));
   });
+}
+
+loomResult_t loomEventCreate(loomEvent_t* event) {
+  return call(__func__, nullptr, [&] {
+    requireNonNull(event, "event");
+    *event = new loomEventImpl();
+  });
+}
+
+loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream) {
+  return call(__func__, nullptr, [&] { liveEvent(event).record(hostStream(stream)); });
+}
+
+loomResult_t loomEventQuery(loomEvent_t event) {
+  bool done = false;
+  const loomResult_t result = call(__func__, nullptr, [&] { done = liveEvent(event).done(); });
+  return result == loomSuccess && !done ? loomInProgress : result;
+}
+
+loomResult_t loomEventSynchronize(loomEvent_t event) {
+  return call(__func__, nullptr, [&] { liveEvent(event).synchronize(); });
+}
+
+loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
+  return call(__func__, nullptr, [&] {
+    requireNonNull(stream, "stream");
+    liveEvent(event).waitOn(*hostStream(stream));
+  });
+}
+
+loomResult_t loomEventDestroy(loomEvent_t event) {
+  return call(__func__, nullptr, [&] { delete static_cast<loomEventImpl*>(&liveEvent(event)); });
 }
 
 }  // extern "C"

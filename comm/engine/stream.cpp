@@ -1,15 +1,13 @@
 #include "comm/engine/stream.hpp"
 
-#include <set>
-
 #include "base/error.hpp"
+#include "base/live_handles.hpp"
 
 namespace loom {
 namespace {
 
-std::mutex registryMutex;
-std::set<const HostStream*>& registry() {
-  static std::set<const HostStream*> live;
+LiveHandles<HostStream>& liveStreams() {
+  static LiveHandles<HostStream> live;
   return live;
 }
 
@@ -17,15 +15,11 @@ std::set<const HostStream*>& registry() {
 
 HostStream::HostStream() {
   worker_ = std::thread([this] { run(); });
-  std::lock_guard lock(registryMutex);
-  registry().insert(this);
+  liveStreams().add(this);
 }
 
 HostStream::~HostStream() {
-  {
-    std::lock_guard lock(registryMutex);
-    registry().erase(this);
-  }
+  liveStreams().remove(this);
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -34,10 +28,7 @@ HostStream::~HostStream() {
   worker_.join();
 }
 
-bool HostStream::isLive(const HostStream* stream) {
-  std::lock_guard lock(registryMutex);
-  return registry().count(stream) != 0;
-}
+bool HostStream::isLive(const HostStream* stream) { return liveStreams().contains(stream); }
 
 void HostStream::enqueue(std::function<void()> task, std::function<void()> /*giveUp: nothing to wait for*/) {
   {

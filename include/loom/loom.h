@@ -77,6 +77,7 @@ typedef enum {
  * cudaStream_t cast to loomStream_t. */
 typedef struct loomComm* loomComm_t;
 typedef struct loomStreamImpl* loomStream_t;
+typedef struct loomEventImpl* loomEvent_t;
 
 #define LOOM_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -227,6 +228,23 @@ loomResult_t loomStreamCreate(loomStream_t* stream);
 loomResult_t loomStreamSynchronize(loomStream_t stream);
 /* Finishes the stream's queued work, then frees it. */
 loomResult_t loomStreamDestroy(loomStream_t stream);
+
+/* Events on host streams, as CUDA's on its streams, to overlap work with
+ * communication and ask whether it is done without waiting. Record marks
+ * the point the stream's queue has reached (NULL: a blocking stream, whose
+ * point is reached at once); recording again marks a new point. Query
+ * returns loomSuccess once the stream's work up to the last recorded point
+ * has run (or if none was recorded), loomInProgress before; Synchronize
+ * waits for it; StreamWaitEvent makes the stream's later work wait for the
+ * point recorded before the call. A stream's errors stay the stream's
+ * (loomStreamSynchronize). Destroy may come before the point is reached.
+ * Loom host streams only: a CUDA stream has cudaEvent_t. */
+loomResult_t loomEventCreate(loomEvent_t* event);
+loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream);
+loomResult_t loomEventQuery(loomEvent_t event);
+loomResult_t loomEventSynchronize(loomEvent_t event);
+loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event);
+loomResult_t loomEventDestroy(loomEvent_t event);
 
 /* Point-to-point. A message of count x datatype bytes; the receiver's count
  * and datatype size must match the sender's (loomInvalidUsage otherwise).

@@ -73,6 +73,8 @@ constexpr loomDataType_t dataType() {
 template <class T>
 using In = std::type_identity_t<std::span<const T>>;
 
+class Event;
+
 // A host stream: calls enqueued on it run in order, asynchronously to the caller.
 class Stream {
  public:
@@ -93,11 +95,49 @@ class Stream {
 
   // Waits for everything enqueued so far; throws the first failure since the last synchronize.
   void synchronize() { check(loomStreamSynchronize(stream_)); }
+  // This stream's later work waits for the event's point (loomStreamWaitEvent).
+  void wait(const Event& event);
   loomStream_t get() const noexcept { return stream_; }
 
  private:
   loomStream_t stream_ = nullptr;
 };
+
+// An event on host streams (loomEventCreate): record() marks the point a
+// stream has reached, done() asks whether its work up to there has run,
+// synchronize() waits for it, and Stream::wait makes another stream wait.
+class Event {
+ public:
+  Event() { check(loomEventCreate(&event_)); }
+  ~Event() {
+    if (event_ != nullptr) loomEventDestroy(event_);
+  }
+  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      if (event_ != nullptr) loomEventDestroy(event_);
+      event_ = std::exchange(other.event_, nullptr);
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(const Stream& stream) { check(loomEventRecord(event_, stream.get())); }
+  bool done() const {
+    const loomResult_t result = loomEventQuery(event_);
+    if (result == loomInProgress) return false;
+    check(result);
+    return true;
+  }
+  void synchronize() const { check(loomEventSynchronize(event_)); }
+  loomEvent_t get() const noexcept { return event_; }
+
+ private:
+  loomEvent_t event_ = nullptr;
+};
+
+inline void Stream::wait(const Event& event) { check(loomStreamWaitEvent(stream_, event.get())); }
 
 // Calls between its construction and end() (or its destruction) form one
 // group (loomGroupStart/End). end() throws the group's failure; a group left
