@@ -643,6 +643,75 @@ TEST(LoomTrain, HeldOutLossSamplesAndMfuBetweenSteps) {
   std::filesystem::remove(json);
 }
 
+// ZeRO-1 and 2 overlap the parameter all-gathers after a step with the next
+// step's forward, by the trainer's order and not by timing: in the
+// --timeline of every rank, every unit's gather for step k + 1 was launched
+// before step k + 1's first forward began (after step k's), and some unit's
+// was waited for only once that forward was running (each waits at its
+// first layer). Small units (16 KiB) make several of them.
+TEST(LoomTrain, ZerosParameterGathersOverlapTheNextForward) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  for (const std::string mode : {"zero1", "zero2"}) {
+    const std::string trace = ::testing::TempDir() + "loom-train-overlap-" + std::to_string(::getpid()) + ".json";
+    const auto run = runProcess(gptCommand(layoutNamed("zero1x2"), {"--mode", mode, "--bucket-kb", "16", "--first-bucket-kb",
+                                                                   "16", "--timeline", trace}));
+    ASSERT_EQ(run.exitCode, 0) << run.output;
+    const std::string text = loom::test::readFile(trace);
+    std::filesystem::remove(trace);
+    struct Span {
+      double start, end;
+    };
+    std::map<int, std::vector<Span>> forwards, gathers;  // by rank
+    for (const auto& m : loom::test::searchAll(
+             text, "\\{\"name\": \"(gather|forward 0)\", \"cat\": \"[a-z]+\", \"ph\": \"X\", \"pid\": 0, "
+                   "\"tid\": ([0-9]+), \"ts\": ([0-9.]+), \"dur\": ([0-9.]+)")) {
+      const Span s{std::stod(m[3]), std::stod(m[3]) + std::stod(m[4])};
+      (m[1] == "gather" ? gathers : forwards)[std::stoi(m[2])].push_back(s);
+    }
+    ASSERT_EQ(forwards.size(), 2u) << text;
+    for (auto& [rank, steps] : forwards) {
+      ASSERT_EQ(steps.size(), 6u) << mode << " rank " << rank;  // one first micro-batch a step
+      size_t units = 0;
+      for (size_t k = 1; k < steps.size(); ++k) {
+        size_t launched = 0, waitedInside = 0;
+        for (const Span& g : gathers[rank]) {
+          if (g.start <= steps[k - 1].start || g.start >= steps[k].start) continue;
+          ++launched;
+          if (g.end > steps[k].start) ++waitedInside;
+        }
+        if (k == 1) units = launched;
+        EXPECT_EQ(launched, units) << mode << " rank " << rank << " step " << k + 1;
+        EXPECT_GE(waitedInside, 1u) << mode << " rank " << rank << " step " << k + 1;
+      }
+      EXPECT_GE(units, 3u) << mode << " rank " << rank << ": " << text;
+    }
+  }
+}
+
+// Every mode with collectives reports, each step, the time from its first
+// collective's launch to its last one's end and the part of it the rank
+// waited for: more than nothing, and never more than the whole. (A
+// pipeline's blocked receives are its bubble, reported apart.)
+TEST(LoomTrain, EveryModeReportsItsExposedCommunication) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::string json = ::testing::TempDir() + "loom-train-exposed-" + std::to_string(::getpid()) + ".json";
+  for (const std::string name : {"ddp2", "zero1x2", "zero3x2", "tp2", "3d221"}) {
+    const auto run = runProcess(gptCommand(layoutNamed(name), {"--json", json}));
+    ASSERT_EQ(run.exitCode, 0) << run.output;
+    const std::string record = loom::test::readFile(json);
+    const auto steps = loom::test::searchAll(
+        record, "\"comm_seconds\": ([0-9.e+-]+),\\s*\"exposed_comm_seconds\": ([0-9.e+-]+)");
+    ASSERT_EQ(steps.size(), 6u) << name << ": " << record;
+    for (const auto& s : steps) {
+      const double comm = std::stod(s[1]), exposed = std::stod(s[2]);
+      EXPECT_GT(comm, 0) << name << ": " << s[0];
+      EXPECT_GE(exposed, 0) << name << ": " << s[0];
+      EXPECT_LE(exposed, comm * 1.0001) << name << ": " << s[0];
+    }
+  }
+  std::filesystem::remove(json);
+}
+
 // --recompute 1 leaves every mode's parameters the same bits
 // (LOOM_DETERMINISTIC=1) and lowers the lead's activation peak.
 TEST(LoomTrain, RecomputeKeepsTheBitsAndLowersTheActivationPeak) {

@@ -172,17 +172,19 @@ void printStep(const cli::StepRecord& r, bool mesh) {
   std::printf("step %4llu  loss %.6f  norm %.4f  %8.0f samples/s  step %7.2f ms  mfu %4.1f%%",
               static_cast<unsigned long long>(r.step), r.loss, r.gradNorm,
               static_cast<double>(r.samples) / r.seconds, r.seconds * 1e3, r.mfu * 100);
+  // Communication: from the first collective's launch to the last one's end,
+  // and the share of it the rank did not wait for (the lead's figures).
+  const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedCommSeconds / r.commSeconds : 0.0;
+  std::printf("  comm %6.2f ms (%3.0f%% hidden)", r.commSeconds * 1e3, hidden * 100);
   if (mesh) {
     const auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
     const auto ranks = static_cast<double>(r.rankIdle.size());
-    std::printf("  bubble %3.0f%%  sent dp %.2f pp %.2f tp %.2f MB  activations <= %.2f MB\n",
+    std::printf("  bubble %3.0f%%  sent dp %.2f pp %.2f tp %.2f MB  activations <= %.2f MB",
                 total(r.rankIdle) / ranks * 100, total(r.rankSentDp) / 1e6, total(r.rankSentPp) / 1e6,
                 total(r.rankSentTp) / 1e6,
                 *std::max_element(r.rankActivationPeak.begin(), r.rankActivationPeak.end()) / 1e6);
-  } else {
-    const double hidden = r.commSeconds > 0 ? 1.0 - r.exposedCommSeconds / r.commSeconds : 0.0;
-    std::printf("  comm %6.2f ms (%3.0f%% hidden)\n", r.commSeconds * 1e3, hidden * 100);
   }
+  std::printf("\n");
   std::fflush(stdout);  // progress, also through a pipe
 }
 
@@ -442,7 +444,7 @@ int run(const cli::Options& o) {
   const uint64_t last = o.stopAfter != 0 ? std::min(o.stopAfter, config.steps) : config.steps;
   for (uint64_t step = first; step < last; ++step) {
     const StepReport r = trainer->step(step);
-    if (mesh && !o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
+    if (!o.timeline.empty()) events.insert(events.end(), r.events.begin(), r.events.end());
     report.records.push_back(recordStep(step, r, mesh ? &*comm : nullptr, account, sampleFlops, peak[0]));
     if (lead) printStep(report.records.back(), mesh);
     probe.after(step + 1, step + 1 == last, *trainer, report.records.back());
@@ -477,7 +479,7 @@ int run(const cli::Options& o) {
       std::printf("\n");
     }
   }
-  if (mesh && !o.timeline.empty()) writeTimeline(*comm, events, o.timeline);
+  if (!o.timeline.empty()) writeTimeline(*comm, events, o.timeline);
 
   // The parameters every rank ends with, and how good they are.
   trainer->materialize();  // ZeRO-3: every rank gathers every parameter

@@ -50,7 +50,8 @@ const char* usage() {
          "              reduce-scatter them, each steps its part of the optimizer, and all-gather)\n"
          "  --sequence-parallel  tp, 3d: 1 splits the rows outside the tensor-parallel regions over the\n"
          "              tensor ranks (reduce-scatter and all-gather instead of all-reduce)\n"
-         "  --timeline  pp, tp, 3d: a Chrome trace of every step, one track per rank (chrome://tracing, Perfetto)\n"
+         "  --timeline  pp, tp, 3d, zero1-3: a Chrome trace of every step, one track per rank (chrome://tracing,\n"
+         "              Perfetto); ZeRO's shows when each unit's parameter gather was launched and waited for\n"
          "  -N          ranks to start on this machine when not under a launcher (default: 2 but for single)\n"
          "  --batch     samples per step across all ranks (default 64); --micro-batches splits it\n"
          "              (default: one per rank; pp and 3d: one per stage of each replica; tp: one)\n"
@@ -214,8 +215,10 @@ Options parseOptions(int argc, char** argv) {
   if (o.train.sequenceParallel && mode != Mode::Tp && mode != Mode::ThreeD) {
     throw std::invalid_argument("--sequence-parallel 1: only with --mode tp or 3d");
   }
-  if (!mesh && (o.train.chunks != 1 || !o.train.stages.empty() || !o.timeline.empty())) {
-    throw std::invalid_argument(std::string(o.train.chunks != 1 ? "--chunks" : !o.train.stages.empty() ? "--stages" : "--timeline") +
+  const bool zero = mode == Mode::Zero1 || mode == Mode::Zero2 || mode == Mode::Zero3;
+  if (!mesh && !zero && !o.timeline.empty()) throw std::invalid_argument("--timeline: only with --mode pp, tp, 3d or zero1-3");
+  if (!mesh && (o.train.chunks != 1 || !o.train.stages.empty())) {
+    throw std::invalid_argument(std::string(o.train.chunks != 1 ? "--chunks" : "--stages") +
                                 ": only with --mode pp, tp or 3d");
   }
   if (o.tie && o.model != "gpt") throw std::invalid_argument("--tie 1: only the gpt model has an embedding to tie");

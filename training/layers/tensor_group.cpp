@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "training/clock.hpp"
+
 namespace loom::train {
 
 Share shareOf(size_t units, int parts, int part) {
@@ -12,8 +14,9 @@ Share shareOf(size_t units, int parts, int part) {
 
 void TensorGroup::allReduce(std::span<float> data, loomRedOp_t op) const {
   if (size <= 1) return;
+  const double from = monotonicSeconds();
   comm->allReduce(data, op);
-  if (bytes != nullptr) *bytes += data.size_bytes();
+  count(data.size_bytes(), from);
 }
 
 void TensorGroup::allGatherRows(std::span<const float> local, std::span<float> full) const {
@@ -21,8 +24,9 @@ void TensorGroup::allGatherRows(std::span<const float> local, std::span<float> f
     std::copy(local.begin(), local.end(), full.begin());
     return;
   }
+  const double from = monotonicSeconds();
   comm->allGather(local, full);
-  if (bytes != nullptr) *bytes += local.size_bytes();
+  count(local.size_bytes(), from);
 }
 
 void TensorGroup::reduceScatterRows(std::span<const float> full, std::span<float> local) const {
@@ -30,8 +34,14 @@ void TensorGroup::reduceScatterRows(std::span<const float> full, std::span<float
     std::copy(full.begin(), full.end(), local.begin());
     return;
   }
+  const double from = monotonicSeconds();
   comm->reduceScatter(full, local);
-  if (bytes != nullptr) *bytes += full.size_bytes();
+  count(full.size_bytes(), from);
+}
+
+void TensorGroup::count(size_t handed, double from) const {
+  if (bytes != nullptr) *bytes += handed;
+  if (seconds != nullptr) *seconds += monotonicSeconds() - from;
 }
 
 }  // namespace loom::train

@@ -35,6 +35,7 @@ struct TensorGroup {
   int size = 1;
   bool sequence = false;       // sequence parallelism: rows split outside the regions
   uint64_t* bytes = nullptr;  // where the bytes handed to Loom are counted, if anywhere
+  double* seconds = nullptr;  // and the time spent in those calls (all exposed: they block)
 
   // g forward and f backward (nothing to do alone), counted.
   void allReduce(std::span<float> data, loomRedOp_t op = loomSum) const;
@@ -44,6 +45,10 @@ struct TensorGroup {
   // g' forward and f' backward: the ranks' full tensors summed, this rank's
   // rows of the sum into local.
   void reduceScatterRows(std::span<const float> full, std::span<float> local) const;
+
+ private:
+  // Counts a call begun at `from` (steady clock, seconds) that handed `handed` bytes to Loom.
+  void count(size_t handed, double from) const;
 };
 
 struct Share {

@@ -36,10 +36,12 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "training/clock.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/parallel/micro_batch.hpp"
 #include "training/parallel/partition.hpp"
@@ -49,11 +51,8 @@
 namespace loom::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using Kind = Transfer::Kind;
 using Event = TimelineEvent::Kind;
-
-double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 // Where this rank sits in the mesh, from the mode and the flags.
 struct Mesh {
@@ -168,7 +167,7 @@ class MeshTrainer final : public Trainer {
     ppComm_ = comm.split(mesh_.dpRank * mesh_.tp + mesh_.tpRank, mesh_.ppRank);
     dpComm_ = comm.split(mesh_.ppRank * mesh_.tp + mesh_.tpRank, mesh_.dpRank);
     gradComm_ = ppComm_.split(0, mesh_.ppRank);
-    tensor_ = {&tpComm_, mesh_.tpRank, mesh_.tp, config.sequenceParallel && mesh_.tp > 1, &bytes_.tp};
+    tensor_ = {&tpComm_, mesh_.tpRank, mesh_.tp, config.sequenceParallel && mesh_.tp > 1, &bytes_.tp, &tpSeconds_};
     if (tensor_.sequence && rows() % static_cast<size_t>(mesh_.tp) != 0) {
       throw std::invalid_argument("--sequence-parallel 1: " + std::to_string(rows()) +
                                   " rows per micro-batch do not split over " + std::to_string(mesh_.tp) + " tensor ranks");
@@ -301,9 +300,11 @@ class MeshTrainer final : public Trainer {
   }
 
   StepReport stepOnce(uint64_t step) {
-    const double start = now();
+    const double start = monotonicSeconds();
     events_.clear();
     bytes_ = {};
+    tpSeconds_ = 0;
+    dpLaunch_.reset();
     batch_ = plan_.step(step);
     lossSum_ = 0;
     for (const Action& a : actions_) {
@@ -313,35 +314,40 @@ class MeshTrainer final : public Trainer {
         case Action::Op::Exchange: exchange(a.transfers); break;
       }
     }
-    const double sendsFrom = now();
+    const double sendsFrom = monotonicSeconds();
     activationStream_.synchronize();
     gradientStream_.synchronize();
     outboxUsed_ = 0;
-    if (now() - sendsFrom > 1e-6) events_.push_back({Event::Send, -1, -1, sendsFrom, now()});
+    if (monotonicSeconds() - sendsFrom > 1e-6) events_.push_back({Event::Send, -1, -1, sendsFrom, monotonicSeconds()});
+    double dpWaited = 0;
     if (zero1()) {
       // ZeRO-1 sums the tied copies before the replicas do (the same sum, reassociated).
       sumTiedGradients();
       for (auto& chunk : chunks_) reduceScatter(*chunk);
     } else {
-      if (mesh_.dp > 1) {
-        for (auto& chunk : chunks_) {
-          const auto grads = chunk->reduced();
-          dpComm_.allReduce(grads);
-          bytes_.dp += grads.size_bytes();
-        }
+      // The replicas' all-reduces were launched layer by layer in each
+      // chunk's last backward (backward()); the optimizer waits for them.
+      if (dpLaunch_) {
+        const double dpFrom = monotonicSeconds();
+        dpStream_.synchronize();
+        dpWaited = monotonicSeconds() - dpFrom;
       }
       sumTiedGradients();
     }
 
     StepReport report;
     report.samples = config_.batch;
+    // Communication: the tensor group's collectives block (all exposed); of
+    // the replicas' all-reduces, only the wait at the end is.
+    report.exposedSeconds = tpSeconds_ + dpWaited;
+    report.commSeconds = tpSeconds_ + (dpLaunch_ ? monotonicSeconds() - *dpLaunch_ : 0.0);
     // One rank per replica reports its loss (the last stage's first tensor rank).
     const bool reports = mesh_.ppRank == mesh_.pp - 1 && mesh_.tpRank == 0;
     std::vector<double> loss{reports ? lossSum_ : 0.0};
     comm_.allReduce(std::span(loss));
     report.loss = loss[0] / static_cast<double>(config_.microBatches);
 
-    const double optimizerFrom = now();
+    const double optimizerFrom = monotonicSeconds();
     const float mean = 1.0f / static_cast<float>(config_.microBatches);
     const double squares = mesh_.tp > 1 || zero1() ? sumOfSquaresOverTheMesh(mean) : sumOfSquaresInModelOrder(mean);
     report.gradNorm = std::sqrt(squares);
@@ -352,7 +358,7 @@ class MeshTrainer final : public Trainer {
                          stepped(*chunk), mean, clip, lr);
       if (zero1()) allGather(*chunk);
     }
-    const double end = now();
+    const double end = monotonicSeconds();
     events_.push_back({Event::Optimizer, -1, -1, optimizerFrom, end});
 
     report.seconds = end - start;
@@ -392,7 +398,7 @@ class MeshTrainer final : public Trainer {
   }
 
   void forward(int micro, Chunk<T>& chunk) {
-    const double from = now();
+    const double from = monotonicSeconds();
     Stash& stash = stashFor(chunk, micro);
     const bool first = chunk.index == 0, last = chunk.index == shape_.modelChunks() - 1;
     if (first || last) {
@@ -409,21 +415,31 @@ class MeshTrainer final : public Trainer {
       lossSum_ += mesh_.tp > 1 ? crossEntropy(stash.output, stash.labels, rows(), data_.classes(), tensor_, stash.dy.span())
                                : crossEntropy(stash.output, stash.labels, rows(), data_.classes(), stash.dy.span());
     }
-    events_.push_back({Event::Forward, micro, chunk.index, from, now()});
+    events_.push_back({Event::Forward, micro, chunk.index, from, monotonicSeconds()});
   }
 
   void backward(int micro, Chunk<T>& chunk) {
-    const double from = now();
+    const double from = monotonicSeconds();
     Stash& stash = stashFor(chunk, micro);
     const bool several = chunk.sum.size() > 0, last = static_cast<size_t>(micro) + 1 == split_.perRank;
     // Several micro-batches are summed in float32 in order (bf16: rounded
     // into the gradients once, after the last), as single sums them.
+    // The last micro-batch's layers are complete: without ZeRO-1 the
+    // replicas all-reduce each at once, on a stream, while the backward goes
+    // on (as ddp's buckets do; elementwise, so the same sums as one call).
     Sequence::Hooks sum;
     sum.afterBackward = [&](size_t layer) {
-      if (!several) return;
       const auto& slice = stash.layers.slices()[layer];
-      sumMicroBatch(chunk.grads.span().subspan(slice.offset, slice.count),
-                    chunk.sum.span().subspan(slice.offset, slice.count), micro == 0, last);
+      if (several) {
+        sumMicroBatch(chunk.grads.span().subspan(slice.offset, slice.count),
+                      chunk.sum.span().subspan(slice.offset, slice.count), micro == 0, last);
+      }
+      if (last && mesh_.dp > 1 && !zero1() && slice.count > 0) {
+        if (!dpLaunch_) dpLaunch_ = monotonicSeconds();
+        const auto grads = chunk.reduced().subspan(slice.offset, slice.count);
+        dpComm_.allReduce(grads, loomSum, &dpStream_);
+        bytes_.dp += grads.size_bytes();
+      }
     };
     const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, Bf16Window::Pass::Backward) : sum;
     std::span<float> dx;
@@ -433,7 +449,7 @@ class MeshTrainer final : public Trainer {
     }
     stash.layers.backward(stash.dy.span(), dx, chunk.index == 0 ? rows() : edgeRows(), &hooks);
     if (chunk.index == 0) stash.micro = -1;  // nothing of it is sent
-    events_.push_back({Event::Backward, micro, chunk.index, from, now()});
+    events_.push_back({Event::Backward, micro, chunk.index, from, monotonicSeconds()});
   }
 
   void exchange(const std::vector<Transfer>& transfers) {
@@ -449,7 +465,7 @@ class MeshTrainer final : public Trainer {
       Stash& stash = stashFor(chunk, t.micro);
       const loom::Comm& comm = activation ? ppComm_ : gradComm_;
       if (t.send) {
-        const double from = now();
+        const double from = monotonicSeconds();
         const std::span<const float> data = activation ? stash.output : std::span<const float>(stash.dx.span());
         if (outboxUsed_ == outbox_.size()) outbox_.emplace_back(model_.account(), Category::Communication);
         Tracked<float>& copy = outbox_[outboxUsed_++];  // the same buffer as last step's send in this place
@@ -458,7 +474,7 @@ class MeshTrainer final : public Trainer {
         if (!activation) stash.micro = -1;  // its last use
         comm.send(copy.span(), t.peer, activation ? &activationStream_ : &gradientStream_);
         bytes_.pp += data.size_bytes();
-        events_.push_back({Event::Send, t.micro, chunk.index, from, now()});
+        events_.push_back({Event::Send, t.micro, chunk.index, from, monotonicSeconds()});
         continue;
       }
       Tracked<float>& into = activation ? stash.input : stash.dy;
@@ -466,7 +482,7 @@ class MeshTrainer final : public Trainer {
       receives.push_back({into.span(), &t});
     }
     if (receives.empty()) return;
-    const double from = now();
+    const double from = monotonicSeconds();
     loom::Group group;
     for (const Receive& r : receives) {
       (r.transfer->kind == Kind::Activation ? ppComm_ : gradComm_).recv(r.into, r.transfer->peer);
@@ -474,7 +490,7 @@ class MeshTrainer final : public Trainer {
     group.end();
     for (const Receive& r : receives) {
       const int into = r.transfer->kind == Kind::Activation ? r.transfer->edge + 1 : r.transfer->edge;
-      events_.push_back({Event::Receive, r.transfer->micro, into, from, now()});
+      events_.push_back({Event::Receive, r.transfer->micro, into, from, monotonicSeconds()});
     }
   }
 
@@ -535,8 +551,8 @@ class MeshTrainer final : public Trainer {
       std::vector<double> best(model.layers(), 1e30), spent(model.layers());
       double from = 0;
       Model::Hooks hooks;
-      hooks.beforeForward = hooks.beforeBackward = [&](size_t) { from = now(); };
-      hooks.afterForward = hooks.afterBackward = [&](size_t i) { spent[i] += now() - from; };
+      hooks.beforeForward = hooks.beforeBackward = [&](size_t) { from = monotonicSeconds(); };
+      hooks.afterForward = hooks.afterBackward = [&](size_t i) { spent[i] += monotonicSeconds() - from; };
       for (int round = 0; round < 3; ++round) {
         std::fill(spent.begin(), spent.end(), 0.0);
         const auto logits = copy.forward(x, rows(), &hooks);
@@ -730,6 +746,9 @@ class MeshTrainer final : public Trainer {
   size_t outboxUsed_ = 0;
   loom::Stream activationStream_;
   loom::Stream gradientStream_;
+  loom::Stream dpStream_;          // the replicas' all-reduces, launched during the last backward
+  double tpSeconds_ = 0;           // this step's time in the tensor group's collectives (they block)
+  std::optional<double> dpLaunch_;  // this step's first all-reduce on dpStream_
   std::vector<size_t> batch_;
   double lossSum_ = 0;
   StepReport::AxisBytes bytes_;

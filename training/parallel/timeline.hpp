@@ -10,11 +10,13 @@
 namespace loom::train {
 
 struct TimelineEvent {
-  enum class Kind { Forward, Backward, Send, Receive, Optimizer };
+  // Gather: ZeRO's parameter all-gather of unit `chunk`, from its launch to
+  // the moment the compute waited for it.
+  enum class Kind { Forward, Backward, Send, Receive, Optimizer, Gather };
   Kind kind;
   int micro;     // -1 where none
   int chunk;     // -1 where none
-  double start;  // seconds on the rank's monotonic clock (one clock per host)
+  double start;  // monotonicSeconds() (clock.hpp)
   double end;
 };
 

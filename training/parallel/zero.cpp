@@ -6,12 +6,16 @@
 // another, are its slice of the optimizer: fp32 master parameters, their
 // gradients and the optimizer's state, nothing else of them.
 //
-//   stage 1  full parameters and gradients on every rank; as the last
-//            micro-batch's backward finishes a unit, its gradients are
-//            reduce-scattered (sum) on a Loom stream into the own shard.
-//   stage 2  the same, but a unit's gradients are written into a staging
-//            buffer that is freed once reduce-scattered: only the own
-//            shard of the gradients stays.
+//   stage 1  full parameters and gradients on every rank; a rank with
+//            several micro-batches sums them (as ddp does), and as the last
+//            one's backward finishes a unit, its gradients are
+//            reduce-scattered (sum) on a Loom stream into the own shard:
+//            once a step.
+//   stage 2  a unit's gradients are written into a staging buffer that is
+//            freed once reduce-scattered: only the own shard of the
+//            gradients stays. Each micro-batch is reduce-scattered, the
+//            next one's compute overlapping it; its shard is added in
+//            order once the stream has it.
 //   stage 3  parameters too live only as shards: a unit is all-gathered
 //            into a staging buffer before its forward, freed after it,
 //            gathered again before its backward and freed after its
@@ -21,7 +25,11 @@
 //
 // Then every stage scales the gradient shard by 1/M, clips by the global
 // norm (an all-reduce of the shards' sums of squares), steps the optimizer
-// on the shard, and (stages 1, 2) all-gathers the new parameters.
+// on the shard, and (stages 1, 2) launches the all-gathers of the new
+// parameters, unit by unit in the order the next forward needs them, each
+// with an event the forward waits for just before the unit's first layer
+// (Megatron's overlap_param_gather): the gathers run under the next step's
+// data loading and forward instead of ending this step.
 //
 // In bf16 everything above moves bf16 (parameters, gradients, the
 // collectives); the fp32 master weights live beside the optimizer's moments
@@ -35,7 +43,9 @@
 #include <optional>
 #include <stdexcept>
 
+#include "training/clock.hpp"
 #include "training/parallel/micro_batch.hpp"
+#include "training/parallel/timeline.hpp"
 #include "training/parallel/trainer.hpp"
 #include "training/parallel/units.hpp"
 #include "training/parallel/update.hpp"
@@ -44,6 +54,7 @@ namespace loom::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Event = TimelineEvent::Kind;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -75,7 +86,8 @@ class Zero final : public Trainer {
                               : std::is_same_v<T, float> ? Category::OptimizerState
                                                          : Category::Communication),
         shardGrads_(account, Category::Gradients),
-        partial_(account, Category::Gradients) {
+        partial_(account, Category::Gradients),
+        sum_(account, Category::Gradients) {
     const bool perLayer = stage == 3;
     units_ = planUnits(model.slices(), perLayer ? 0 : config.firstBucketBytes, perLayer ? 0 : config.bucketBytes,
                        sizeof(T));
@@ -85,12 +97,17 @@ class Zero final : public Trainer {
       const size_t shard = (u.count + static_cast<size_t>(ranks_) - 1) / static_cast<size_t>(ranks_);
       shards_.push_back({at, shard});
       at += shard;
-      paramStage_.emplace_back(account, Category::Parameters);
+      // Stage 3's gathered units are the parameters in use; stages 1-2 land
+      // a padded unit's gather here before copying it into place.
+      paramStage_.emplace_back(account, stage == 3 ? Category::Parameters : Category::Communication);
       gradStage_.emplace_back(account, stage == 1 ? Category::Communication : Category::Gradients);
     }
     shardParams_.resize(at);
     shardGrads_.resize(at);
-    if (split_.perRank > 1) partial_.resize(at);
+    if (split_.perRank > 1 && stage == 1) sum_.resize(model.paramCount());
+    if (split_.perRank > 1 && stage != 1) partial_.resize(at);
+    gathered_.resize(units_.size());
+    gatherLaunched_.assign(units_.size(), 0.0);
     update_.emplace(account, at, config);
     comm_.broadcast(model.params<T>(), 0);  // every rank starts from rank 0's parameters
     for (size_t u = 0; u < units_.size(); ++u) {
@@ -99,11 +116,12 @@ class Zero final : public Trainer {
     }
     update_->load(shardParams_.span());
     if (stage_ == 2) model_.releaseGradients();  // each unit's land in a staging buffer instead
-    if (stage_ == 3) {
-      model_.release();  // from here on, only shards and the units being used
-      gathers_.emplace(comm_.split(0, rank_));
-      gatherStream_.emplace();
-    }
+    // Parameter gathers run on a communicator of their own (a split), so
+    // that those still in flight after a step never interleave with the
+    // collectives the caller makes on `comm` meanwhile.
+    gathers_.emplace(comm_.split(0, rank_));
+    gatherStream_.emplace();
+    if (stage_ == 3) model_.release();  // from here on, only shards and the units being used
   }
 
   StepReport step(uint64_t step) override {
@@ -112,23 +130,31 @@ class Zero final : public Trainer {
     double lossSum = 0;
     exposed_ = 0;
     firstLaunch_.reset();
+    events_.clear();
+    // Gathers launched after the last step are this step's communication from its start.
+    if (std::any_of(gatherLaunched_.begin(), gatherLaunched_.end(), [](double t) { return t != 0; })) launched();
     for (size_t j = 0; j < split_.perRank; ++j) {
       const size_t micro = static_cast<size_t>(rank_) * split_.perRank + j;
       const auto samples = std::span(batch).subspan(micro * split_.microSize, split_.microSize);
-      Tracked<T>& into = j == 0 ? shardGrads_ : partial_;
+      const bool last = j + 1 == split_.perRank;
+      // Stage 1 reduces once a step, the micro-batches' sum; 2 and 3 each micro-batch.
+      Tracked<T>& into = stage_ == 1 || j == 0 ? shardGrads_ : partial_;
+      double backwardFrom = 0;
       Model::Hooks hooks;
-      if (stage_ == 3) {
-        hooks.beforeForward = [&](size_t layer) { enter(layer, true); };
-        hooks.afterForward = [&](size_t layer) { leaveForward(layer); };
-      }
-      hooks.beforeBackward = [&](size_t layer) { enterBackward(layer); };
-      hooks.afterBackward = [&](size_t layer) { unitDone(layer, into); };
+      hooks.beforeForward = [&](size_t layer) { enter(layer, true); };
+      if (stage_ == 3) hooks.afterForward = [&](size_t layer) { leaveForward(layer); };
+      hooks.beforeBackward = [&](size_t layer) {
+        if (backwardFrom == 0) backwardFrom = monotonicSeconds();
+        enterBackward(layer);
+      };
+      hooks.afterBackward = [&](size_t layer) { layerDone(layer, j, last, into); };
+      const double forwardFrom = monotonicSeconds();
       lossSum += micro_.run(model_, data_, samples, &hooks);
-      wait(stream_);
-      for (auto& g : gradStage_) g.release();
-      inFlight_.clear();
-      if (j > 0) addInto(shardGrads_.span(), partial_.span());
+      events_.push_back({Event::Forward, static_cast<int>(j), -1, forwardFrom, backwardFrom});
+      events_.push_back({Event::Backward, static_cast<int>(j), -1, backwardFrom, monotonicSeconds()});
+      if (j > 0 && stage_ != 1) partialPending_ = true;  // added once the stream has it (settlePartial)
     }
+    settlePartial();
     StepReport report;
     report.samples = config_.batch;
     const float mean = 1.0f / static_cast<float>(config_.microBatches);
@@ -136,18 +162,25 @@ class Zero final : public Trainer {
     comm_.allReduce(std::span(sums));
     report.gradNorm = std::sqrt(sums[1]);
     const float lr = learningRate(step, config_.warmup, config_.steps, config_.lr, config_.minLr);
+    const double optimizerFrom = monotonicSeconds();
     update_->step(shardParams_.span(), shardGrads_.span(), mean, clipScale(sums[1], config_.clip), lr);
-    if (stage_ != 3) gatherAll(model_.params<T>());
+    events_.push_back({Event::Optimizer, -1, -1, optimizerFrom, monotonicSeconds()});
+    if (stage_ != 3) prefetchAll();
     report.loss = sums[0] / static_cast<double>(config_.microBatches);
     report.exposedSeconds = exposed_;
     report.commSeconds = firstLaunch_ ? seconds(Clock::now() - *firstLaunch_) : 0.0;
     report.seconds = seconds(Clock::now() - start);
+    report.events = events_;
     return report;
   }
 
   // The own shard of every unit, where it sits in the dense model.
-  std::vector<StateRun> save() override { return runsOf(placements(), update_->components(shardParams_.span())); }
+  std::vector<StateRun> save() override {
+    settleGathers();
+    return runsOf(placements(), update_->components(shardParams_.span()));
+  }
   void load(const CheckpointReader& from) override {
+    settleGathers();  // nothing may still write the parameters
     from.readInto(placements(), update_->components(shardParams_.span()));  // the pads stay zero
     update_->optimizer().setSteps(from.info().optimizerSteps);
     update_->restored(shardParams_.span());
@@ -156,12 +189,15 @@ class Zero final : public Trainer {
   Optimizer& optimizer() override { return update_->optimizer(); }
 
   void materialize() override {
-    if (stage_ != 3) return;
+    if (stage_ != 3) return settleGathers();
     model_.allocate();
     gatherAll(model_.params<T>());
   }
   std::vector<float> denseParams() override {
-    if (stage_ != 3) return model_.paramsAsFloat();
+    if (stage_ != 3) {
+      settleGathers();
+      return model_.paramsAsFloat();
+    }
     std::vector<T> full(model_.paramCount());  // working memory for the call, not training's
     gatherAll(full);
     std::vector<float> out(full.size());
@@ -220,15 +256,18 @@ class Zero final : public Trainer {
     return u + 1 < units_.size() ? std::optional<size_t>(u + 1) : std::nullopt;
   }
 
-  // Stage 3, entering a unit's first layer of a pass: its gather (issued a
+  // Entering a unit's first layer of a pass. Stage 3: its gather (issued a
   // unit ahead, or now for the first) is waited for, the next unit's is
   // issued, and the unit's layers are bound to the gathered parameters.
+  // Stages 1-2, in forward: the unit's gather launched after the last step
+  // is waited for.
   void enter(size_t layer, bool forward) {
     const long u = unitOf_[layer];
     if (u < 0) return;
     const Unit& unit = units_[static_cast<size_t>(u)];
     if (layer != (forward ? unit.firstLayer : unit.lastLayer)) return;
     const auto uu = static_cast<size_t>(u);
+    if (stage_ != 3) return awaitGather(uu);  // stages 1-2: the parameters gathered after the last step
     if (paramStage_[uu].size() == 0) gather(uu);
     wait(*gatherStream_);
     if (auto n = next(uu, forward); n && paramStage_[*n].size() == 0) gather(*n);
@@ -244,9 +283,10 @@ class Zero final : public Trainer {
   // A gradient staging buffer for unit u. At most two are in flight (their
   // reduce-scatters queued on the stream): the third waits for the stream
   // and frees them, so the gradients never all exist at once (DeepSpeed's
-  // bucketed reduction).
+  // bucketed reduction). So does a unit whose last micro-batch's
+  // reduce-scatter may still read its buffer.
   void stageGradients(size_t u) {
-    if (inFlight_.size() >= 2) {
+    if (inFlight_.size() >= 2 || std::find(inFlight_.begin(), inFlight_.end(), u) != inFlight_.end()) {
       wait(stream_);
       for (size_t v : inFlight_) gradStage_[v].release();
       inFlight_.clear();
@@ -271,6 +311,18 @@ class Zero final : public Trainer {
                       gradStage_[uu].span().first(unit.count));
   }
 
+  // A layer's gradients of micro-batch j are written. Stage 1 adds them to
+  // the step's sum when a rank runs several micro-batches and reduces the
+  // last one's; stages 2 and 3 reduce every micro-batch's.
+  void layerDone(size_t layer, size_t j, bool last, Tracked<T>& into) {
+    if (stage_ == 1 && split_.perRank > 1) {
+      const auto& slice = model_.slices()[layer];
+      sumMicroBatch(model_.grads<T>().subspan(slice.offset, slice.count), sum_.span().subspan(slice.offset, slice.count),
+                    j == 0, last);
+    }
+    if (stage_ != 1 || last) unitDone(layer, into);
+  }
+
   // A unit's gradients are complete: reduce-scatter them into the shard.
   void unitDone(size_t layer, Tracked<T>& into) {
     const long u = unitOf_[layer];
@@ -278,9 +330,11 @@ class Zero final : public Trainer {
     const auto uu = static_cast<size_t>(u);
     const Unit& unit = units_[uu];
     if (layer != unit.firstLayer) return;
+    // The micro-batch before's shard must be in shardGrads_ before `into` is written again.
+    if (partialPending_) settlePartial();
     std::span<const T> source;
     if (stage_ == 1) {
-      const auto grads = model_.grads<T>().subspan(unit.offset, unit.count);
+      const auto grads = reducedGrads().subspan(unit.offset, unit.count);
       if (padded(uu) == unit.count) {
         source = grads;
       } else {  // a padded copy: reduce-scatter takes N equal blocks
@@ -297,27 +351,68 @@ class Zero final : public Trainer {
     if (stage_ == 3) paramStage_[uu].release();
   }
 
-  // Stages 1 and 2 after the step, and materialize(): every unit's new
-  // parameters from every rank's shard into `full`.
-  void gatherAll(std::span<T> full) {
-    const loom::Comm& comm = stage_ == 3 ? *gathers_ : comm_;
-    loom::Stream& stream = stage_ == 3 ? *gatherStream_ : stream_;
-    for (size_t u = 0; u < units_.size(); ++u) {
+  // Stage 1's gradients to reduce: the micro-batches' float32 sum when a
+  // rank runs several (bf16: rounded into the gradients once), else the gradients.
+  std::span<T> reducedGrads() {
+    if constexpr (std::is_same_v<T, float>) {
+      if (split_.perRank > 1) return sum_.span();
+    }
+    return model_.grads<T>();
+  }
+
+  // Every reduce-scatter queued so far has run: the staging is freed, and a
+  // later micro-batch's shard waiting in partial_ is added, in order.
+  void settlePartial() {
+    wait(stream_);
+    for (auto& g : gradStage_) g.release();
+    inFlight_.clear();
+    if (!partialPending_) return;
+    addInto(shardGrads_.span(), partial_.span());
+    partialPending_ = false;
+  }
+
+  // Every unit's parameters from every rank's shard into `full`, launched
+  // in the order a forward reaches them (the last unit holds the first
+  // layers), each marked by an event; a unit whose count does not split
+  // in N goes through its padded paramStage_, copied into place when landed.
+  void launchGathers(std::span<T> full) {
+    for (size_t u = units_.size(); u-- > 0;) {
       launched();
       const std::span<const T> own = shardOf(shardParams_, u);
       if (padded(u) == units_[u].count) {  // straight into place
-        comm.allGather(own, full.subspan(units_[u].offset, units_[u].count), &stream);
-      } else {  // N equal blocks: through a padded buffer
-        gradStage_[u].resize(padded(u));
-        comm.allGather(own, gradStage_[u].span(), &stream);
+        gathers_->allGather(own, full.subspan(units_[u].offset, units_[u].count), &*gatherStream_);
+      } else {
+        paramStage_[u].resize(padded(u));
+        gathers_->allGather(own, paramStage_[u].span(), &*gatherStream_);
       }
+      gathered_[u].record(*gatherStream_);
+      gatherLaunched_[u] = monotonicSeconds();
     }
-    wait(stream);
-    for (size_t u = 0; u < units_.size(); ++u) {
-      if (gradStage_[u].size() == 0) continue;
-      std::copy_n(gradStage_[u].data(), units_[u].count, full.data() + units_[u].offset);
-      gradStage_[u].release();
+  }
+  // Waits for unit u's gather, if one is pending, and puts it in place in `full`.
+  void landGather(size_t u, std::span<T> full) {
+    if (gatherLaunched_[u] == 0) return;
+    const auto from = Clock::now();
+    gathered_[u].synchronize();
+    exposed_ += seconds(Clock::now() - from);
+    if (paramStage_[u].size() != 0) {
+      std::copy_n(paramStage_[u].data(), units_[u].count, full.data() + units_[u].offset);
+      paramStage_[u].release();
     }
+    events_.push_back({Event::Gather, -1, static_cast<int>(u), gatherLaunched_[u], monotonicSeconds()});
+    gatherLaunched_[u] = 0;
+  }
+  // Stages 1 and 2 after the step: the next step's parameters, launched now
+  // and landed unit by unit as its forward reaches them (awaitGather).
+  void prefetchAll() { launchGathers(model_.params<T>()); }
+  void awaitGather(size_t u) { landGather(u, model_.params<T>()); }
+  // restored() and ZeRO-3's materialize(): every parameter into `full`, now.
+  void gatherAll(std::span<T> full) {
+    launchGathers(full);
+    for (size_t u = 0; u < units_.size(); ++u) landGather(u, full);
+  }
+  void settleGathers() {
+    for (size_t u = 0; u < units_.size(); ++u) awaitGather(u);
   }
 
   Model& model_;
@@ -336,16 +431,21 @@ class Zero final : public Trainer {
   Tracked<T> shardParams_;  // this rank's shard of every unit: fp32 master parameters, or bf16 ones
   Tracked<T> shardGrads_;   // and their gradients
   Tracked<T> partial_;      // a later micro-batch's shard, before it is added
-  std::vector<Tracked<T>> paramStage_;  // per unit: gathered parameters (stage 3; padded)
+  std::vector<Tracked<T>> paramStage_;  // per unit: gathered parameters (padded)
   std::vector<Tracked<T>> gradStage_;   // per unit: gradients to reduce-scatter, or gathered
                                         // parameters to copy into place (padded)
   std::optional<Update<T>> update_;     // the optimizer (and bf16's master weights) over the shards
-  loom::Stream stream_;  // reduce-scatters (and stages 1-2's gathers)
-  std::optional<loom::Comm> gathers_;  // stage 3: a second communicator, so gathers keep their own order
+  loom::Stream stream_;  // reduce-scatters
+  std::optional<loom::Comm> gathers_;  // parameter gathers: a second communicator, so they keep their own order
   std::optional<loom::Stream> gatherStream_;
   double exposed_ = 0;
   std::optional<Clock::time_point> firstLaunch_;
   std::vector<size_t> inFlight_;  // units whose gradient staging a queued reduce-scatter still reads
+  Tracked<float> sum_;            // stage 1, several micro-batches a rank: their gradients' float32 sum
+  bool partialPending_ = false;   // stages 2-3: partial_ holds a shard that is not yet added
+  std::vector<loom::Event> gathered_;     // per unit: its last parameter gather
+  std::vector<double> gatherLaunched_;    // per unit: when that gather was launched (0: none pending)
+  std::vector<TimelineEvent> events_;     // this step's, for --timeline
 };
 
 }  // namespace
