@@ -48,6 +48,7 @@ std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::strin
                                         std::chrono::seconds timeout, const std::optional<KillRule>& kill) {
   auto t0 = std::chrono::steady_clock::now();
   bool victimKilled = false;
+  std::chrono::steady_clock::time_point killedAt;
   std::vector<Child> children;
   for (size_t i = 0; i < argvs.size(); ++i) children.push_back(start(argvs[i], i < envs.size() ? envs[i] : std::map<std::string, std::string>{}));
   bool killed = false;
@@ -75,7 +76,9 @@ std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::strin
         int status = 0;
         if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
           c.done = true;
-          c.result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+          const auto now = std::chrono::steady_clock::now();
+          c.result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - t0);
+          if (victimKilled) c.result.afterKill = std::chrono::duration_cast<std::chrono::milliseconds>(now - killedAt);
           c.result.exitCode = killed ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
       }
@@ -86,6 +89,7 @@ std::vector<ProcessResult> runProcesses(const std::vector<std::vector<std::strin
       if (!v.done && children[kill->watched].result.output.find(kill->trigger) != std::string::npos) {
         ::kill(v.pid, SIGKILL);
         victimKilled = true;
+        killedAt = std::chrono::steady_clock::now();
       }
     }
     if (all) break;

@@ -14,6 +14,10 @@ struct ProcessResult {
   int exitCode = -1;   // 128 + signal when killed, -1 when it timed out
   std::string output;  // stdout and stderr together
   std::chrono::milliseconds elapsed{0};
+  // From a KillRule's kill to this process's exit; -1 when it ended before
+  // the kill, or nothing was killed. What "the others stop soon after" is
+  // measured by, whatever the start-up cost (the sanitizers' is seconds).
+  std::chrono::milliseconds afterKill{-1};
 };
 
 ProcessResult runProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},

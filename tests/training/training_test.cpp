@@ -29,6 +29,7 @@
 #include "training/models/gpt.hpp"
 #include "training/models/mlp.hpp"
 #include "training/math/bf16.hpp"
+#include "training/math/exp.hpp"
 #include "training/optim/optimizer.hpp"
 #include "training/parallel/update.hpp"
 #include "training/random.hpp"
@@ -369,6 +370,23 @@ TEST(Recompute, GradientsAreTheSameBitsWithLessActivationMemory) {
   ASSERT_EQ(got.size(), expected.size());
   EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
   EXPECT_LT(recomputedPeak, plainPeak * 3 / 4) << recomputedPeak << " against " << plainPeak;
+}
+
+// The vectorizable e^x stays within 2 ulp of glibc's over the range it
+// serves (softmax arguments down to -87, GELU's 2u up to 88), and clamps
+// beyond it instead of making infinities or denormals.
+TEST(ExpFloat, WithinTwoUlpOfGlibc) {
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.001373f) {
+    const double exact = std::exp(static_cast<double>(x));
+    const double ulp = std::nextafter(static_cast<float>(exact), INFINITY) - static_cast<float>(exact);
+    worst = std::max(worst, std::abs(static_cast<double>(expFloat(x)) - exact) / ulp);
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(expFloat(0.0f), 1.0f);
+  EXPECT_TRUE(std::isfinite(expFloat(1000.0f)));
+  EXPECT_GT(expFloat(-1000.0f), 0.0f);
+  EXPECT_LT(expFloat(-1000.0f), 1e-37f);
 }
 
 // The FLOPs MFU counts, worked by hand for a GPT of vocabulary 11, context

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "training/math/exp.hpp"
 #include "training/math/gemm.hpp"
 
 namespace loom::train {
@@ -42,11 +43,9 @@ void CausalSelfAttention::forward(std::span<const float> x, std::span<float> y, 
         float* row = att + t * T;
         float max = -INFINITY;
         for (size_t t2 = 0; t2 <= t; ++t2) max = std::max(max, row[t2] * scale);
+        for (size_t t2 = 0; t2 <= t; ++t2) row[t2] = expFloat(row[t2] * scale - max);  // vectorizes
         float sum = 0;
-        for (size_t t2 = 0; t2 <= t; ++t2) {
-          row[t2] = std::exp(row[t2] * scale - max);
-          sum += row[t2];
-        }
+        for (size_t t2 = 0; t2 <= t; ++t2) sum += row[t2];  // in order
         const float inverse = 1.0f / sum;
         for (size_t t2 = 0; t2 < T; ++t2) row[t2] = t2 <= t ? row[t2] * inverse : 0.0f;
       }

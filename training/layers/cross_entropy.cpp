@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "training/math/exp.hpp"
+
 namespace loom::train {
 
 double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
@@ -21,11 +23,9 @@ double crossEntropy(std::span<const float> logits, std::span<const int32_t> targ
                                   " is not one of " + std::to_string(classes) + " classes");
     }
     const float max = *std::max_element(z, z + classes);
+    for (size_t j = 0; j < classes; ++j) dz[j] = expFloat(z[j] - max);  // vectorizes
     float sum = 0;
-    for (size_t j = 0; j < classes; ++j) {
-      dz[j] = std::exp(z[j] - max);
-      sum += dz[j];
-    }
+    for (size_t j = 0; j < classes; ++j) sum += dz[j];  // in order
     const float inverse = 1.0f / sum;
     for (size_t j = 0; j < classes; ++j) dz[j] *= inverse;  // the softmax
     loss -= std::log(static_cast<double>(dz[static_cast<size_t>(target)]));
@@ -53,11 +53,9 @@ double crossEntropy(std::span<const float> logits, std::span<const int32_t> targ
   for (size_t r = 0; r < rows; ++r) {
     const float* z = logits.data() + r * n;
     float* dz = dlogits.data() + r * n;
+    for (size_t j = 0; j < n; ++j) dz[j] = expFloat(z[j] - max[r]);  // vectorizes
     float sum = 0;
-    for (size_t j = 0; j < n; ++j) {
-      dz[j] = std::exp(z[j] - max[r]);
-      sum += dz[j];
-    }
+    for (size_t j = 0; j < n; ++j) sum += dz[j];  // in order
     sums[r] = sum;
     const auto target = static_cast<size_t>(targets[r]);
     sums[rows + r] = target >= share.first && target < share.first + n ? z[target - share.first] : 0.0f;

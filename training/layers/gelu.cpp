@@ -1,6 +1,6 @@
 #include "training/layers/gelu.hpp"
 
-#include <cmath>
+#include "training/math/exp.hpp"
 
 namespace loom::train {
 namespace {
@@ -8,10 +8,11 @@ namespace {
 constexpr float kScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kCubic = 0.044715f;
 
-// tanh through expf, 1 - 2 / (e^2u + 1): glibc's tanhf goes through expm1f
-// and cost a fifth of a tiny GPT's step; this is within 2e-7 of it (an
-// absolute error, where the cancellation near 0 is harmless: GELU adds 1).
-float fastTanh(float u) { return 1.0f - 2.0f / (std::exp(2.0f * u) + 1.0f); }
+// tanh through e^x, 1 - 2 / (e^2u + 1): glibc's tanhf goes through expm1f
+// and cost a fifth of a tiny GPT's step; this is within 3e-7 of it (an
+// absolute error, where the cancellation near 0 is harmless: GELU adds 1),
+// and expFloat lets the loop vectorize.
+float fastTanh(float u) { return 1.0f - 2.0f / (expFloat(2.0f * u) + 1.0f); }
 
 }  // namespace
 

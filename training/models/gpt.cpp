@@ -22,7 +22,7 @@ void buildTensorParallelGpt(Model& model, const GptShape& s, const TensorGroup& 
     throw std::invalid_argument(std::to_string(s.heads) + " heads do not divide " + std::to_string(s.dim) + " channels");
   }
   const size_t hs = s.dim / s.heads, heads = shareOf(s.heads, g.size, g.rank).count;
-  if (heads == 0) {
+  if (static_cast<size_t>(g.size) > s.heads) {  // the same on every rank, so that every rank stops saying so
     throw std::invalid_argument("--tp " + std::to_string(g.size) + ": more ranks than the " + std::to_string(s.heads) +
                                 " heads to split");
   }
