@@ -274,10 +274,10 @@ std::string escaped(const std::string& bytes) {
 class Probe {
  public:
   // held: the held-out set (with --eval-every or --sample); text: the
-  // same as text, to decode (--sample).
+  // same set as text, whose vocabulary decodes samples (--sample).
   Probe(const cli::Options& o, const ModelRecipe& recipe, const Dataset* held, const CharText* text, bool lead)
       : o_(o), held_(held), text_(text), lead_(lead), copy_(scratch_) {
-    if (o.evalEvery == 0 && o.sampleEvery == 0) return;
+    if (!lead || (o.evalEvery == 0 && o.sampleEvery == 0)) return;  // the copy is the lead's alone
     recipe(copy_, nullptr);
     copy_.allocate();
     samples_ = heldOutSamples(*held, text != nullptr ? 32 : 0, text != nullptr ? o.context : 1);

@@ -432,8 +432,7 @@ class Zero final : public Trainer {
   Tracked<T> shardGrads_;   // and their gradients
   Tracked<T> partial_;      // a later micro-batch's shard, before it is added
   std::vector<Tracked<T>> paramStage_;  // per unit: gathered parameters (padded)
-  std::vector<Tracked<T>> gradStage_;   // per unit: gradients to reduce-scatter, or gathered
-                                        // parameters to copy into place (padded)
+  std::vector<Tracked<T>> gradStage_;   // per unit: gradients to reduce-scatter (padded)
   std::optional<Update<T>> update_;     // the optimizer (and bf16's master weights) over the shards
   loom::Stream stream_;  // reduce-scatters
   std::optional<loom::Comm> gathers_;  // parameter gathers: a second communicator, so they keep their own order
