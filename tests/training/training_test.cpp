@@ -31,6 +31,7 @@
 #include "training/math/bf16.hpp"
 #include "training/math/exp.hpp"
 #include "training/optim/optimizer.hpp"
+#include "training/parallel/units.hpp"
 #include "training/parallel/update.hpp"
 #include "training/random.hpp"
 #include "training/sha256.hpp"
@@ -429,6 +430,36 @@ TEST(Generate, GreedyIsTheLastTokensArgmaxAndASeedRepeats) {
   // Six tokens of prompt in a window of four: the last four are what counts.
   EXPECT_EQ(generate(gpt, 4, {9, 9, 3, 1, 4, 2}, 3, 0), generate(gpt, 4, {3, 1, 4, 2}, 3, 0));
   EXPECT_THROW(generate(gpt, 4, {}, 1, 0), std::invalid_argument);
+}
+
+// Units as DDP's buckets: from the last layer, the first closing at
+// firstCap bytes and the rest at cap; layers without parameters in none.
+// SmallEnds::Both also closes the first layers into a unit of firstCap,
+// the forward's first (ZeRO-1/2 gather in that order).
+TEST(Units, BucketsFromTheBackAndASmallFrontForTheForward) {
+  std::vector<Model::Slice> slices;
+  size_t at = 0;
+  for (size_t count : {10, 20, 0, 30, 40, 50}) {
+    slices.push_back({at, count});
+    at += count;
+  }
+  const auto layers = [](const std::vector<Unit>& units) {
+    std::vector<std::pair<size_t, size_t>> out;
+    for (const Unit& u : units) out.emplace_back(u.firstLayer, u.lastLayer);
+    return out;
+  };
+  using Layers = std::vector<std::pair<size_t, size_t>>;
+  const auto back = planUnits(slices, 25, 1000, 1);
+  EXPECT_EQ(layers(back), (Layers{{5, 5}, {0, 4}}));
+  EXPECT_EQ(back[1].offset, 0u);
+  EXPECT_EQ(back[1].count, 100u);
+  const auto both = planUnits(slices, 25, 1000, 1, SmallEnds::Both);
+  EXPECT_EQ(layers(both), (Layers{{5, 5}, {3, 4}, {0, 1}}));
+  EXPECT_EQ(both[2].count, 30u);
+  EXPECT_EQ(both[1].offset, 30u);
+  EXPECT_EQ(layers(planUnits(slices, 0, 0, 1, SmallEnds::Both)), (Layers{{5, 5}, {4, 4}, {3, 3}, {1, 1}, {0, 0}}));
+  const auto units = unitOfLayer(both, slices.size());
+  EXPECT_EQ(units, (std::vector<long>{2, 2, -1, 1, 1, 0}));  // layer 2 has no parameters, between two units
 }
 
 // The checkpoint's state in the dense order: three parts whose runs

@@ -6,6 +6,11 @@
 // PyTorch's DDP buckets do; cap 0 makes every layer with parameters a unit
 // of its own (ZeRO-3's per-layer sharding, FSDP's units). Layers without
 // parameters belong to none.
+//
+// With SmallEnds::Both the first layers, up to `firstCap` bytes, form a
+// unit of their own too (the last unit): ZeRO-1/2 gather the parameters
+// unit by unit in forward order after each step, and a small first unit
+// lets the next forward start while the others arrive.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +27,9 @@ struct Unit {
   size_t count;
 };
 
-std::vector<Unit> planUnits(const std::vector<Model::Slice>& slices, size_t firstCap, size_t cap, size_t elementBytes);
+enum class SmallEnds { Back, Both };
+std::vector<Unit> planUnits(const std::vector<Model::Slice>& slices, size_t firstCap, size_t cap, size_t elementBytes,
+                            SmallEnds ends = SmallEnds::Back);
 
 // The unit each layer belongs to, or -1.
 std::vector<long> unitOfLayer(const std::vector<Unit>& units, size_t layers);

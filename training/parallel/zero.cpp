@@ -1,6 +1,8 @@
 // ZeRO (Rajbhandari et al. 2020), stages 1 to 3, over the flat buffers. The
 // model is cut into units (units.hpp: the DDP buckets for stages 1 and 2,
-// one layer each for stage 3, as FSDP's units), and each unit is sharded
+// with the first layers in a small unit of their own for the forward that
+// waits on their gather first; one layer each for stage 3, as FSDP's
+// units), and each unit is sharded
 // over the N ranks on its own: rank r owns its r-th ceil(count/N) elements,
 // the last shard padded with zeros. A rank's shards of every unit, one after
 // another, are its slice of the optimizer: fp32 master parameters, their
@@ -90,7 +92,7 @@ class Zero final : public Trainer {
         sum_(account, Category::Gradients) {
     const bool perLayer = stage == 3;
     units_ = planUnits(model.slices(), perLayer ? 0 : config.firstBucketBytes, perLayer ? 0 : config.bucketBytes,
-                       sizeof(T));
+                       sizeof(T), SmallEnds::Both);
     unitOf_ = unitOfLayer(units_, model.layers());
     size_t at = 0;
     for (const Unit& u : units_) {
