@@ -54,14 +54,15 @@ void ColumnParallelLinear::forward(std::span<const float> x, std::span<float> y,
 
 void ColumnParallelLinear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
   const size_t out = outFeatures(), all = outRows(rows);
+  const bool overlap = !dx.empty() && !group_.sequence;
+  if (overlap) {  // f's backward: every rank's outputs contributed to dL/dx; summed under dW's product
+    gemm(Transpose::No, Transpose::No, rows, in_, out, dy.data(), params_.data(), dx.data());
+    group_.startAllReduce(dx.first(rows * in_));
+  }
   gemm(Transpose::Yes, Transpose::No, out, in_, all, dy.data(), x_.data(), grads_.data());
   if (bias_) biasGradient(dy, grads_.data() + in_ * out, all, out);
+  if (overlap) return group_.finish();
   if (dx.empty()) return;
-  if (!group_.sequence) {
-    gemm(Transpose::No, Transpose::No, rows, in_, out, dy.data(), params_.data(), dx.data());
-    group_.allReduce(dx.first(rows * in_));  // f's backward: every rank's outputs contributed to dL/dx
-    return;
-  }
   // f''s backward: dL/dx of every row, summed over the ranks, each keeping its rows.
   rows_.resize(all * in_);  // x's gathered rows are no longer needed
   gemm(Transpose::No, Transpose::No, all, in_, out, dy.data(), params_.data(), rows_.data());

@@ -4,7 +4,8 @@
 //   column-parallel  y_r = x W_r^T + b_r, rank r holding a share of W's
 //                    rows (outputs); x is the same on every rank (Megatron's
 //                    f: identity forward), and backward all-reduces dL/dx,
-//                    which each rank has only its outputs' part of.
+//                    which each rank has only its outputs' part of, while
+//                    it computes dL/dW (on the group's stream, if it has one).
 //   row-parallel     y = sum_r x_r W_r^T + b, rank r holding a share of W's
 //                    columns (inputs) and taking the matching share of x
 //                    (what a column-parallel layer gave it); forward

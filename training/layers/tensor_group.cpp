@@ -39,6 +39,20 @@ void TensorGroup::reduceScatterRows(std::span<const float> full, std::span<float
   count(full.size_bytes(), from);
 }
 
+void TensorGroup::startAllReduce(std::span<float> data) const {
+  if (stream == nullptr) return allReduce(data);
+  if (size <= 1) return;
+  comm->allReduce(data, loomSum, stream);
+  if (bytes != nullptr) *bytes += data.size_bytes();
+}
+
+void TensorGroup::finish() const {
+  if (stream == nullptr || size <= 1) return;
+  const double from = monotonicSeconds();
+  stream->synchronize();
+  count(0, from);
+}
+
 void TensorGroup::count(size_t handed, double from) const {
   if (bytes != nullptr) *bytes += handed;
   if (seconds != nullptr) *seconds += monotonicSeconds() - from;

@@ -35,10 +35,16 @@ struct TensorGroup {
   int size = 1;
   bool sequence = false;       // sequence parallelism: rows split outside the regions
   uint64_t* bytes = nullptr;  // where the bytes handed to Loom are counted, if anywhere
-  double* seconds = nullptr;  // and the time spent in those calls (all exposed: they block)
+  double* seconds = nullptr;  // and the time the caller waited on them (exposed)
+  loom::Stream* stream = nullptr;  // where a started all-reduce runs (none: it blocks)
 
-  // g forward and f backward (nothing to do alone), counted.
+  // g forward (nothing to do alone), counted.
   void allReduce(std::span<float> data, loomRedOp_t op = loomSum) const;
+  // f backward, started: the sum of `data` runs on `stream` while the caller
+  // computes (Megatron overlaps it with the weight gradient's product), and
+  // finish() waits for it. Without a stream, start does it all.
+  void startAllReduce(std::span<float> data) const;
+  void finish() const;
   // f' forward and g' backward: every rank's rows (local.size() each) into
   // full, in rank order.
   void allGatherRows(std::span<const float> local, std::span<float> full) const;

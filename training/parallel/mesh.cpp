@@ -167,7 +167,8 @@ class MeshTrainer final : public Trainer {
     ppComm_ = comm.split(mesh_.dpRank * mesh_.tp + mesh_.tpRank, mesh_.ppRank);
     dpComm_ = comm.split(mesh_.ppRank * mesh_.tp + mesh_.tpRank, mesh_.dpRank);
     gradComm_ = ppComm_.split(0, mesh_.ppRank);
-    tensor_ = {&tpComm_, mesh_.tpRank, mesh_.tp, config.sequenceParallel && mesh_.tp > 1, &bytes_.tp, &tpSeconds_};
+    tensor_ = {&tpComm_, mesh_.tpRank, mesh_.tp, config.sequenceParallel && mesh_.tp > 1, &bytes_.tp, &tpSeconds_,
+               &tpStream_};
     if (tensor_.sequence && rows() % static_cast<size_t>(mesh_.tp) != 0) {
       throw std::invalid_argument("--sequence-parallel 1: " + std::to_string(rows()) +
                                   " rows per micro-batch do not split over " + std::to_string(mesh_.tp) + " tensor ranks");
@@ -337,8 +338,9 @@ class MeshTrainer final : public Trainer {
 
     StepReport report;
     report.samples = config_.batch;
-    // Communication: the tensor group's collectives block (all exposed); of
-    // the replicas' all-reduces, only the wait at the end is.
+    // Communication: of the tensor group's collectives, the time waited on
+    // them (the started ones hide under dW's product); of the replicas'
+    // all-reduces, the wait at the end.
     report.exposedSeconds = tpSeconds_ + dpWaited;
     report.commSeconds = tpSeconds_ + (dpLaunch_ ? monotonicSeconds() - *dpLaunch_ : 0.0);
     // One rank per replica reports its loss (the last stage's first tensor rank).
@@ -747,7 +749,8 @@ class MeshTrainer final : public Trainer {
   loom::Stream activationStream_;
   loom::Stream gradientStream_;
   loom::Stream dpStream_;          // the replicas' all-reduces, launched during the last backward
-  double tpSeconds_ = 0;           // this step's time in the tensor group's collectives (they block)
+  loom::Stream tpStream_;          // the tensor group's started all-reduces (TensorGroup::startAllReduce)
+  double tpSeconds_ = 0;           // this step's time waiting on the tensor group's collectives
   std::optional<double> dpLaunch_;  // this step's first all-reduce on dpStream_
   std::vector<size_t> batch_;
   double lossSum_ = 0;
