@@ -380,7 +380,7 @@ TEST(ExpFloat, WithinTwoUlpOfGlibc) {
   double worst = 0;
   for (float x = -87.0f; x <= 88.0f; x += 0.001373f) {
     const double exact = std::exp(static_cast<double>(x));
-    const double ulp = std::nextafter(static_cast<float>(exact), INFINITY) - static_cast<float>(exact);
+    const auto ulp = static_cast<double>(std::nextafter(static_cast<float>(exact), INFINITY) - static_cast<float>(exact));
     worst = std::max(worst, std::abs(static_cast<double>(expFloat(x)) - exact) / ulp);
   }
   EXPECT_LE(worst, 2.0);
