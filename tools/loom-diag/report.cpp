@@ -61,7 +61,7 @@ std::string terminalReport(const Diagnosis& d, const Options& o) {
                "way per pair, 8 B x %d round trips\n",
           n, d.pairs.size(), n * (n - 1), d.rounds, d.seconds, o.bytes, o.iters, o.latencyIters);
   if (d.remeasured > 0) {
-    appendf(out, "# %d pair(s) found slow were measured again, alone (%d time%s); %d ordered pair(s) still slow\n",
+    appendf(out, "# %d pair(s) measured again, alone, after a slow figure (%d time%s); %d ordered pair(s) still slow\n",
             d.remeasured, d.confirmPasses, d.confirmPasses == 1 ? "" : "s", d.stillSlow);
   }
   const auto& findings = d.attribution.findings;

@@ -27,7 +27,7 @@ struct Diagnosis {
   double memcpyGBps = 0;  // rank 0's host, one thread
   Attribution attribution;
   int rounds = 0;
-  int remeasured = 0;  // pairs found slow, measured again alone
+  int remeasured = 0;  // pairs measured again alone after a slow figure (in a small job, every pair)
   int confirmPasses = 0;  // how many times: until none is slow, at most 3
   int stillSlow = 0;   // ordered pairs slow after that
   double seconds = 0;
