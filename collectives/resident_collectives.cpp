@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/datatype.hpp"
@@ -80,8 +81,52 @@ void read(const ResidentArea& area, const Collective& c, const Piece& p, uint64_
   }
 }
 
+// The read step of a two-shot all-reduce's piece: rank r owns share r of
+// the piece (a contiguous n-th, as even as the count allows); it reduces its
+// share of every rank's slot, in rank order (the one-shot read's bits, element
+// for element), puts the result into its own slot where its share of its input
+// was (no other rank reads that part of it), and tells the others; then it
+// copies every other rank's reduced share out of that rank's slot. A rank
+// reads about 2x the piece instead of n x, for one more round of flags.
+void readTwoShot(const ResidentArea& area, const Collective& c, const Piece& p, uint64_t sequence, void* stream) {
+  cuda::DeviceRuntime& rt = cuda::runtime();
+  DeviceKernels& kernels = deviceKernels();
+  const cpu::ReduceOp op = c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
+  const int n = area.size();
+  const int me = area.rank();
+  const auto share = [&](int r) {  // [first, end) elements of the piece
+    const auto at = [&](int q) { return p.count * static_cast<size_t>(q) / static_cast<size_t>(n); };
+    return std::pair(at(r), at(r + 1));
+  };
+  std::byte* out = c.recv + p.first * c.typeSize;
+  const auto [first, end] = share(me);
+  if (end > first) {
+    std::vector<const void*> sources(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = area.slot(r, sequence) + first * c.typeSize;
+    kernels.reduce(c.type, op, sources, out + first * c.typeSize, end - first, 1.0, stream);
+    rt.copy(area.slot(me, sequence) + first * c.typeSize, out + first * c.typeSize, (end - first) * c.typeSize, stream);
+  }
+  for (int r = 0; r < n; ++r) rt.writeValue(stream, area.reducedFrom(r, me), sequence);  // its own word too
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    rt.waitValue(stream, area.reducedFrom(me, r), sequence);
+    const auto [from, to] = share(r);
+    if (to > from)
+      kernels.copy(out + from * c.typeSize, area.slot(r, sequence) + from * c.typeSize, (to - from) * c.typeSize,
+                   stream);
+  }
+}
+
+// Whether `c` (resident) runs its pieces in two shots: an all-reduce of 3 or
+// more ranks (with 2, each rank reads 2x the piece either way) of at least
+// the area's bytes.
+bool twoShot(const ResidentArea& area, const Collective& c) {
+  return c.kind == CollectiveKind::AllReduce && area.size() >= 3 && area.twoShotFromBytes() != 0 &&
+         c.count * c.typeSize >= area.twoShotFromBytes();
+}
+
 // One piece as one resident call: publish, read, release.
-void runPiece(ResidentArea& area, const Collective& c, const Piece& p, void* stream) {
+void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int n = area.size();
   const int me = area.rank();
@@ -115,7 +160,11 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, void* str
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
-  read(area, c, p, sequence, stream);
+  if (twoShots) {
+    readTwoShot(area, c, p, sequence, stream);
+  } else {
+    read(area, c, p, sequence, stream);
+  }
   // An average divides the sum, as the host path does.
   const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;
   if (c.reduction.average && hasResult) {
@@ -143,8 +192,9 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   // Pieces of at most a slot of input: of a block, or of each of n blocks.
   const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(area.size()) : 1;
   const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
+  const bool twoShots = twoShot(area, c);
   for (size_t first = 0; first < c.count; first += perPiece) {
-    runPiece(area, c, Piece{.first = first, .count = std::min(perPiece, c.count - first)}, stream);
+    runPiece(area, c, Piece{.first = first, .count = std::min(perPiece, c.count - first)}, twoShots, stream);
   }
   queued.fetch_add(1, std::memory_order_relaxed);
 }

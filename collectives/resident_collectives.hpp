@@ -14,7 +14,11 @@
 //            sequence, the rank reads what it needs from the slots: one
 //            reduction kernel over every rank's (all-reduce, the root's
 //            reduce, a reduce-scatter's own block of each), or copies (all-
-//            gather, broadcast, all-to-all, gather, scatter);
+//            gather, broadcast, all-to-all, gather, scatter); an all-reduce
+//            of 3 or more ranks from the area's two-shot size reads in two
+//            shots (each rank reduces its n-th into its own slot and says
+//            "reduced"; then copies the others' n-ths), about 2x the piece
+//            read instead of n x;
 //   release: it writes the sequence into every other rank's line ("done
 //            reading yours") and into its own "finished" word, which the
 //            host's watch reads (ResidentArea::overdue).

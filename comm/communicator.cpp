@@ -268,7 +268,8 @@ void Communicator::startResident() {
   for (const PeerInfo& p : bootstrap_->peers()) {
     if (p.cudaDeviceCount == 0) return;
   }
-  auto area = std::make_unique<ResidentArea>(*bootstrap_, kResidentScratchBytes);
+  const auto twoShotFrom = static_cast<uint64_t>(env::getInt("LOOM_DEVICE_TWO_SHOT_BYTES", 0, 1LL << 50));
+  auto area = std::make_unique<ResidentArea>(*bootstrap_, kResidentScratchBytes, twoShotFrom);
   std::lock_guard lock(residentMutex_);
   resident_ = std::move(area);
   if (cancel_.cancelled()) resident_->release();

@@ -26,22 +26,25 @@ struct Card {
   uint64_t address = 0;
   uint64_t device = 0;  // cuda::deviceIdOf
   uint64_t offset = 0;  // of the allocation in its IPC export
+  uint64_t twoShotFromBytes = 0;  // rank 0's is every rank's
   cuda::IpcHandle ipc{};
 };
 
 // The words of a rank's flag line, one per peer each.
 constexpr size_t kArrivedAt = 0;
 constexpr size_t kDoneByAt = ResidentArea::kMaxRanks * sizeof(uint64_t);
-constexpr size_t kFinishedAt = 2 * kDoneByAt;
+constexpr size_t kReducedAt = 2 * kDoneByAt;
+constexpr size_t kFinishedAt = 3 * kDoneByAt;
 static_assert(kFinishedAt + sizeof(uint64_t) <= ResidentArea::kFlagBytes);
 
 }  // namespace
 
-ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes)
+ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes)
     : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
   const int n = bootstrap.size();
   peers_.resize(static_cast<size_t>(n));
   Card mine;
+  mine.twoShotFromBytes = twoShotFromBytes;
   bool ok = n <= kMaxRanks;
   if (ok) {
     try {
@@ -64,6 +67,11 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes)
   std::vector<std::byte> cards(static_cast<size_t>(n) * sizeof(Card));
   std::memcpy(cards.data() + static_cast<size_t>(rank_) * sizeof(Card), &mine, sizeof mine);
   bootstrap.allgather(cards, sizeof(Card));
+  {
+    Card first;
+    std::memcpy(&first, cards.data(), sizeof first);
+    twoShotFromBytes_ = first.twoShotFromBytes;
+  }
   for (int r = 0; r < n && ok; ++r) {
     Card card;
     std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
@@ -135,6 +143,10 @@ uint64_t* ResidentArea::doneBy(int owner, int reader) const {
   return reinterpret_cast<uint64_t*>(peers_[static_cast<size_t>(owner)].base + kDoneByAt) + reader;
 }
 
+uint64_t* ResidentArea::reducedFrom(int owner, int writer) const {
+  return reinterpret_cast<uint64_t*>(peers_[static_cast<size_t>(owner)].base + kReducedAt) + writer;
+}
+
 uint64_t* ResidentArea::finished() const { return reinterpret_cast<uint64_t*>(own_ + kFinishedAt); }
 
 uint64_t ResidentArea::beginCall() {
@@ -164,6 +176,16 @@ std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeo
     }
     std::string what = "never arrived";
     if (missing.empty()) {
+      // A two-shot all-reduce waiting for shares: this rank has written its
+      // own (its word in its own line says so) and a peer has not.
+      const bool secondWait = runtime_.loadValue(reducedFrom(rank_, rank_)) >= sequence;
+      for (int r = 0; secondWait && r < size(); ++r) {
+        if (r != rank_ && runtime_.loadValue(reducedFrom(rank_, r)) < sequence)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      what = "never reduced their share";
+    }
+    if (missing.empty()) {
       what = "never finished reading this rank's scratch from the call before the last";
       for (int r = 0; r < size(); ++r) {
         if (r != rank_ && sequence > 2 && runtime_.loadValue(doneBy(rank_, r)) < sequence - 2) {
@@ -192,6 +214,7 @@ void ResidentArea::release() noexcept {
     for (int r = 0; r < size(); ++r) {
       runtime_.storeValue(arrivedFrom(rank_, r), kPastAll);
       runtime_.storeValue(doneBy(rank_, r), kPastAll);
+      runtime_.storeValue(reducedFrom(rank_, r), kPastAll);
     }
     runtime_.storeValue(finished(), kPastAll);
   } catch (const Error& e) {

@@ -42,9 +42,10 @@ class ResidentArea {
   static constexpr int kMaxRanks = 16;
 
   // Collective over the communicator's ranks (a bootstrap all-gather, twice);
-  // `scratchBytes` of scratch per rank. Never throws for a device that
+  // `scratchBytes` of scratch per rank; `twoShotFromBytes` as this rank would
+  // have it (rank 0's is every rank's). Never throws for a device that
   // cannot take part: ready() is then false on every rank.
-  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes);
+  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes);
   ~ResidentArea();
   ResidentArea(const ResidentArea&) = delete;
   ResidentArea& operator=(const ResidentArea&) = delete;
@@ -54,6 +55,9 @@ class ResidentArea {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }
   size_t scratchBytes() const { return scratchBytes_; }
+  // All-reduces of 3 or more ranks whose call holds at least this many bytes
+  // run in two shots (0: never); the same on every rank.
+  uint64_t twoShotFromBytes() const { return twoShotFromBytes_; }
 
   // The words of rank `owner`'s flag line, as this rank's device reaches
   // them: `arrivedFrom(owner, writer)` holds the sequence of the last call
@@ -64,6 +68,10 @@ class ResidentArea {
   // its own streams by writing its own line.
   uint64_t* arrivedFrom(int owner, int writer) const;
   uint64_t* doneBy(int owner, int reader) const;
+  // `reducedFrom(owner, writer)`: the last call whose reduced share `writer`
+  // has put in its scratch (a two-shot all-reduce's second step); a rank
+  // writes its own word in its own line too, for overdue().
+  uint64_t* reducedFrom(int owner, int writer) const;
   // The last call this rank's stream has finished (its own line).
   uint64_t* finished() const;
   // Rank r's scratch, as this rank's device reaches it: two slots of
@@ -95,6 +103,7 @@ class ResidentArea {
   cuda::DeviceRuntime& runtime_;
   int rank_ = 0;
   size_t scratchBytes_ = 0;
+  uint64_t twoShotFromBytes_ = 0;
   std::byte* own_ = nullptr;  // this rank's allocation
   std::vector<Peer> peers_;
   bool ready_ = false;

@@ -26,6 +26,8 @@
 #include "base/error.hpp"
 #include "base/half.hpp"
 #include "collectives/resident_collectives.hpp"
+#include "comm/communicator.hpp"
+#include "comm/resident_area.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/ranks.hpp"
 
@@ -470,6 +472,118 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
       EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
     });
     EXPECT_EQ(loom::coll::residentCalls() - before, static_cast<uint64_t>(n) * 10) << "calls that took the host's path";
+    loom::test::destroyAll(comms);
+  }
+}
+
+// A resident all-reduce of 3 or more ranks at LOOM_DEVICE_TWO_SHOT_BYTES or
+// more runs in two shots (each rank reduces its share, then copies the
+// others'), with the host path's bits: random floats through sum, average and
+// a per-rank PreMulSum, and exact integers, at counts from 1 (shares of no
+// element) past one scratch slot (pieces); below the threshold, one shot. A
+// rank's own "reduced" word in its flag line says which ran.
+TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPathsBits) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
+  std::vector<size_t> counts{1, 2, 7, 70001};
+  if (LOOM_TEST_FULL_MATRIX) counts.push_back(1200007);  // three pieces of a 2 MiB slot
+  const auto twoShotsRan = [](loomComm_t comm) {
+    const loom::ResidentArea* area = comm->resident();
+    return area != nullptr && runtime().loadValue(area->reducedFrom(area->rank(), area->rank())) != 0;
+  };
+  for (int n : {3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    std::vector<loomComm_t> comms;
+    {
+      loom::test::ScopedEnv from("LOOM_DEVICE_TWO_SHOT_BYTES", "4");  // every call of a 4-byte element or more
+      comms = loom::test::initThreadComms(n);
+    }
+    const uint64_t before = loom::coll::residentCalls();
+    onThreads(n, [&](int r) {
+      Stream stream;
+      float factor = 0.37f * static_cast<float>(r + 1);
+      loomRedOp_t premul;
+      ASSERT_EQ(loomRedOpCreatePreMulSum(&premul, &factor, loomFloat32, loomScalarHostImmediate, comms[r]),
+                loomSuccess);
+      const std::vector<loomRedOp_t> ops{loomSum, loomAvg, premul};
+      // Every buffer lives to the end, and every host-path call comes before
+      // the calls on the stream: freeing device or pinned memory waits for
+      // every stream of the process (cudaFree does), the other ranks' too,
+      // which may be waiting for this rank's next call.
+      std::vector<std::unique_ptr<DeviceBuffer>> sends, viaHost, viaStream, inPlace;
+      std::vector<std::vector<float>> inputs;
+      for (size_t count : counts) {
+        std::vector<float>& input = inputs.emplace_back(count);
+        uint32_t state = 777u + static_cast<uint32_t>(r) * 7919u + static_cast<uint32_t>(count);
+        for (float& x : input) {
+          state = state * 1664525u + 1013904223u;
+          x = static_cast<float>(static_cast<int32_t>(state >> 8) % 100000) / 977.0f;
+        }
+        sends.push_back(std::make_unique<DeviceBuffer>(count * 4));
+        sends.back()->upload(input.data());
+        for (loomRedOp_t op : ops) {
+          viaHost.push_back(std::make_unique<DeviceBuffer>(count * 4));
+          viaStream.push_back(std::make_unique<DeviceBuffer>(count * 4));
+          ASSERT_EQ(loomAllReduce(sends.back()->data(), viaHost.back()->data(), count, loomFloat32, op, comms[r],
+                                  nullptr),
+                    loomSuccess)
+              << loomGetLastError(comms[r]);
+        }
+        std::vector<int32_t> ints(count);
+        for (size_t i = 0; i < count; ++i) ints[i] = static_cast<int32_t>(i % 1000) - 500 + r * 7;
+        inPlace.push_back(std::make_unique<DeviceBuffer>(count * 4));
+        inPlace.back()->upload(ints.data());
+      }
+      for (size_t k = 0; k < counts.size(); ++k) {
+        for (size_t o = 0; o < ops.size(); ++o) {
+          ASSERT_EQ(loomAllReduce(sends[k]->data(), viaStream[k * ops.size() + o]->data(), counts[k], loomFloat32,
+                                  ops[o], comms[r], stream.loom()),
+                    loomSuccess)
+              << loomGetLastError(comms[r]);
+        }
+        // Integers, exact, in place.
+        ASSERT_EQ(loomAllReduce(inPlace[k]->data(), inPlace[k]->data(), counts[k], loomInt32, loomMax, comms[r],
+                                stream.loom()),
+                  loomSuccess);
+      }
+      ASSERT_TRUE(stream.finishes()) << "rank " << r;
+      for (size_t k = 0; k < counts.size(); ++k) {
+        const size_t count = counts[k];
+        SCOPED_TRACE(std::to_string(count) + " elements");
+        for (size_t o = 0; o < ops.size(); ++o) {
+          std::vector<float> host(count), resident(count);
+          viaHost[k * ops.size() + o]->download(host.data());
+          viaStream[k * ops.size() + o]->download(resident.data());
+          size_t at = 0;
+          while (at < count && std::memcmp(&host[at], &resident[at], 4) == 0) ++at;
+          EXPECT_EQ(at, count) << "op " << ops[o] << ", rank " << r
+                               << ": the two-shot result's bits differ from the host's at element " << at;
+        }
+        std::vector<int32_t> got(count);
+        inPlace[k]->download(got.data());
+        for (size_t i = 0; i < count; ++i) {
+          if (got[i] != static_cast<int32_t>(i % 1000) - 500 + (n - 1) * 7) {
+            ADD_FAILURE() << "rank " << r << ", element " << i << ": " << got[i];
+            break;
+          }
+        }
+      }
+      EXPECT_TRUE(twoShotsRan(comms[r])) << "rank " << r << ": no call ran in two shots";
+      EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
+    });
+    EXPECT_EQ(loom::coll::residentCalls() - before, static_cast<uint64_t>(n) * counts.size() * 4)
+        << "calls that took the host's path";
+    loom::test::destroyAll(comms);
+    // The default threshold (512 KiB): a call of 4 KiB runs in one shot.
+    comms = loom::test::initThreadComms(n);
+    onThreads(n, [&](int r) {
+      Stream stream;
+      DeviceBuffer buffer(4096);
+      ASSERT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[r], stream.loom()),
+                loomSuccess);
+      ASSERT_TRUE(stream.finishes());
+      EXPECT_FALSE(twoShotsRan(comms[r])) << "rank " << r << ": a 4 KiB call ran in two shots";
+    });
     loom::test::destroyAll(comms);
   }
 }
