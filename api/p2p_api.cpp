@@ -31,13 +31,29 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
     throw loom::Error(loomInvalidArgument, "peer=" + std::to_string(peer) + " is not a rank of this communicator (0 to " +
                                                std::to_string(c.size() - 1) + ")");
   }
+  // Device memory on a CUDA stream between ranks whose devices reach each
+  // other's: queued on the stream itself, with no host thread. An empty
+  // message there is nothing at all, on both sides alike (a 0-byte buffer
+  // has no memory kind to tell).
+  const bool device = memoryKind == loom::memory::MemoryKind::CudaDevice;
+  if ((device || bytes == 0) && c.resident() != nullptr && loom::api::isCudaStream(stream)) {
+    loom::group::submit({.comm = &c,
+                         .stream = nullptr,
+                         .what = loom::group::ResidentPointToPoint{
+                             .op = {.send = kind == loom::OpKind::Send,
+                                    .peer = peer,
+                                    .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
+                                    .bytes = bytes},
+                             .stream = stream}});
+    return;
+  }
   loom::group::submit({.comm = &c,
                        .stream = loom::api::callStream(stream),
                        .what = loom::group::PointToPoint{.kind = kind,
                                                          .peer = peer,
                                                          .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
                                                          .bytes = bytes,
-                                                         .device = memoryKind == loom::memory::MemoryKind::CudaDevice}});
+                                                         .device = device}});
 }
 
 }  // namespace

@@ -35,7 +35,12 @@ constexpr size_t kArrivedAt = 0;
 constexpr size_t kDoneByAt = ResidentArea::kMaxRanks * sizeof(uint64_t);
 constexpr size_t kReducedAt = 2 * kDoneByAt;
 constexpr size_t kFinishedAt = 3 * kDoneByAt;
-static_assert(kFinishedAt + sizeof(uint64_t) <= ResidentArea::kFlagBytes);
+constexpr size_t kSentToAt = 4 * kDoneByAt;
+constexpr size_t kTakenByAt = 5 * kDoneByAt;
+constexpr size_t kSentAt = 6 * kDoneByAt;
+constexpr size_t kReceivedAt = 7 * kDoneByAt;
+static_assert(kFinishedAt + sizeof(uint64_t) <= kSentToAt);
+static_assert(kReceivedAt + kDoneByAt <= ResidentArea::kFlagBytes);
 
 }  // namespace
 
@@ -43,12 +48,15 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
     : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
   const int n = bootstrap.size();
   peers_.resize(static_cast<size_t>(n));
+  sendPieces_.assign(static_cast<size_t>(n), 0);
+  receivePieces_.assign(static_cast<size_t>(n), 0);
+  channelStreams_.assign(2 * static_cast<size_t>(n), nullptr);
   Card mine;
   mine.twoShotFromBytes = twoShotFromBytes;
   bool ok = n <= kMaxRanks;
   if (ok) {
     try {
-      own_ = static_cast<std::byte*>(runtime_.allocDevice(kFlagBytes + scratchBytes));
+      own_ = static_cast<std::byte*>(runtime_.allocDevice(kFlagBytes + scratchBytes + 2 * kP2pSlotBytes * static_cast<size_t>(n)));
       const std::vector<std::byte> zeros(kFlagBytes);
       runtime_.copyNow(own_, zeros.data(), kFlagBytes);
       mine.pid = static_cast<int32_t>(::getpid());
@@ -104,33 +112,59 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
 }
 
 ResidentArea::~ResidentArea() {
-  bool released = false;
-  {
+  const auto destroyChannels = [&] {
+    // A destroyed stream's queued work still runs (the fake's destroy waits
+    // for it): only once nothing on them can wait forever.
+    for (void* stream : channelStreams_) {
+      if (stream != nullptr) runtime_.destroyStream(stream);
+    }
+  };
+  const auto isReleased = [&] {
     std::lock_guard lock(releaseMutex_);
-    released = released_;
-  }
-  if (released) {
+    return released_;
+  };
+  if (isReleased()) {
     // A peer's stream may still write into this rank's line: kept for the
     // process's life (the views of other processes' areas close).
+    destroyChannels();
     for (Peer& peer : peers_) peer.opened.reset();
     return;
   }
   // A peer may still be reading this rank's scratch in the last calls (its
   // stream behind this one's): freeing the memory under it would be
   // undefined. Its word in this rank's line says when it has finished (its
-  // last write of the call); a peer that never made those calls is waited
-  // for a while only.
+  // last write of the call); likewise a receiver copying this rank's last
+  // pieces out. A peer that never made those calls is waited for a while
+  // only.
   const uint64_t last = sequence_.load(std::memory_order_acquire);
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool piecesLeft = false;
   for (int r = 0; ready_ && r < size(); ++r) {
     try {
       while (r != rank_ && runtime_.loadValue(doneBy(rank_, r)) < last && std::chrono::steady_clock::now() < end) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
+      const auto i = static_cast<size_t>(r);
+      while (runtime_.loadValue(takenBy(rank_, r)) < sendPieces_[i] && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      piecesLeft = piecesLeft || runtime_.loadValue(sent(r)) < sendPieces_[i] ||
+                   runtime_.loadValue(received(r)) < receivePieces_[i] ||
+                   runtime_.loadValue(takenBy(rank_, r)) < sendPieces_[i];
     } catch (const Error& e) {
       LOOM_WARN(Init, "rank %d's flags: %s", r, e.what());
     }
   }
+  if (piecesLeft) {
+    // A message its peer never took or sent: its channel's stream waits on
+    // this rank's line, which is then kept, raised.
+    LOOM_WARN(Init, "a resident send or receive never met its peer: the area is kept, released");
+    release();
+    destroyChannels();
+    for (Peer& peer : peers_) peer.opened.reset();
+    return;
+  }
+  destroyChannels();
   peers_.clear();  // closes the views of other processes' areas
   runtime_.freeDevice(own_);
 }
@@ -149,6 +183,64 @@ uint64_t* ResidentArea::reducedFrom(int owner, int writer) const {
 
 uint64_t* ResidentArea::finished() const { return reinterpret_cast<uint64_t*>(own_ + kFinishedAt); }
 
+uint64_t* ResidentArea::sentTo(int owner, int sender) const {
+  return reinterpret_cast<uint64_t*>(peers_[static_cast<size_t>(owner)].base + kSentToAt) + sender;
+}
+
+uint64_t* ResidentArea::takenBy(int owner, int receiver) const {
+  return reinterpret_cast<uint64_t*>(peers_[static_cast<size_t>(owner)].base + kTakenByAt) + receiver;
+}
+
+uint64_t* ResidentArea::sent(int to) const { return reinterpret_cast<uint64_t*>(own_ + kSentAt) + to; }
+
+uint64_t* ResidentArea::received(int from) const { return reinterpret_cast<uint64_t*>(own_ + kReceivedAt) + from; }
+
+std::byte* ResidentArea::p2pSlot(int owner, int receiver, uint64_t piece) const {
+  const size_t slot = 2 * static_cast<size_t>(receiver) + piece % 2;
+  return peers_[static_cast<size_t>(owner)].base + kFlagBytes + scratchBytes_ + slot * kP2pSlotBytes;
+}
+
+void* ResidentArea::channelStream(int peer, bool send) {
+  std::lock_guard lock(callsMutex_);
+  void*& stream = channelStreams_[2 * static_cast<size_t>(peer) + (send ? 1 : 0)];
+  if (stream == nullptr) stream = runtime_.createStream();
+  return stream;
+}
+
+uint64_t ResidentArea::beginSendPiece(int to) {
+  std::lock_guard lock(callsMutex_);
+  const uint64_t piece = ++sendPieces_[static_cast<size_t>(to)];
+  pendingPieces_.push_back({.send = true, .peer = to, .piece = piece, .queued = std::chrono::steady_clock::now()});
+  return piece;
+}
+
+uint64_t ResidentArea::beginReceivePiece(int from) {
+  std::lock_guard lock(callsMutex_);
+  const uint64_t piece = ++receivePieces_[static_cast<size_t>(from)];
+  pendingPieces_.push_back({.send = false, .peer = from, .piece = piece, .queued = std::chrono::steady_clock::now()});
+  return piece;
+}
+
+std::optional<std::string> ResidentArea::overduePiece(std::chrono::milliseconds timeout) {
+  std::erase_if(pendingPieces_, [&](const PendingPiece& p) {
+    return runtime_.loadValue(p.send ? sent(p.peer) : received(p.peer)) >= p.piece;
+  });
+  const auto now = std::chrono::steady_clock::now();
+  for (const PendingPiece& p : pendingPieces_) {
+    if (now - p.queued <= timeout) continue;
+    // The peer's part, if it is the peer's: a send waits for the receiver to
+    // have taken the piece two before (its slot), a receive for the piece.
+    const bool peersPart = p.send ? p.piece > 2 && runtime_.loadValue(takenBy(rank_, p.peer)) < p.piece - 2
+                                  : runtime_.loadValue(sentTo(rank_, p.peer)) < p.piece;
+    if (!peersPart) continue;  // the stream itself is behind: the user's work, not a peer's
+    return std::string("resident ") + (p.send ? "send to" : "receive from") + " rank " + std::to_string(p.peer) +
+           " on the stream (piece " + std::to_string(p.piece) + "): rank " + std::to_string(p.peer) +
+           (p.send ? " never received" : " never sent") + " within " + std::to_string(timeout.count()) +
+           " ms (LOOM_TIMEOUT_MS)";
+  }
+  return std::nullopt;
+}
+
 uint64_t ResidentArea::beginCall() {
   const uint64_t sequence = ++sequence_;
   std::lock_guard lock(callsMutex_);
@@ -158,6 +250,11 @@ uint64_t ResidentArea::beginCall() {
 
 std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeout) {
   std::lock_guard lock(callsMutex_);
+  try {
+    if (auto piece = overduePiece(timeout)) return piece;
+  } catch (const Error& e) {
+    return std::string("resident point-to-point: its flags cannot be read: ") + e.what();
+  }
   if (unfinished_.empty()) return std::nullopt;
   try {
     const uint64_t done = runtime_.loadValue(finished());
@@ -215,6 +312,8 @@ void ResidentArea::release() noexcept {
       runtime_.storeValue(arrivedFrom(rank_, r), kPastAll);
       runtime_.storeValue(doneBy(rank_, r), kPastAll);
       runtime_.storeValue(reducedFrom(rank_, r), kPastAll);
+      runtime_.storeValue(sentTo(rank_, r), kPastAll);
+      runtime_.storeValue(takenBy(rank_, r), kPastAll);
     }
     runtime_.storeValue(finished(), kPastAll);
   } catch (const Error& e) {

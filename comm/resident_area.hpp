@@ -36,8 +36,10 @@ class Bootstrap;
 
 class ResidentArea {
  public:
-  // Per rank: the flags' line, then the scratch.
-  static constexpr size_t kFlagBytes = 512;
+  // Per rank: the flags' line, then the collectives' scratch, then the
+  // point-to-point slots (two per receiver).
+  static constexpr size_t kFlagBytes = 1024;
+  static constexpr size_t kP2pSlotBytes = size_t{512} << 10;
   // The most ranks one reduction pass folds (collectives/cuda/kernels.hpp).
   static constexpr int kMaxRanks = 16;
 
@@ -74,6 +76,28 @@ class ResidentArea {
   uint64_t* reducedFrom(int owner, int writer) const;
   // The last call this rank's stream has finished (its own line).
   uint64_t* finished() const;
+
+  // Point-to-point (comm/engine/resident_p2p.hpp): a message goes as pieces
+  // of at most kP2pSlotBytes through the sender's two slots for its
+  // receiver, numbered per ordered pair from 1. `sentTo(owner, sender)`: the
+  // last piece `sender` has put in its slot for `owner`; `takenBy(owner,
+  // receiver)`: the last piece `receiver` has copied out of `owner`'s slot for
+  // it. `sent(to)` and `received(from)` (this rank's own line): the last
+  // piece this rank's stream has published to `to` or copied from `from`.
+  uint64_t* sentTo(int owner, int sender) const;
+  uint64_t* takenBy(int owner, int receiver) const;
+  uint64_t* sent(int to) const;
+  uint64_t* received(int from) const;
+  // Rank `owner`'s slot for `receiver` that piece `piece` uses.
+  std::byte* p2pSlot(int owner, int receiver, uint64_t piece) const;
+  // A piece to or from `peer` is queued: its number (1, 2, ... per ordered
+  // pair and direction), noted with the time for overdue().
+  uint64_t beginSendPiece(int to);
+  uint64_t beginReceivePiece(int from);
+  // The stream of this rank's channel to (`send`) or from `peer`, made on
+  // first use on the current device and destroyed with the area: a group's
+  // channels run side by side, as NCCL's per-peer channels do.
+  void* channelStream(int peer, bool send);
   // Rank r's scratch, as this rank's device reaches it: two slots of
   // slotBytes(), call `sequence` using slot sequence % 2, so that a rank
   // fills the next call's slot while its peers still read this one's.
@@ -110,6 +134,18 @@ class ResidentArea {
   std::atomic<uint64_t> sequence_{0};
   std::mutex callsMutex_;
   std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> unfinished_;  // sequence, when queued
+  // Point-to-point pieces queued, per peer, and the unfinished ones with
+  // when they were queued (under callsMutex_).
+  struct PendingPiece {
+    bool send = false;
+    int peer = 0;
+    uint64_t piece = 0;
+    std::chrono::steady_clock::time_point queued;
+  };
+  std::vector<uint64_t> sendPieces_, receivePieces_;
+  std::deque<PendingPiece> pendingPieces_;
+  std::vector<void*> channelStreams_;  // 2 per peer, made on first use (under callsMutex_)
+  std::optional<std::string> overduePiece(std::chrono::milliseconds timeout);  // under callsMutex_
   std::mutex releaseMutex_;
   bool released_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -250,7 +251,32 @@ void enqueue(HostStream& stream, std::vector<Call> calls) {
       std::move(giveUp));
 }
 
+// Resident sends and receives, queued per communicator and CUDA stream
+// together (their channels run side by side), in call order.
+void queueResident(const std::vector<Call>& calls) {
+  std::map<std::pair<Communicator*, void*>, std::vector<ResidentOp>> groups;
+  std::map<std::pair<Communicator*, void*>, int> devices;
+  for (const Call& c : calls) {
+    const auto* p2p = std::get_if<ResidentPointToPoint>(&c.what);
+    if (p2p == nullptr) continue;
+    groups[{c.comm, p2p->stream}].push_back(p2p->op);
+    devices[{c.comm, p2p->stream}] = c.device;
+  }
+  for (auto& [key, ops] : groups) {
+    const cuda::DeviceScope device(devices[key]);
+    ResidentArea* area = key.first->resident();
+    if (area == nullptr) throw Error(loomInternalError, "a resident send or receive on a communicator without its area");
+    queueResidentPointToPoint(*area, ops, key.second);
+  }
+}
+
 void execute(std::vector<Call> calls) {
+  const auto resident = [](const Call& c) { return std::holds_alternative<ResidentPointToPoint>(c.what); };
+  if (std::any_of(calls.begin(), calls.end(), resident)) {
+    queueResident(calls);
+    std::erase_if(calls, resident);
+    if (calls.empty()) return;
+  }
   const auto onStream = [](const Call& c) { return std::holds_alternative<OnStream>(c.what); };
   if (std::any_of(calls.begin(), calls.end(), onStream)) {
     for (const Call& c : calls) {

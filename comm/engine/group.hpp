@@ -25,6 +25,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/engine/p2p_op.hpp"
+#include "comm/engine/resident_p2p.hpp"
 #include "comm/engine/stream.hpp"
 
 namespace loom::group {
@@ -54,10 +55,19 @@ struct OnStream {
   std::function<void()> enqueue;
 };
 
+// A send or receive of device memory on a CUDA stream between ranks whose
+// devices reach each other's (the communicator's resident area is ready):
+// queued straight on `stream` when its group ends, with the group's others
+// of that communicator and stream (comm/engine/resident_p2p.hpp).
+struct ResidentPointToPoint {
+  ResidentOp op;
+  void* stream = nullptr;  // the cudaStream_t
+};
+
 struct Call {
   Communicator* comm;
   HostStream* stream;  // null: blocking (an OnStream's stream is its own)
-  std::variant<PointToPoint, Collective, OnStream> what;
+  std::variant<PointToPoint, Collective, OnStream, ResidentPointToPoint> what;
   // The CUDA device current where the call was made (submit() notes it): the
   // call runs there, whichever thread runs it and whatever device that
   // thread's caller made current since (NCCL's idiom of one thread driving

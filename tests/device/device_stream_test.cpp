@@ -27,6 +27,7 @@
 #include "base/half.hpp"
 #include "collectives/resident_collectives.hpp"
 #include "comm/communicator.hpp"
+#include "comm/engine/resident_p2p.hpp"
 #include "comm/resident_area.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/ranks.hpp"
@@ -608,6 +609,107 @@ TEST(CallsOnAStream, AGroupOfSendsBeforeReceivesCompletes) {
           value, [n](int rank, size_t i) { return value((rank + n - 1) % n, i); });
     }
   }
+}
+
+// Sends and receives of device memory on streams between ranks whose
+// devices reach each other go resident (comm/engine/resident_p2p.hpp):
+// exact at 1 element, one slot and several pieces, however each side groups
+// its calls: a ring sending first in one group; rank 0 sending and
+// receiving in one group while rank 1 receives first, alone (NCCL's
+// per-peer channels let rank 0's receive run beside its send); a message
+// sent as three in one group and received as three calls; a rank sending to
+// itself. Nothing is staged through pinned memory.
+TEST(ResidentSendRecv, EveryGroupingOfEverySizeGoesOnTheStreamExact) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  const auto group = [](const std::function<loomResult_t()>& calls) {
+    if (loomGroupStart() != loomSuccess) return loomInternalError;
+    const loomResult_t made = calls();
+    const loomResult_t ended = loomGroupEnd();
+    return made != loomSuccess ? made : ended;
+  };
+  const auto firstOf = [](loomResult_t a, loomResult_t b) { return a != loomSuccess ? a : b; };
+  for (size_t count : {size_t{1}, size_t{257}, size_t{131075}, size_t{600001}}) {  // 1 piece to 5 of 512 KiB
+    SCOPED_TRACE(std::to_string(count) + " elements");
+    const uint64_t ops = loom::residentPointToPointOps();
+    const uint64_t staged = loom::cuda::fakeBytesStaged();
+    for (int n : {2, 3}) {
+      onStreams(
+          n, count, count,
+          [&](const void* s, void* r, size_t c, int rank, loomComm_t comm, loomStream_t st) {
+            return group([&] {
+              return firstOf(loomSend(s, c, loomInt32, (rank + 1) % n, comm, st),
+                             loomRecv(r, c, loomInt32, (rank + n - 1) % n, comm, st));
+            });
+          },
+          value, [n](int rank, size_t i) { return value((rank + n - 1) % n, i); });
+    }
+    onStreams(
+        2, count, count,
+        [&](const void* s, void* r, size_t c, int rank, loomComm_t comm, loomStream_t st) {
+          if (rank == 0) {
+            return group([&] { return firstOf(loomSend(s, c, loomInt32, 1, comm, st), loomRecv(r, c, loomInt32, 1, comm, st)); });
+          }
+          return firstOf(loomRecv(r, c, loomInt32, 0, comm, st), loomSend(s, c, loomInt32, 0, comm, st));
+        },
+        value, [](int rank, size_t i) { return value(1 - rank, i); });
+    onStreams(
+        2, count, count,
+        [&](const void* s, void* r, size_t c, int rank, loomComm_t comm, loomStream_t st) {
+          const size_t cut[] = {0, c / 3, 2 * c / 3, c};
+          const auto* in = static_cast<const int32_t*>(s);
+          auto* out = static_cast<int32_t*>(r);
+          if (rank == 0) {
+            return group([&] {
+              loomResult_t result = loomRecv(r, c, loomInt32, 1, comm, st);
+              for (int part = 0; part < 3; ++part)
+                result = firstOf(result, loomSend(in + cut[part], cut[part + 1] - cut[part], loomInt32, 1, comm, st));
+              return result;
+            });
+          }
+          loomResult_t result = loomSuccess;
+          for (int part = 0; part < 3; ++part)
+            result = firstOf(result, loomRecv(out + cut[part], cut[part + 1] - cut[part], loomInt32, 0, comm, st));
+          return firstOf(result, loomSend(s, c, loomInt32, 0, comm, st));
+        },
+        value, [](int rank, size_t i) { return value(1 - rank, i); });
+    onStreams(
+        2, count, count,
+        [&](const void* s, void* r, size_t c, int rank, loomComm_t comm, loomStream_t st) {
+          return group([&] {
+            return firstOf(loomRecv(r, c, loomInt32, rank, comm, st), loomSend(s, c, loomInt32, rank, comm, st));
+          });
+        },
+        value, value);
+    // Ring: 2 + 3 ranks x 2 ops; 2 ranks x 2 ops, three times, of which one
+    // sends and receives in three parts.
+    EXPECT_EQ(loom::residentPointToPointOps() - ops, 10u + 4u + 8u + 4u) << "ops that took the host's path";
+    EXPECT_EQ(loom::cuda::fakeBytesStaged(), staged) << "bytes staged through pinned memory";
+  }
+}
+
+// A resident receive whose sender never sends: no host thread waits for
+// it, so the watchdog's turn finds it past LOOM_TIMEOUT_MS, revokes the
+// communicator naming the rank, and the stream goes on.
+TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "1500");
+  auto comms = loom::test::initThreadComms(2);
+  Stream stream;
+  DeviceBuffer buffer(4096);
+  const uint64_t ops = loom::residentPointToPointOps();
+  ASSERT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomSuccess);
+  EXPECT_EQ(loom::residentPointToPointOps() - ops, 1u);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never sent";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "released before the deadline";
+  loomResult_t async = loomSuccess;
+  ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
+  EXPECT_EQ(async, loomRemoteError);
+  EXPECT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomRemoteError);
+  const std::string why = loomGetLastError(comms[0]);
+  EXPECT_NE(why.find("resident receive from rank 1 on the stream (piece 1): rank 1 never sent"), std::string::npos)
+      << why;
+  loom::test::destroyAll(comms);
 }
 
 // A call whose peer never comes holds its stream at the gate; an abort ends

@@ -1,0 +1,46 @@
+// Sends and receives that run on the caller's CUDA stream with no host in
+// the loop, over the communicator's resident area (comm/resident_area.hpp),
+// between ranks of one node whose devices reach each other's memory. A
+// message goes as pieces of at most one slot (ResidentArea::kP2pSlotBytes),
+// numbered per ordered pair, through the sender's two slots for its
+// receiver:
+//   send piece k:    once the receiver has taken piece k - 2 (the slot's
+//                    last use), copy the piece into slot k % 2 and write k
+//                    into the receiver's line ("sent");
+//   receive piece k: once the sender's k is in this rank's line, copy the
+//                    piece out of the sender's slot and write k into the
+//                    sender's line ("taken").
+// Every wait is a stream memory operation on the rank's own line. A group's
+// messages go by channel, one per peer and direction, each on a stream of
+// its own forked from the caller's and joined back to it (events), the
+// messages of a channel one after another in call order: so a rank's
+// receive never waits behind its own send, whatever the sizes and however
+// each side groups its calls (PyTorch's batch_isend_irecv sends everything
+// first; a peer may receive first, alone), as NCCL's per-peer channels run.
+// Both sides of a message must take this path (device buffers on CUDA
+// streams, as NCCL's users call it) and agree on its size, as NCCL asks.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "comm/resident_area.hpp"
+
+namespace loom {
+
+struct ResidentOp {
+  bool send = false;
+  int peer = -1;
+  std::byte* buffer = nullptr;
+  size_t bytes = 0;
+};
+
+// Queues `ops` (one group's on one stream, in call order) on `stream` and
+// returns.
+void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream);
+
+// Point-to-point ops queued resident in this process: the tests' proof that
+// a message took no host path.
+uint64_t residentPointToPointOps();
+
+}  // namespace loom
