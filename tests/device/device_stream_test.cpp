@@ -228,6 +228,24 @@ void onStreams(int n, size_t sendCount, size_t recvCount, const Call& call,
   loom::test::destroyAll(comms);
 }
 
+// Rank r's PreMulSum, 0.37 (r + 1), made on `comm`.
+loomRedOp_t premulOf(int r, loomComm_t comm) {
+  float factor = 0.37f * static_cast<float>(r + 1);
+  loomRedOp_t premul{};
+  EXPECT_EQ(loomRedOpCreatePreMulSum(&premul, &factor, loomFloat32, loomScalarHostImmediate, comm), loomSuccess);
+  return premul;
+}
+
+// `count` floats of up to about 102, drawn from `seed` (a linear congruence).
+std::vector<float> randomFloats(size_t count, uint32_t seed) {
+  std::vector<float> values(count);
+  for (float& x : values) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(seed >> 8) % 100000) / 977.0f;
+  }
+  return values;
+}
+
 int32_t value(int rank, size_t i) { return static_cast<int32_t>((i * 31 + static_cast<size_t>(rank) * 1000003) % 65521); }
 
 TEST(CallsOnAStream, RunAfterTheWorkBeforeThemAndBeforeTheWorkAfter) {
@@ -411,16 +429,8 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
     const uint64_t before = loom::coll::residentCalls();
     onThreads(n, [&](int r) {
       Stream stream;
-      float factor = 0.37f * static_cast<float>(r + 1);
-      loomRedOp_t premul;
-      ASSERT_EQ(loomRedOpCreatePreMulSum(&premul, &factor, loomFloat32, loomScalarHostImmediate, comms[r]),
-                loomSuccess);
-      std::vector<float> input(kCount * static_cast<size_t>(n));
-      uint32_t state = 12345u + static_cast<uint32_t>(r) * 7919u;
-      for (float& x : input) {
-        state = state * 1664525u + 1013904223u;
-        x = static_cast<float>(static_cast<int32_t>(state >> 8) % 100000) / 977.0f;
-      }
+      const loomRedOp_t premul = premulOf(r, comms[r]);
+      const std::vector<float> input = randomFloats(kCount * static_cast<size_t>(n), 12345u + static_cast<uint32_t>(r) * 7919u);
       std::vector<int32_t> integers(kCount);
       for (size_t i = 0; i < kCount; ++i) integers[i] = static_cast<int32_t>(i % 1000) - 500 + r * 7;
       DeviceBuffer send(input.size() * 4), viaHost(input.size() * 4), viaStream(input.size() * 4);
@@ -502,10 +512,7 @@ TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPath
     const uint64_t before = loom::coll::residentCalls();
     onThreads(n, [&](int r) {
       Stream stream;
-      float factor = 0.37f * static_cast<float>(r + 1);
-      loomRedOp_t premul;
-      ASSERT_EQ(loomRedOpCreatePreMulSum(&premul, &factor, loomFloat32, loomScalarHostImmediate, comms[r]),
-                loomSuccess);
+      const loomRedOp_t premul = premulOf(r, comms[r]);
       const std::vector<loomRedOp_t> ops{loomSum, loomAvg, premul};
       // Every buffer lives to the end, and every host-path call comes before
       // the calls on the stream: freeing device or pinned memory waits for
@@ -514,12 +521,8 @@ TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPath
       std::vector<std::unique_ptr<DeviceBuffer>> sends, viaHost, viaStream, inPlace;
       std::vector<std::vector<float>> inputs;
       for (size_t count : counts) {
-        std::vector<float>& input = inputs.emplace_back(count);
-        uint32_t state = 777u + static_cast<uint32_t>(r) * 7919u + static_cast<uint32_t>(count);
-        for (float& x : input) {
-          state = state * 1664525u + 1013904223u;
-          x = static_cast<float>(static_cast<int32_t>(state >> 8) % 100000) / 977.0f;
-        }
+        const std::vector<float>& input =
+            inputs.emplace_back(randomFloats(count, 777u + static_cast<uint32_t>(r) * 7919u + static_cast<uint32_t>(count)));
         sends.push_back(std::make_unique<DeviceBuffer>(count * 4));
         sends.back()->upload(input.data());
         for (loomRedOp_t op : ops) {
