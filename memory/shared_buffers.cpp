@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -25,6 +26,11 @@ struct Registry {
   std::mutex mutex;
   std::map<uintptr_t, Live> byStart;
   uint64_t serials = 0;
+  // byStart's size, stored under the mutex, read without it: a process
+  // with no loomMemAlloc'd buffer (most) asks every call's buffers without
+  // taking the lock. A buffer the caller holds was returned after its
+  // insertion, so the caller sees it counted.
+  std::atomic<size_t> live{0};
 };
 
 Registry& registry() {
@@ -52,6 +58,7 @@ void* allocateShared(size_t bytes) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   r.byStart[reinterpret_cast<uintptr_t>(p)] = {bytes, fd, ++r.serials};
+  r.live.store(r.byStart.size(), std::memory_order_release);
   return p;
 }
 
@@ -64,6 +71,7 @@ void freeShared(void* p) {
     if (it == r.byStart.end()) throw Error(loomInvalidArgument, "ptr was not returned by loomMemAlloc or loomMemAllocDevice (or was freed)");
     a = it->second;
     r.byStart.erase(it);
+    r.live.store(r.byStart.size(), std::memory_order_release);
   }
   ::munmap(p, a.bytes);
   ::close(a.fd);
@@ -72,6 +80,7 @@ void freeShared(void* p) {
 std::optional<Allocation> findAllocation(const void* p, size_t bytes) {
   const auto start = reinterpret_cast<uintptr_t>(p);
   Registry& r = registry();
+  if (r.live.load(std::memory_order_acquire) == 0) return std::nullopt;
   std::lock_guard lock(r.mutex);
   auto it = r.byStart.upper_bound(start);
   if (it == r.byStart.begin()) return std::nullopt;
