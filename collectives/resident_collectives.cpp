@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -15,6 +17,7 @@ namespace loom::coll {
 namespace {
 
 std::atomic<uint64_t> queued{0};
+std::atomic<uint64_t> inWindows{0};
 
 bool onDevice(memory::MemoryKind kind, size_t bytes) {
   return bytes == 0 || kind == memory::MemoryKind::CudaDevice;
@@ -33,9 +36,13 @@ struct Piece {
   size_t count = 0;  // elements of each block
 };
 
-// The read step of `c`'s piece `p`, for this rank: from every rank's slot
-// of call `sequence`, queued on `stream`.
-void read(const ResidentArea& area, const Collective& c, const Piece& p, uint64_t sequence, void* stream) {
+// Where rank r's part of block b of a piece's input is, for the read step:
+// in r's scratch slot (published), or in r's window (read in place).
+using Source = std::function<const std::byte*(int r, int b)>;
+
+// The read step of `c`'s piece `p`, for this rank: from every rank's input
+// as `source` finds it, queued on `stream`.
+void read(const ResidentArea& area, const Collective& c, const Piece& p, const Source& source, void* stream) {
   DeviceKernels& kernels = deviceKernels();
   // A PreMulSum's inputs were scaled as they were published: the read sums.
   const cpu::ReduceOp op = c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
@@ -44,12 +51,10 @@ void read(const ResidentArea& area, const Collective& c, const Piece& p, uint64_
   const size_t bytes = p.count * c.typeSize;              // of each block's piece
   const size_t into = p.first * c.typeSize;                // of the piece into each block
   const auto block = [&](int r) { return static_cast<size_t>(r) * c.blockBytes(); };  // in the user's buffer
-  const auto run = [&](int r) { return static_cast<size_t>(r) * bytes; };             // in a slot
-  const auto slot = [&](int r) { return area.slot(r, sequence); };
-  // Every rank's slot, `offset` bytes in, in rank order.
-  const auto all = [&](size_t offset) {
+  // Every rank's part of block b, in rank order.
+  const auto all = [&](int b) {
     std::vector<const void*> sources(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = slot(r) + offset;
+    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = source(r, b);
     return sources;
   };
   switch (c.kind) {
@@ -60,23 +65,23 @@ void read(const ResidentArea& area, const Collective& c, const Piece& p, uint64_
       if (me == c.root) kernels.reduce(c.type, op, all(0), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::ReduceScatter:
-      kernels.reduce(c.type, op, all(run(me)), c.recv + into, p.count, 1.0, stream);
+      kernels.reduce(c.type, op, all(me), c.recv + into, p.count, 1.0, stream);
       break;
     case CollectiveKind::AllGather:
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, slot(r), bytes, stream);
+      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, source(r, 0), bytes, stream);
       break;
     case CollectiveKind::Broadcast:
-      kernels.copy(c.recv + into, slot(c.root), bytes, stream);
+      kernels.copy(c.recv + into, source(c.root, 0), bytes, stream);
       break;
     case CollectiveKind::AlltoAll:
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, slot(r) + run(me), bytes, stream);
+      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, source(r, me), bytes, stream);
       break;
     case CollectiveKind::Gather:
       if (me != c.root) break;
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, slot(r), bytes, stream);
+      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, source(r, 0), bytes, stream);
       break;
     case CollectiveKind::Scatter:
-      kernels.copy(c.recv + into, slot(c.root) + run(me), bytes, stream);
+      kernels.copy(c.recv + into, source(c.root, me), bytes, stream);
       break;
   }
 }
@@ -163,7 +168,8 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   if (twoShots) {
     readTwoShot(area, c, p, sequence, stream);
   } else {
-    read(area, c, p, sequence, stream);
+    const size_t bytes = p.count * c.typeSize;
+    read(area, c, p, [&](int r, int b) { return area.slot(r, sequence) + static_cast<size_t>(b) * bytes; }, stream);
   }
   // An average divides the sum, as the host path does.
   const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;
@@ -173,6 +179,52 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   // Release: done reading, told to each owner and to the host's watch.
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
+  }
+  rt.writeValue(stream, area.finished(), sequence);
+}
+
+// Where `c` reads its peers' inputs in place: an all-reduce, all-gather,
+// reduce-scatter or all-to-all (every rank's input read) whose send buffer
+// lies in a symmetric window, so at the same offset in every rank's (the
+// caller's promise, NCCL's too), out of place (a rank must not write its
+// result where a peer still reads its input; in place, every rank is in
+// place alike), and needing no scaling on the way in (PreMulSum goes through
+// the scratch, scaled as it is published).
+std::optional<SymmetricWindows::Place> windowOf(const Communicator& comm, const Collective& c) {
+  const bool everyInputRead = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::AllGather ||
+                              c.kind == CollectiveKind::ReduceScatter || c.kind == CollectiveKind::AlltoAll;
+  if (!everyInputRead || c.reduction.op == cpu::ReduceOp::PreMulSum || c.sendBytes == 0) return std::nullopt;
+  const bool overlaps = c.recv < c.send + c.sendBytes && c.send < c.recv + c.recvBytes;
+  if (overlaps) return std::nullopt;
+  return comm.windows.find(c.send, c.sendBytes);
+}
+
+// `c` as one call that reads every rank's input where it lies, in its window:
+// "arrived" once the stream gets here (the input is the stream's work before
+// the call), the read, then "done" to every peer, and a wait until every peer
+// is done with this rank's input, so that the work after the call on the
+// stream may overwrite it. No copy in, no pieces.
+void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindows::Place& place, void* stream) {
+  cuda::DeviceRuntime& rt = cuda::runtime();
+  const int n = area.size();
+  const int me = area.rank();
+  const uint64_t sequence = area.beginCall(/*readersAtEnd=*/true);
+  for (int r = 0; r < n; ++r) {
+    if (r != me) rt.writeValue(stream, area.arrivedFrom(r, me), sequence);
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
+  }
+  const Source input = [&](int r, int b) {
+    return place.window->peers[static_cast<size_t>(r)].base + place.offset + static_cast<size_t>(b) * c.blockBytes();
+  };
+  read(area, c, Piece{.first = 0, .count = c.count}, input, stream);
+  if (c.reduction.average) deviceKernels().average(c.type, c.recv, c.count, n, stream);
+  for (int r = 0; r < n; ++r) {
+    if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence);
   }
   rt.writeValue(stream, area.finished(), sequence);
 }
@@ -189,6 +241,12 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   ResidentArea* resident = comm.resident();
   if (resident == nullptr) throw Error(loomInternalError, "a resident collective on a communicator without its area");
   ResidentArea& area = *resident;
+  if (const auto place = windowOf(comm, c)) {
+    runInWindows(area, c, *place, stream);
+    queued.fetch_add(1, std::memory_order_relaxed);
+    inWindows.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   // Pieces of at most a slot of input: of a block, or of each of n blocks.
   const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(area.size()) : 1;
   const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
@@ -200,5 +258,7 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
 }
 
 uint64_t residentCalls() { return queued.load(std::memory_order_relaxed); }
+
+uint64_t residentCallsInWindows() { return inWindows.load(std::memory_order_relaxed); }
 
 }  // namespace loom::coll

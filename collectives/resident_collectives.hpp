@@ -22,6 +22,9 @@
 //   release: it writes the sequence into every other rank's line ("done
 //            reading yours") and into its own "finished" word, which the
 //            host's watch reads (ResidentArea::overdue).
+// A call whose send buffer lies in a symmetric window (loomCommWindowRegister)
+// skips the publish: its peers read its input where it lies, one piece, and
+// the call ends once every peer has read it (runInWindows).
 // Every wait is on the rank's own memory and every write on a peer's; the
 // waits are stream memory operations, so a waiting stream holds no SM and
 // processes time-sliced on one GPU lose no slice to it. Reductions use
@@ -53,5 +56,8 @@ void runResident(Communicator& comm, const Collective& c, void* stream);
 // Calls queued resident in this process: the tests' proof that a call took
 // no host path.
 uint64_t residentCalls();
+// Of those, the calls that read their peers' inputs in place, in symmetric
+// windows (comm/symmetric_windows.hpp).
+uint64_t residentCallsInWindows();
 
 }  // namespace loom::coll

@@ -23,6 +23,7 @@
 #include "comm/engine/stream.hpp"
 #include "comm/progress.hpp"
 #include "comm/resident_area.hpp"
+#include "comm/symmetric_windows.hpp"
 #include "topology/placement.hpp"
 
 namespace loom {
@@ -169,6 +170,10 @@ class Communicator {
   // in the loop, where every rank can take part (resident_area.hpp); null
   // elsewhere, and with LOOM_DEVICE_RESIDENT=0.
   ResidentArea* resident() const { return resident_ && resident_->ready() ? resident_.get() : nullptr; }
+
+  // The symmetric windows registered on this communicator
+  // (loomCommWindowRegister): buffers the resident path reads in place.
+  SymmetricWindows windows;
 
   // The collectives layer's state; `extensionMutex` guards its creation, and
   // `collectivesReady` publishes it, so that every later call finds it without the lock.

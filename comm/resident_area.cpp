@@ -1,6 +1,5 @@
 #include "comm/resident_area.hpp"
 
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -9,7 +8,6 @@
 #include <span>
 #include <string>
 
-#include "base/device/peer_access.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
@@ -17,17 +15,10 @@
 namespace loom {
 namespace {
 
-// What a rank tells the others of its allocation. Plain bytes: the ranks of
-// one node run one build.
+// What a rank tells the others of its area.
 struct Card {
-  int32_t pid = 0;
-  uint8_t hasIpc = 0;
-  uint8_t pad[3] = {};
-  uint64_t address = 0;
-  uint64_t device = 0;  // cuda::deviceIdOf
-  uint64_t offset = 0;  // of the allocation in its IPC export
+  DeviceCard area;
   uint64_t twoShotFromBytes = 0;  // rank 0's is every rank's
-  cuda::IpcHandle ipc{};
 };
 
 // The words of a rank's flag line, one per peer each.
@@ -53,20 +44,14 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   channelStreams_.assign(2 * static_cast<size_t>(n), nullptr);
   Card mine;
   mine.twoShotFromBytes = twoShotFromBytes;
+  const size_t bytes = kFlagBytes + scratchBytes + 2 * kP2pSlotBytes * static_cast<size_t>(n);
   bool ok = n <= kMaxRanks;
   if (ok) {
     try {
-      own_ = static_cast<std::byte*>(runtime_.allocDevice(kFlagBytes + scratchBytes + 2 * kP2pSlotBytes * static_cast<size_t>(n)));
+      own_ = static_cast<std::byte*>(runtime_.allocDevice(bytes));
       const std::vector<std::byte> zeros(kFlagBytes);
       runtime_.copyNow(own_, zeros.data(), kFlagBytes);
-      mine.pid = static_cast<int32_t>(::getpid());
-      mine.address = reinterpret_cast<uintptr_t>(own_);
-      mine.device = cuda::deviceIdOf(own_);
-      if (auto exported = cuda::exportIpc(own_)) {
-        mine.hasIpc = 1;
-        mine.ipc = exported->handle;
-        mine.offset = exported->offset;
-      }
+      mine.area = cardOf(own_, bytes);
     } catch (const Error& e) {
       LOOM_INFO(Init, "no resident collectives: this rank's device area: %s", e.what());
       ok = false;
@@ -83,18 +68,9 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   for (int r = 0; r < n && ok; ++r) {
     Card card;
     std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
-    Peer& peer = peers_[static_cast<size_t>(r)];
     try {
-      if (card.address == 0 || !cuda::canReachDevice(card.device)) {
-        ok = false;
-      } else if (card.pid == mine.pid) {
-        peer.base = reinterpret_cast<std::byte*>(card.address);
-      } else if (card.hasIpc != 0) {
-        peer.opened = std::make_unique<cuda::OpenedIpc>(card.ipc);
-        peer.base = const_cast<std::byte*>(peer.opened->base()) + card.offset;
-      } else {
-        ok = false;
-      }
+      peers_[static_cast<size_t>(r)] = mapCard(card.area);
+      ok = peers_[static_cast<size_t>(r)].base != nullptr;
     } catch (const Error& e) {
       LOOM_INFO(Init, "no resident collectives: rank %d's device area cannot be mapped here: %s", r, e.what());
       ok = false;
@@ -106,7 +82,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   ready_ = true;
   for (std::byte v : verdicts) ready_ = ready_ && v == std::byte{1};
   if (!ready_) {
-    for (Peer& peer : peers_) peer = Peer{};
+    for (PeerView& peer : peers_) peer = PeerView{};
   }
   LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank)", ready_ ? "ready" : "off", scratchBytes);
 }
@@ -127,7 +103,7 @@ ResidentArea::~ResidentArea() {
     // A peer's stream may still write into this rank's line: kept for the
     // process's life (the views of other processes' areas close).
     destroyChannels();
-    for (Peer& peer : peers_) peer.opened.reset();
+    for (PeerView& peer : peers_) peer.opened.reset();
     return;
   }
   // A peer may still be reading this rank's scratch in the last calls (its
@@ -161,7 +137,7 @@ ResidentArea::~ResidentArea() {
     LOOM_WARN(Init, "a resident send or receive never met its peer: the area is kept, released");
     release();
     destroyChannels();
-    for (Peer& peer : peers_) peer.opened.reset();
+    for (PeerView& peer : peers_) peer.opened.reset();
     return;
   }
   destroyChannels();
@@ -241,10 +217,10 @@ std::optional<std::string> ResidentArea::overduePiece(std::chrono::milliseconds 
   return std::nullopt;
 }
 
-uint64_t ResidentArea::beginCall() {
+uint64_t ResidentArea::beginCall(bool readersAtEnd) {
   const uint64_t sequence = ++sequence_;
   std::lock_guard lock(callsMutex_);
-  unfinished_.emplace_back(sequence, std::chrono::steady_clock::now());
+  unfinished_.push_back({.sequence = sequence, .queued = std::chrono::steady_clock::now(), .readersAtEnd = readersAtEnd});
   return sequence;
 }
 
@@ -258,9 +234,9 @@ std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeo
   if (unfinished_.empty()) return std::nullopt;
   try {
     const uint64_t done = runtime_.loadValue(finished());
-    while (!unfinished_.empty() && unfinished_.front().first <= done) unfinished_.pop_front();
+    while (!unfinished_.empty() && unfinished_.front().sequence <= done) unfinished_.pop_front();
     if (unfinished_.empty()) return std::nullopt;
-    const auto [sequence, queued] = unfinished_.front();
+    const auto [sequence, queued, readersAtEnd] = unfinished_.front();
     const auto waited = std::chrono::steady_clock::now() - queued;
     if (waited <= timeout) return std::nullopt;
     // Whom it waits for: ranks whose input never arrived, else ranks still
@@ -283,9 +259,14 @@ std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeo
       what = "never reduced their share";
     }
     if (missing.empty()) {
-      what = "never finished reading this rank's scratch from the call before the last";
+      // A call reading its peers' windows in place waits at its end until
+      // every peer has read this rank's input; a call through the scratch
+      // waits before it publishes until every peer has read its slot.
+      what = readersAtEnd ? "never finished reading this rank's input"
+                          : "never finished reading this rank's scratch from the call before the last";
+      const uint64_t read = readersAtEnd ? sequence : sequence - 2;
       for (int r = 0; r < size(); ++r) {
-        if (r != rank_ && sequence > 2 && runtime_.loadValue(doneBy(rank_, r)) < sequence - 2) {
+        if (r != rank_ && (readersAtEnd || sequence > 2) && runtime_.loadValue(doneBy(rank_, r)) < read) {
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         }
       }
@@ -294,7 +275,7 @@ std::optional<std::string> ResidentArea::overdue(std::chrono::milliseconds timeo
     return "resident collective #" + std::to_string(sequence) + " on the stream: rank(s) " + missing + " " + what +
            " within " + std::to_string(timeout.count()) + " ms (LOOM_TIMEOUT_MS)";
   } catch (const Error& e) {
-    return "resident call #" + std::to_string(unfinished_.front().first) + ": its flags cannot be read: " + e.what();
+    return "resident call #" + std::to_string(unfinished_.front().sequence) + ": its flags cannot be read: " + e.what();
   }
 }
 

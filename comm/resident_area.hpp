@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/device/ipc.hpp"
+#include "comm/device_card.hpp"
 
 namespace loom {
 
@@ -105,8 +106,10 @@ class ResidentArea {
   size_t slotBytes() const { return scratchBytes_ / 2; }
 
   // A resident call of this rank begins: its sequence (every rank numbers the
-  // same calls alike), noted with the time, for overdue().
-  uint64_t beginCall();
+  // same calls alike), noted with the time, for overdue(); `readersAtEnd`:
+  // the call reads its peers' inputs in place and waits at its end for them
+  // to have read its own.
+  uint64_t beginCall(bool readersAtEnd = false);
   // Where the oldest call this rank's stream has not finished was queued
   // more than `timeout` ago: what to say of it, naming the ranks it still
   // waits for. Reads the device's words only while a call is unfinished.
@@ -119,21 +122,21 @@ class ResidentArea {
   void release() noexcept;
 
  private:
-  struct Peer {
-    std::byte* base = nullptr;  // its allocation, here
-    std::unique_ptr<cuda::OpenedIpc> opened;  // another process's, opened here
-  };
-
   cuda::DeviceRuntime& runtime_;
   int rank_ = 0;
   size_t scratchBytes_ = 0;
   uint64_t twoShotFromBytes_ = 0;
   std::byte* own_ = nullptr;  // this rank's allocation
-  std::vector<Peer> peers_;
+  std::vector<PeerView> peers_;
   bool ready_ = false;
   std::atomic<uint64_t> sequence_{0};
   std::mutex callsMutex_;
-  std::deque<std::pair<uint64_t, std::chrono::steady_clock::time_point>> unfinished_;  // sequence, when queued
+  struct Unfinished {
+    uint64_t sequence = 0;
+    std::chrono::steady_clock::time_point queued;
+    bool readersAtEnd = false;  // the call waits at its end for its peers to have read its input
+  };
+  std::deque<Unfinished> unfinished_;
   // Point-to-point pieces queued, per peer, and the unfinished ones with
   // when they were queued (under callsMutex_).
   struct PendingPiece {

@@ -131,6 +131,23 @@ loomResult_t loomMemAllocDevice(void** ptr, size_t size);
 /* Frees what loomMemAlloc or loomMemAllocDevice returned. */
 loomResult_t loomMemFree(void* ptr);
 
+/* Symmetric windows (NCCL 2.27's ncclCommWindowRegister): collective; every
+ * rank registers a buffer of the same size (loomInvalidArgument naming the
+ * ranks otherwise), and each rank maps every other's once, here. With
+ * LOOM_WIN_COLL_SYMMETRIC, a collective on a CUDA stream whose send buffer
+ * lies in such a window at the same offset on every rank (the caller's
+ * promise, as NCCL asks it) reads the peers' inputs in place, skipping the
+ * copy into the resident scratch (docs/gpu.md). Host buffers, or ranks whose
+ * devices cannot reach each other, register too and are not read in place.
+ * Deregister collectively, once no call on the window is still queued. */
+typedef struct loomWindowImpl* loomWindow_t;
+#define LOOM_WIN_DEFAULT 0x00
+#define LOOM_WIN_COLL_SYMMETRIC 0x01
+loomResult_t loomCommWindowRegister(loomComm_t comm, void* buff, size_t size, loomWindow_t* win, int flags);
+loomResult_t loomCommWindowDeregister(loomComm_t comm, loomWindow_t win);
+/* The buffer `win` was registered with. */
+loomResult_t loomWinGetUserPtr(loomComm_t comm, loomWindow_t win, void** ptr);
+
 /* Communicator creation. loomGetUniqueId starts the rendezvous root in the
  * calling process; the id carries its address and a random secret. */
 loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);

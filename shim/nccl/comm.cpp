@@ -190,15 +190,21 @@ LOOM_NCCL_DEFINE(ncclResult_t, ncclCommMemStats, (ncclComm_t comm, ncclCommMemSt
   return ncclSuccess;
 }
 
+// Windows are Loom's symmetric windows: NCCL_WIN_COLL_SYMMETRIC is Loom's
+// flag; the ordering and GIN hints ask nothing of a window Loom reads.
 LOOM_NCCL_DEFINE(ncclResult_t, ncclCommWindowRegister,
-                 (ncclComm_t /*comm*/, void* /*buff*/, size_t /*size*/, ncclWindow_t* /*win*/, int /*winFlags*/)) {
-  return unsupported("ncclCommWindowRegister", "symmetric memory windows");
+                 (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)) {
+  loomWindow_t window = nullptr;
+  const ncclResult_t r = fromLoom(loomCommWindowRegister(toLoom(comm), buff, size, win == nullptr ? nullptr : &window,
+                                                         winFlags & NCCL_WIN_COLL_SYMMETRIC));
+  if (r == ncclSuccess) *win = reinterpret_cast<ncclWindow_t>(window);
+  return r;
 }
-LOOM_NCCL_DEFINE(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t /*comm*/, ncclWindow_t /*win*/)) {
-  return unsupported("ncclCommWindowDeregister", "symmetric memory windows");
+LOOM_NCCL_DEFINE(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win)) {
+  return fromLoom(loomCommWindowDeregister(toLoom(comm), reinterpret_cast<loomWindow_t>(win)));
 }
-LOOM_NCCL_DEFINE(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t /*comm*/, ncclWindow_t /*win*/, void** /*ptr*/)) {
-  return unsupported("ncclWinGetUserPtr", "symmetric memory windows");
+LOOM_NCCL_DEFINE(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr)) {
+  return fromLoom(loomWinGetUserPtr(toLoom(comm), reinterpret_cast<loomWindow_t>(win), outUserPtr));
 }
 
 // NCCL's is device memory. Where no CUDA device is visible, a CPU program

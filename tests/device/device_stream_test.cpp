@@ -592,6 +592,97 @@ TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPath
   }
 }
 
+// Symmetric windows (loomCommWindowRegister): a call on a stream whose send
+// buffer lies in one, at the same offset on every rank, reads its peers'
+// inputs where they lie, copying nothing into the scratch: all-reduce (sum,
+// average, max; floats with the host path's bits), all-gather,
+// reduce-scatter and all-to-all, exact; in place, through the scratch as
+// before; a window whose size differs on one rank is refused on every rank,
+// naming it.
+TEST(SymmetricWindows, CallsReadTheirPeersInputsInPlaceWithTheHostPathsResults) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
+  constexpr size_t kCount = 70001;
+  constexpr size_t kOffset = 4096;  // bytes into the window, the same on every rank
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    const auto nn = static_cast<size_t>(n);
+    auto comms = loom::test::initThreadComms(n);
+    const uint64_t inWindows = loom::coll::residentCallsInWindows();
+    onThreads(n, [&](int r) {
+      Stream stream;
+      const size_t windowBytes = kOffset + kCount * nn * 4;
+      DeviceBuffer window(windowBytes), viaHost(kCount * nn * 4), viaStream(kCount * nn * 4);
+      loomWindow_t win = nullptr;
+      ASSERT_EQ(loomCommWindowRegister(comms[r], window.data(), windowBytes, &win, LOOM_WIN_COLL_SYMMETRIC), loomSuccess)
+          << loomGetLastError(comms[r]);
+      void* back = nullptr;
+      ASSERT_EQ(loomWinGetUserPtr(comms[r], win, &back), loomSuccess);
+      EXPECT_EQ(back, window.data());
+      auto* send = static_cast<std::byte*>(window.data()) + kOffset;
+      const std::vector<float> floats = randomFloats(kCount * nn, 99u + static_cast<uint32_t>(r) * 31u);
+      runtime().copyNow(send, floats.data(), floats.size() * 4);
+      using Run = std::function<loomResult_t(loomStream_t, void*)>;
+      const std::vector<std::pair<std::string, Run>> calls{
+          {"all-reduce sum", [&](loomStream_t st, void* out) {
+             return loomAllReduce(send, out, kCount, loomFloat32, loomSum, comms[r], st);
+           }},
+          {"all-reduce avg", [&](loomStream_t st, void* out) {
+             return loomAllReduce(send, out, kCount, loomFloat32, loomAvg, comms[r], st);
+           }},
+          {"all-reduce max", [&](loomStream_t st, void* out) {
+             return loomAllReduce(send, out, kCount, loomInt32, loomMax, comms[r], st);
+           }},
+          {"all-gather", [&](loomStream_t st, void* out) {
+             return loomAllGather(send, out, kCount, loomFloat32, comms[r], st);
+           }},
+          {"reduce-scatter", [&](loomStream_t st, void* out) {
+             return loomReduceScatter(send, out, kCount, loomFloat32, loomSum, comms[r], st);
+           }},
+          {"all-to-all", [&](loomStream_t st, void* out) {
+             return loomAlltoAll(send, out, kCount, loomFloat32, comms[r], st);
+           }}};
+      for (const auto& [name, call] : calls) {
+        ASSERT_EQ(call(nullptr, viaHost.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
+        const uint64_t copied = loom::cuda::fakeBytesCopied();
+        ASSERT_EQ(call(stream.loom(), viaStream.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
+        ASSERT_TRUE(stream.finishes()) << name;
+        if (name.starts_with("all-reduce"))
+          EXPECT_EQ(loom::cuda::fakeBytesCopied(), copied) << name << ": bytes copied, where the peers' inputs are read in place";
+        std::vector<std::byte> host(kCount * nn * 4), resident(kCount * nn * 4);
+        viaHost.download(host.data());
+        viaStream.download(resident.data());
+        const size_t bytes = name == "reduce-scatter" || name.starts_with("all-reduce") ? kCount * 4 : kCount * nn * 4;
+        EXPECT_EQ(std::memcmp(host.data(), resident.data(), bytes), 0) << name << ", rank " << r
+                                                                       << ": the result differs from the host path's";
+      }
+      // In place: through the scratch, with the same result.
+      DeviceBuffer inPlace(kCount * 4);
+      runtime().copyNow(inPlace.data(), send, kCount * 4);
+      ASSERT_EQ(loomAllReduce(send, send, kCount, loomFloat32, loomSum, comms[r], stream.loom()), loomSuccess);
+      ASSERT_TRUE(stream.finishes());
+      std::vector<std::byte> host(kCount * nn * 4), resident(kCount * 4);
+      ASSERT_EQ(loomAllReduce(inPlace.data(), viaHost.data(), kCount, loomFloat32, loomSum, comms[r], nullptr), loomSuccess);
+      viaHost.download(host.data());
+      runtime().copyNow(resident.data(), send, kCount * 4);
+      EXPECT_EQ(std::memcmp(host.data(), resident.data(), kCount * 4), 0) << "in place, rank " << r;
+      ASSERT_EQ(loomCommWindowDeregister(comms[r], win), loomSuccess) << loomGetLastError(comms[r]);
+      EXPECT_EQ(loomWinGetUserPtr(comms[r], win, &back), loomInvalidArgument);
+      // A size that differs on the last rank: refused everywhere, naming it.
+      const size_t size = r == n - 1 ? 8192 : 4096;
+      EXPECT_EQ(loomCommWindowRegister(comms[r], window.data(), size, &win, LOOM_WIN_COLL_SYMMETRIC),
+                loomInvalidArgument);
+      EXPECT_NE(std::string(loomGetLastError(comms[r])).find("rank " + std::to_string(n - 1) + ": 8192 bytes"),
+                std::string::npos)
+          << loomGetLastError(comms[r]);
+      EXPECT_EQ(win, nullptr);
+    });
+    // Six calls a rank read in place (the in-place one did not).
+    EXPECT_EQ(loom::coll::residentCallsInWindows() - inWindows, 6 * nn);
+    loom::test::destroyAll(comms);
+  }
+}
+
 // PyTorch's batch_isend_irecv as it reached Loom's NCCL: every rank sends
 // first, then receives, in one group, on its communicator's stream; larger
 // than the FIFO, so the receives take the sends' device buffers by handle.

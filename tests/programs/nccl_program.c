@@ -249,9 +249,18 @@ static void badInput(ncclComm_t comm) {
   CHECK(ncclAllReduce(x, x, 4, ncclFloat, ncclSum, NULL, NULL) == ncclInvalidArgument, "NULL comm");
   CHECK(ncclBroadcast(x, x, 4, ncclFloat, 1 << 20, comm, NULL) == ncclInvalidArgument, "root out of range");
   CHECK(ncclSend(x, 4, ncclFloat, -3, comm, NULL) == ncclInvalidArgument, "peer -3");
-  ncclWindow_t win;
-  CHECK(ncclCommWindowRegister(comm, x, sizeof x, &win, NCCL_WIN_DEFAULT) == ncclInvalidUsage, "windows");
-  CHECK(strstr(ncclGetLastError(comm), "not offered") != NULL, "windows' message: %s", ncclGetLastError(comm));
+  /* Windows (collective: every rank is here): a host buffer registers, is
+   * its own pointer back, and deregisters; bad flags and a NULL buffer are
+   * named. */
+  ncclWindow_t win = NULL;
+  void* back = NULL;
+  NCCL(ncclCommWindowRegister(comm, x, sizeof x, &win, NCCL_WIN_COLL_SYMMETRIC));
+  NCCL(ncclWinGetUserPtr(comm, win, &back));
+  CHECK(back == (void*)x, "ncclWinGetUserPtr: %p, registered %p", back, (void*)x);
+  NCCL(ncclCommWindowDeregister(comm, win));
+  CHECK(ncclWinGetUserPtr(comm, win, &back) == ncclInvalidArgument, "a deregistered window");
+  CHECK(ncclCommWindowRegister(comm, NULL, 16, &win, NCCL_WIN_DEFAULT) == ncclInvalidArgument, "a NULL window");
+  CHECK(strstr(ncclGetLastError(comm), "buff") != NULL, "a NULL window's message: %s", ncclGetLastError(comm));
   int device = -1;
   const ncclResult_t onDevice = ncclCommCuDevice(comm, &device);  /* a device only where CUDA sees one */
   CHECK(onDevice == ncclInvalidUsage || (onDevice == ncclSuccess && device >= 0), "ncclCommCuDevice: %d, device %d",
