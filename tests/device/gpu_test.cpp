@@ -22,6 +22,7 @@
 #include "base/device/device_buffer.hpp"
 #include "base/half.hpp"
 #include "collectives/cpu/reduce.hpp"
+#include "collectives/resident_collectives.hpp"
 #include "collectives/cuda/kernels.hpp"
 #include "tests/gpu/user_kernels.cuh"
 #include "tests/support/ranks.hpp"
@@ -255,6 +256,50 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
       }
       ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
     });
+    destroyAll(comms);
+  }
+}
+
+// Symmetric windows on the GPU: every rank's send buffer in a window it
+// registered (the same offset everywhere), so that the resident path reads
+// its peers' inputs in place (CUDA's pointers between threads): all-reduce,
+// all-gather, reduce-scatter and all-to-all, checked.
+TEST(GpuStreams, CallsInSymmetricWindowsReadTheirPeersInPlace) {
+  REQUIRE_GPU();
+  using check::Coll;
+  for (int n : {2, 3}) {
+    auto comms = initThreadComms(n);
+    std::barrier done(n);
+    const uint64_t before = coll::residentCallsInWindows();
+    onThreads(n, [&](int r) {
+      cudaStream_t stream = nullptr;
+      ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      constexpr size_t kOffset = 4096;
+      const size_t most = static_cast<size_t>(n) * ((size_t{1} << 20) + 3) * 4 + 1;
+      DeviceBuffer window(kOffset + most), drecv(most);
+      ArriveOnExit freeTogether{done};
+      loomWindow_t win = nullptr;
+      ASSERT_EQ(loomCommWindowRegister(comms[r], window.data(), kOffset + most, &win, LOOM_WIN_COLL_SYMMETRIC), loomSuccess)
+          << loomGetLastError(comms[r]);
+      auto* dsend = static_cast<std::byte*>(window.data()) + kOffset;
+      for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AlltoAll}) {
+        for (size_t count : {size_t{7}, (size_t{1} << 20) + 3}) {
+          const check::Case c{coll, loomFloat32, check::Op::Sum, n, r, 0, count};
+          std::vector<std::byte> send(check::sendElements(c) * 4 + 1), recv(check::recvElements(c) * 4 + 1);
+          check::fillSend(c, send.data());
+          cuda::copyToDevice(dsend, send.data(), send.size());
+          ASSERT_EQ(check::callCollective(c, dsend, drecv.data(), loomSum, comms[r], reinterpret_cast<loomStream_t>(stream)),
+                    loomSuccess)
+              << loomGetLastError(comms[r]);
+          ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+          cuda::copyFromDevice(recv.data(), drecv.data(), recv.size());
+          ASSERT_EQ(check::checkResult(c, recv.data()), "") << check::collName(coll) << " count " << count << " rank " << r;
+        }
+      }
+      EXPECT_EQ(loomCommWindowDeregister(comms[r], win), loomSuccess) << loomGetLastError(comms[r]);
+      ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    });
+    EXPECT_EQ(coll::residentCallsInWindows() - before, static_cast<uint64_t>(n) * 8) << "calls that did not read in place";
     destroyAll(comms);
   }
 }
