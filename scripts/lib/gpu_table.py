@@ -77,9 +77,10 @@ def main(logs):
         threads = {n: times(os.path.join(logs, f"nccl_tests_{coll}_t{n}.log")) for n in (2, 4)}
         procs = {n: times(os.path.join(logs, f"table_{coll}_procs_{n}.log")) for n in (2, 4)}
         host2 = times(os.path.join(logs, f"table_{coll}_procs_2_host.log"))
+        windows2 = times(os.path.join(logs, f"table_{coll}_procs_2_windows.log"))
         print(f"| {coll} | Loom 1 rank | NCCL 1 rank | Loom / NCCL | 2 threads | 4 threads | 2 processes |"
-              f" 4 processes | 2 processes, host path | model 2 / 4 |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              f" 4 processes | 2 processes, host path | 2 processes, windows | model 2 / 4 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for size in SIZES:
             ratio = "-"
             if size in loom1 and size in nccl1 and nccl1[size][0] > 0:
@@ -88,7 +89,8 @@ def main(logs):
             print(f"| {human(size)} | {cell(loom1, size)} | {cell(nccl1, size)} | {ratio} | "
                   f"{share(threads[2], size, model[2])} | {share(threads[4], size, model[4])} | "
                   f"{share(procs[2], size, model[2])} | {share(procs[4], size, model[4])} | "
-                  f"{share(host2, size, model[2])} | {model[2]:.1f} / {model[4]:.1f} |")
+                  f"{share(host2, size, model[2])} | {share(windows2, size, model[2])} | "
+                  f"{model[2]:.1f} / {model[4]:.1f} |")
         print()
 
 

@@ -145,13 +145,22 @@ TEST(LoomPerf, BadFlagsAreNamed) {
 }
 
 // -G 1 puts the buffers on a GPU (scripts/run-gpu-tests runs it there); it
-// excludes -R 1 and -F 1 by name, and without a device it says so and exits 2.
+// excludes -R 1 and -F 1 by name, -W 1 needs it, and without a device it
+// says so and exits 2.
 TEST(LoomPerf, GpuBuffersAreRefusedWhereTheyCannotBe) {
   for (const char* other : {"-R", "-F"}) {
     auto r = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-G", "1", other, "1"});
     EXPECT_EQ(r.exitCode, 2) << other << "\n" << r.output;
     EXPECT_NE(r.output.find(other), std::string::npos) << r.output;
   }
+  // -W 1 (windows) needs -G 1's buffers and a collective whose buffers are
+  // the same size on every rank.
+  auto noGpu = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-W", "1"});
+  EXPECT_EQ(noGpu.exitCode, 2) << noGpu.output;
+  EXPECT_NE(noGpu.output.find("-W 1"), std::string::npos) << noGpu.output;
+  auto rooted = runProcess({LOOM_PERF_BIN, "broadcast", "-N", "2", "-G", "1", "-W", "1"});
+  EXPECT_EQ(rooted.exitCode, 2) << rooted.output;
+  EXPECT_NE(rooted.output.find("-W 1 applies to all_reduce"), std::string::npos) << rooted.output;
   auto bad = runProcess({LOOM_PERF_BIN, "all_reduce", "-N", "2", "-G", "2"});
   EXPECT_EQ(bad.exitCode, 2) << bad.output;
   EXPECT_NE(bad.output.find("-G"), std::string::npos) << bad.output;

@@ -129,6 +129,12 @@ class Runner {
   Runner(const Options& o, loomComm_t comm, int rank, int size) : o_(o), comm_(comm), rank_(rank), size_(size) {
     if (o.gpu) stream_ = std::make_unique<loom::cuda::DeviceStream>();
   }
+  ~Runner() {
+    if (stream_) stream_->synchronize([] {});
+    unregister();
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
 
   Timing measure(loomDataType_t type, Op reduction, size_t count, Placement placement) {
     const bool inPlace = placement == Placement::InPlace;
@@ -203,8 +209,18 @@ class Runner {
     callRecv_ = recv_;
     if (!o_.gpu) return;
     // The device's buffers mirror the host's images, which hold the inputs.
-    if (!da_ || da_->size() != a_.size()) da_ = std::make_unique<loom::cuda::DeviceBuffer>(a_.size());
-    if (!db_ || db_->size() != b_.size()) db_ = std::make_unique<loom::cuda::DeviceBuffer>(b_.size());
+    if (!da_ || da_->size() != a_.size() || !db_ || db_->size() != b_.size()) {
+      // Every rank grows its buffers at the same sizes (-W 1's collectives
+      // are the same size on every rank), so the windows' registrations,
+      // collective, meet.
+      unregister();
+      if (!da_ || da_->size() != a_.size()) da_ = std::make_unique<loom::cuda::DeviceBuffer>(a_.size());
+      if (!db_ || db_->size() != b_.size()) db_ = std::make_unique<loom::cuda::DeviceBuffer>(b_.size());
+      if (o_.windows) {
+        CHECK(comm_, loomCommWindowRegister(comm_, da_->data(), da_->size(), &wa_, LOOM_WIN_COLL_SYMMETRIC));
+        CHECK(comm_, loomCommWindowRegister(comm_, db_->data(), db_->size(), &wb_, LOOM_WIN_COLL_SYMMETRIC));
+      }
+    }
     da_->upload(a_.data());
     db_->upload(b_.data());
     const auto onDevice = [&](std::byte* p) {
@@ -212,6 +228,14 @@ class Runner {
     };
     callSend_ = onDevice(send_);
     callRecv_ = onDevice(recv_);
+  }
+
+  // -W 1's windows go before their buffers, collectively.
+  void unregister() {
+    for (loomWindow_t* w : {&wa_, &wb_}) {
+      if (*w != nullptr) CHECK(comm_, loomCommWindowDeregister(comm_, *w));
+      *w = nullptr;
+    }
   }
 
   // Waits for the calls queued on the rank's CUDA stream (-G 1); the others returned done.
@@ -252,6 +276,7 @@ class Runner {
   std::byte* callSend_ = nullptr;  // what the calls get: send_ and recv_, or their places on the GPU
   std::byte* callRecv_ = nullptr;
   std::unique_ptr<loom::cuda::DeviceBuffer> da_, db_;
+  loomWindow_t wa_ = nullptr, wb_ = nullptr;  // -W 1: da_ and db_ as symmetric windows
   std::unique_ptr<loom::cuda::DeviceStream> stream_;
   std::byte scalar_[8] = {};
 };

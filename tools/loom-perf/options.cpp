@@ -17,7 +17,7 @@ using check::Op;
   std::fprintf(status == 0 ? stdout : stderr,
                "usage: loom-perf COLLECTIVE [-b min] [-e max] [-f factor | -i increment] [-n iters] [-w warmup]\n"
                "                 [-c 0|1] [-d type] [-o op] [-r root] [-a min|max|avg] [-I 0|1] [-F 0|1]\n"
-               "                 [-N ranks] [-R 0|1] [-G 0|1] [--algo NAME] [--json FILE] [--csv FILE]\n"
+               "                 [-N ranks] [-R 0|1] [-G 0|1] [-W 0|1] [--algo NAME] [--json FILE] [--csv FILE]\n"
                "  COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce, gather, scatter,\n"
                "              alltoall, sendrecv (to rank+1, from rank-1, in a group), or barrier (the\n"
                "              out-of-band bootstrap barrier)\n"
@@ -35,6 +35,8 @@ using check::Op;
                "  -R     buffers from malloc (0, default) or loomMemAlloc (1: read in place by the node's ranks)\n"
                "  -G     1: buffers on a GPU (rank i on device local rank i mod the devices, so ranks may share\n"
                "         one), each rank's calls on a CUDA stream of its own, timed to the stream's end\n"
+               "  -W     1: with -G 1, those buffers registered as symmetric windows (loomCommWindowRegister),\n"
+               "         which the resident path reads in place (all_reduce, all_gather, reduce_scatter, alltoall)\n"
                "  --algo NAME   LOOM_ALGO for this run (e.g. ring, or allreduce:rd,allgather:direct)\n"
                "  --json FILE   also write the parameters, ranks and every row as JSON\n"
                "  --csv FILE    also write every row as CSV\n"
@@ -146,6 +148,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "-F") o.freshInputs = parseInt("-F", v, 0, 1) != 0;
     else if (a == "-R") o.loomMemAlloc = parseInt("-R", v, 0, 1) != 0;
     else if (a == "-G") o.gpu = parseInt("-G", v, 0, 1) != 0;
+    else if (a == "-W") o.windows = parseInt("-W", v, 0, 1) != 0;
     else if (a == "--algo") o.algo = v;
     else if (a == "--json") o.jsonFile = v;
     else if (a == "--csv") o.csvFile = v;
@@ -159,6 +162,16 @@ Options parseOptions(int argc, char** argv) {
     std::fprintf(stderr, "loom-perf: -G 1 and -R 1 exclude each other (loomMemAlloc's buffers are host memory)\n");
     usage(2);
   }
+  if (o.windows && !o.gpu) {
+    std::fprintf(stderr, "loom-perf: -W 1 registers the GPU buffers of -G 1 as windows: give -G 1 too\n");
+    usage(2);
+  }
+  if (o.windows && o.coll != Coll::AllReduce && o.coll != Coll::AllGather && o.coll != Coll::ReduceScatter &&
+      o.coll != Coll::AlltoAll) {
+    std::fprintf(stderr, "loom-perf: -W 1 applies to all_reduce, all_gather, reduce_scatter and alltoall (windows are "
+                         "the same size on every rank)\n");
+    usage(2);
+  }
   if (o.gpu && o.freshInputs) {
     std::fprintf(stderr, "loom-perf: -F 1 rewrites inputs from the host's cores, which -G 1 buffers are not in\n");
     usage(2);
@@ -166,6 +179,8 @@ Options parseOptions(int argc, char** argv) {
   return o;
 }
 
-const char* bufferSource(const Options& o) { return o.gpu ? "cuda" : o.loomMemAlloc ? "loomMemAlloc" : "malloc"; }
+const char* bufferSource(const Options& o) {
+  return o.windows ? "cuda-windows" : o.gpu ? "cuda" : o.loomMemAlloc ? "loomMemAlloc" : "malloc";
+}
 
 }  // namespace loom::perf

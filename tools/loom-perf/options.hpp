@@ -38,10 +38,11 @@ struct Options {
   std::string csvFile;
   bool loomMemAlloc = false;  // -R 1: buffers from loomMemAlloc, which peers on the node read in place
   bool gpu = false;           // -G 1: buffers on a GPU (local rank mod the devices), calls on a CUDA stream
+  bool windows = false;       // -W 1: the GPU buffers registered as symmetric windows (loomCommWindowRegister)
   bool corruptOne = false;    // test hook: flips one result element before the check
 };
 
-// "malloc", "loomMemAlloc" or "cuda": where the buffers come from.
+// "malloc", "loomMemAlloc", "cuda" or "cuda-windows": where the buffers come from.
 const char* bufferSource(const Options& o);
 
 // Parses argv; prints usage and exits 2 on anything it does not accept
