@@ -399,6 +399,25 @@ TEST(DeviceInPlace, ProcessesReadEachOthersDeviceBuffers) {
   }
 }
 
+// On CUDA streams across processes: calls whose send buffers lie in
+// symmetric windows read the peers' inputs through the windows' IPC views,
+// and a ring of sends and receives goes resident on the stream; every
+// result checked by the ranks.
+TEST(DeviceInPlace, ProcessesOnStreamsReadWindowsAndSendOnTheStream) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (int n : {2, 3}) {
+    const ProcessResult r = runRanks(n, {"70001", "on-stream"});
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    for (int rank = 0; rank < n; ++rank) {
+      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": on the stream ok")) << r.output;
+      // Four calls read in windows, a send and a receive on the stream.
+      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) +
+                                         ": read in windows 4 calls, resident sends and receives 2"))
+          << r.output;
+    }
+  }
+}
+
 TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   const ProcessResult r = runRanks(3, {std::to_string(kLarge), "host-on-rank-0"});

@@ -5,7 +5,9 @@
 // and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
 // checked against what every rank can compute, then a line with the bytes that went each way
 // (and the pieces staged calls ran as: collectives/device_staging.hpp).
-//   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 | gpu-per-rank]
+//   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 | gpu-per-rank | on-stream]
+// (on-stream: only calls on a stream: in symmetric windows, and a ring of
+// sends and receives; see onStream.)
 // (refuse-ipc-on-rank-2: on the fake device, rank 2 cannot map its peers' buffers;
 // gpu-per-rank: local rank r on GPU r, of the fake device's GPUs with peer
 // access, or of a machine's GPUs r mod their count.)
@@ -23,8 +25,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "base/device/cuda.hpp"
 #include "base/device/fake_device.hpp"
@@ -33,6 +38,9 @@
 #include "collectives/device_staging.hpp"
 #include "collectives/device_kernels.hpp"
 #include "comm/engine/engine.hpp"
+#include "comm/engine/resident_p2p.hpp"
+#include "collectives/resident_collectives.hpp"
+#include "base/device/runtime.hpp"
 #include "tests/support/device_memory.hpp"
 
 namespace {
@@ -247,6 +255,104 @@ bool sendRing(loomComm_t comm, int rank, int n, size_t count, bool device, int r
   return true;
 }
 
+// On a CUDA stream (the fake device's, or a GPU's), calls whose send buffers
+// lie in symmetric windows, read in place across processes through the
+// windows' IPC views, and a ring of sends and receives queued on the stream
+// (resident point-to-point); false on a mismatch (said on stdout).
+bool onStream(loomComm_t comm, int rank, int n, size_t count) {
+  loom::cuda::DeviceRuntime& rt = loom::cuda::runtime();
+  void* stream = rt.createStream();
+  const auto finish = [&] {
+    for (int i = 0; i < 600000 && !rt.idle(stream); ++i) ::usleep(100);
+    return rt.idle(stream);
+  };
+  const size_t nn = static_cast<size_t>(n);
+  const size_t windowBytes = 4096 + count * nn * 4;
+  bool ok = true;
+  {
+    loom::test::DeviceBuffer window(windowBytes), out(count * nn * 4);
+    loomWindow_t win = nullptr;
+    if (loomCommWindowRegister(comm, window.data(), windowBytes, &win, LOOM_WIN_COLL_SYMMETRIC) != loomSuccess) {
+      std::printf("rank %d: window: %s\n", rank, loomGetLastError(comm));
+      return false;
+    }
+    auto* send = static_cast<std::byte*>(window.data()) + 4096;
+    std::vector<int32_t> in(count * nn), got(count * nn);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(rank, i);
+    rt.copyNow(send, in.data(), in.size() * 4);
+    const auto peerValue = [](int r, size_t i) { return valueOf(r, i); };
+    struct Call {
+      const char* name;
+      std::function<loomResult_t()> run;
+      std::function<int32_t(size_t)> expected;
+      size_t elements;
+    };
+    const auto st = static_cast<loomStream_t>(stream);
+    const std::vector<Call> calls{
+        {"all-reduce", [&] { return loomAllReduce(send, out.data(), count, loomInt32, loomSum, comm, st); },
+         [&](size_t i) {
+           int32_t sum = 0;
+           for (int r = 0; r < n; ++r) sum += peerValue(r, i);
+           return sum;
+         },
+         count},
+        {"all-gather", [&] { return loomAllGather(send, out.data(), count, loomInt32, comm, st); },
+         [&](size_t i) { return peerValue(static_cast<int>(i / count), i % count); }, count * nn},
+        {"reduce-scatter", [&] { return loomReduceScatter(send, out.data(), count, loomInt32, loomMax, comm, st); },
+         [&](size_t i) {
+           int32_t most = peerValue(0, static_cast<size_t>(rank) * count + i);
+           for (int r = 1; r < n; ++r) most = std::max(most, peerValue(r, static_cast<size_t>(rank) * count + i));
+           return most;
+         },
+         count},
+        {"all-to-all", [&] { return loomAlltoAll(send, out.data(), count, loomInt32, comm, st); },
+         [&](size_t i) { return peerValue(static_cast<int>(i / count), static_cast<size_t>(rank) * count + i % count); },
+         count * nn}};
+    for (const Call& c : calls) {
+      if (c.run() != loomSuccess || !finish()) {
+        std::printf("rank %d: %s on the stream failed: %s\n", rank, c.name, loomGetLastError(comm));
+        ok = false;
+        continue;
+      }
+      out.download(got.data());
+      for (size_t i = 0; i < c.elements; ++i) {
+        if (got[i] == c.expected(i)) continue;
+        std::printf("rank %d: %s in windows: element %zu is %d, not %d\n", rank, c.name, i, got[i], c.expected(i));
+        ok = false;
+        break;
+      }
+    }
+    if (loomCommWindowDeregister(comm, win) != loomSuccess) ok = false;
+  }
+  // A ring on the stream, two messages each way of several pieces.
+  {
+    const size_t elements = 3 * count + 1;
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    std::vector<int32_t> mine(elements), got(elements, -1);
+    for (size_t i = 0; i < elements; ++i) mine[i] = valueOf(rank, i) * 3 + 1;
+    loom::test::DeviceBuffer dout(elements * 4), din(elements * 4);
+    dout.upload(mine.data());
+    const auto st = static_cast<loomStream_t>(stream);
+    loomGroupStart();
+    loomSend(dout.data(), elements, loomInt32, next, comm, st);
+    loomRecv(din.data(), elements, loomInt32, prev, comm, st);
+    if (loomGroupEnd() != loomSuccess || !finish()) {
+      std::printf("rank %d: the ring on the stream failed: %s\n", rank, loomGetLastError(comm));
+      ok = false;
+    } else {
+      din.download(got.data());
+      for (size_t i = 0; i < elements; ++i) {
+        if (got[i] == valueOf(prev, i) * 3 + 1) continue;
+        std::printf("rank %d: the ring on the stream: element %zu is %d\n", rank, i, got[i]);
+        ok = false;
+        break;
+      }
+    }
+  }
+  rt.destroyStream(stream);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,6 +385,16 @@ int main(int argc, char** argv) {
   const uint64_t byHandleBefore = loom::bytesTakenByHandle();
   const uint64_t piecesBefore = loom::coll::piecesRun();
   int failures = 0;
+  if (mode == "on-stream") {
+    const uint64_t inWindows = loom::coll::residentCallsInWindows();
+    const uint64_t p2p = loom::residentPointToPointOps();
+    if (!onStream(comm, rank, n, count)) ++failures;
+    std::printf("rank %d: read in windows %llu calls, resident sends and receives %llu\n", rank,
+                static_cast<unsigned long long>(loom::coll::residentCallsInWindows() - inWindows),
+                static_cast<unsigned long long>(loom::residentPointToPointOps() - p2p));
+    if (failures == 0) std::printf("rank %d: on the stream ok\n", rank);
+    return loomCommDestroy(comm) == loomSuccess && failures == 0 ? 0 : 1;
+  }
   for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce,
                     Coll::AlltoAll, Coll::Gather, Coll::Scatter}) {
     for (loomDataType_t type : {loomFloat32, loomInt32, loomBfloat16}) {
