@@ -86,6 +86,13 @@ void read(const ResidentArea& area, const Collective& c, const Piece& p, const S
   }
 }
 
+// Rank r's share of `count` elements in two shots: [first, end), a
+// contiguous n-th, as even as the count allows.
+std::pair<size_t, size_t> shareOf(size_t count, int r, int n) {
+  const auto at = [&](int q) { return count * static_cast<size_t>(q) / static_cast<size_t>(n); };
+  return {at(r), at(r + 1)};
+}
+
 // The read step of a two-shot all-reduce's piece: rank r owns share r of
 // the piece (a contiguous n-th, as even as the count allows); it reduces its
 // share of every rank's slot, in rank order (the one-shot read's bits, element
@@ -99,10 +106,7 @@ void readTwoShot(const ResidentArea& area, const Collective& c, const Piece& p, 
   const cpu::ReduceOp op = c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
   const int n = area.size();
   const int me = area.rank();
-  const auto share = [&](int r) {  // [first, end) elements of the piece
-    const auto at = [&](int q) { return p.count * static_cast<size_t>(q) / static_cast<size_t>(n); };
-    return std::pair(at(r), at(r + 1));
-  };
+  const auto share = [&](int r) { return shareOf(p.count, r, n); };
   std::byte* out = c.recv + p.first * c.typeSize;
   const auto [first, end] = share(me);
   if (end > first) {
@@ -204,7 +208,39 @@ std::optional<SymmetricWindows::Place> windowOf(const Communicator& comm, const 
 // the call), the read, then "done" to every peer, and a wait until every peer
 // is done with this rank's input, so that the work after the call on the
 // stream may overwrite it. No copy in, no pieces.
-void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindows::Place& place, void* stream) {
+// The read of an all-reduce in two shots straight from the windows: this
+// rank reduces its share of every rank's input (in rank order: the one-shot
+// read's bits) into its own result, averaged there (a peer copies it next),
+// says "reduced", and copies every other share out of its owner's result,
+// which lies in a window too.
+void readTwoShotInWindows(const ResidentArea& area, const Collective& c, const SymmetricWindows::Place& send,
+                          const SymmetricWindows::Place& recv, uint64_t sequence, void* stream) {
+  cuda::DeviceRuntime& rt = cuda::runtime();
+  DeviceKernels& kernels = deviceKernels();
+  const int n = area.size();
+  const int me = area.rank();
+  const auto [first, end] = shareOf(c.count, me, n);
+  if (end > first) {
+    std::vector<const void*> sources(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      sources[static_cast<size_t>(r)] = send.window->peers[static_cast<size_t>(r)].base + send.offset + first * c.typeSize;
+    kernels.reduce(c.type, c.reduction.op, sources, c.recv + first * c.typeSize, end - first, 1.0, stream);
+    if (c.reduction.average) kernels.average(c.type, c.recv + first * c.typeSize, end - first, n, stream);
+  }
+  for (int r = 0; r < n; ++r) rt.writeValue(stream, area.reducedFrom(r, me), sequence);  // its own word too
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    rt.waitValue(stream, area.reducedFrom(me, r), sequence);
+    const auto [from, to] = shareOf(c.count, r, n);
+    if (to > from) {
+      kernels.copy(c.recv + from * c.typeSize, recv.window->peers[static_cast<size_t>(r)].base + recv.offset + from * c.typeSize,
+                   (to - from) * c.typeSize, stream);
+    }
+  }
+}
+
+void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindows::Place& place,
+                  const std::optional<SymmetricWindows::Place>& twoShotsInto, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int n = area.size();
   const int me = area.rank();
@@ -215,11 +251,15 @@ void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindow
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
-  const Source input = [&](int r, int b) {
-    return place.window->peers[static_cast<size_t>(r)].base + place.offset + static_cast<size_t>(b) * c.blockBytes();
-  };
-  read(area, c, Piece{.first = 0, .count = c.count}, input, stream);
-  if (c.reduction.average) deviceKernels().average(c.type, c.recv, c.count, n, stream);
+  if (twoShotsInto) {
+    readTwoShotInWindows(area, c, place, *twoShotsInto, sequence, stream);
+  } else {
+    const Source input = [&](int r, int b) {
+      return place.window->peers[static_cast<size_t>(r)].base + place.offset + static_cast<size_t>(b) * c.blockBytes();
+    };
+    read(area, c, Piece{.first = 0, .count = c.count}, input, stream);
+    if (c.reduction.average) deviceKernels().average(c.type, c.recv, c.count, n, stream);
+  }
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
   }
@@ -242,7 +282,10 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   if (resident == nullptr) throw Error(loomInternalError, "a resident collective on a communicator without its area");
   ResidentArea& area = *resident;
   if (const auto place = windowOf(comm, c)) {
-    runInWindows(area, c, *place, stream);
+    // Two shots where the result lies in a window too, for the peers to
+    // copy the shares out of.
+    const auto into = twoShot(area, c) ? comm.windows.find(c.recv, c.recvBytes) : std::nullopt;
+    runInWindows(area, c, *place, into, stream);
     queued.fetch_add(1, std::memory_order_relaxed);
     inWindows.fetch_add(1, std::memory_order_relaxed);
     return;

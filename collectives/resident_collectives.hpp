@@ -24,7 +24,9 @@
 //            host's watch reads (ResidentArea::overdue).
 // A call whose send buffer lies in a symmetric window (loomCommWindowRegister)
 // skips the publish: its peers read its input where it lies, one piece, and
-// the call ends once every peer has read it (runInWindows).
+// the call ends once every peer has read it (runInWindows); an all-reduce of
+// two-shot size whose result lies in a window too reads in two shots from
+// the windows.
 // Every wait is on the rank's own memory and every write on a peer's; the
 // waits are stream memory operations, so a waiting stream holds no SM and
 // processes time-sliced on one GPU lose no slice to it. Reductions use

@@ -683,6 +683,78 @@ TEST(SymmetricWindows, CallsReadTheirPeersInputsInPlaceWithTheHostPathsResults) 
   }
 }
 
+// An all-reduce of 3 or more ranks from the two-shot size whose send and
+// receive buffers both lie in symmetric windows reads in two shots straight
+// from them (each rank reduces its share of every input into its own result,
+// the others copy it out of there): the host path's bits for floats (sum,
+// average), exact integers, from 1 element (shares of none) up.
+TEST(SymmetricWindows, LargeAllReducesOfThreeOrMoreRanksRunInTwoShotsFromTheWindows) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
+  constexpr size_t kMost = 70001;
+  constexpr size_t kOffset = 4096;
+  for (int n : {3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    std::vector<loomComm_t> comms;
+    {
+      loom::test::ScopedEnv from("LOOM_DEVICE_TWO_SHOT_BYTES", "4");
+      comms = loom::test::initThreadComms(n);
+    }
+    const uint64_t inWindows = loom::coll::residentCallsInWindows();
+    size_t calls = 0;
+    onThreads(n, [&](int r) {
+      Stream stream;
+      const size_t windowBytes = kOffset + kMost * 4;
+      DeviceBuffer in(windowBytes), out(windowBytes), viaHost(kMost * 4);
+      loomWindow_t inWin = nullptr, outWin = nullptr;
+      ASSERT_EQ(loomCommWindowRegister(comms[r], in.data(), windowBytes, &inWin, LOOM_WIN_COLL_SYMMETRIC), loomSuccess);
+      ASSERT_EQ(loomCommWindowRegister(comms[r], out.data(), windowBytes, &outWin, LOOM_WIN_COLL_SYMMETRIC), loomSuccess);
+      auto* send = static_cast<std::byte*>(in.data()) + kOffset;
+      auto* recv = static_cast<std::byte*>(out.data()) + kOffset;
+      const std::vector<float> floats = randomFloats(kMost, 5u + static_cast<uint32_t>(r) * 131u);
+      runtime().copyNow(send, floats.data(), kMost * 4);
+      size_t mine = 0;
+      for (size_t count : {size_t{1}, size_t{2}, size_t{7}, kMost}) {
+        for (loomRedOp_t op : {loomSum, loomAvg}) {
+          ASSERT_EQ(loomAllReduce(send, viaHost.data(), count, loomFloat32, op, comms[r], nullptr), loomSuccess);
+          ASSERT_EQ(loomAllReduce(send, recv, count, loomFloat32, op, comms[r], stream.loom()), loomSuccess)
+              << loomGetLastError(comms[r]);
+          ++mine;
+          ASSERT_TRUE(stream.finishes());
+          std::vector<float> host(kMost), resident(count);
+          viaHost.download(host.data());
+          runtime().copyNow(resident.data(), recv, count * 4);
+          EXPECT_EQ(std::memcmp(host.data(), resident.data(), count * 4), 0)
+              << count << " elements, op " << op << ", rank " << r << ": the bits differ from the host path's";
+        }
+      }
+      // Integers, exact: the max of every rank's.
+      std::vector<int32_t> ints(kMost);
+      for (size_t i = 0; i < kMost; ++i) ints[i] = static_cast<int32_t>(i % 1000) + r * 7;
+      runtime().copyNow(send, ints.data(), kMost * 4);
+      ASSERT_EQ(loomAllReduce(send, recv, kMost, loomInt32, loomMax, comms[r], stream.loom()), loomSuccess);
+      ++mine;
+      ASSERT_TRUE(stream.finishes());
+      std::vector<int32_t> got(kMost);
+      runtime().copyNow(got.data(), recv, kMost * 4);
+      for (size_t i = 0; i < kMost; ++i) {
+        if (got[i] != static_cast<int32_t>(i % 1000) + (n - 1) * 7) {
+          ADD_FAILURE() << "rank " << r << ", element " << i << ": " << got[i];
+          break;
+        }
+      }
+      const loom::ResidentArea* area = comms[r]->resident();
+      ASSERT_NE(area, nullptr);
+      EXPECT_NE(runtime().loadValue(area->reducedFrom(r, r)), 0u) << "rank " << r << ": no call ran in two shots";
+      if (r == 0) calls = mine;
+      EXPECT_EQ(loomCommWindowDeregister(comms[r], inWin), loomSuccess);
+      EXPECT_EQ(loomCommWindowDeregister(comms[r], outWin), loomSuccess);
+    });
+    EXPECT_EQ(loom::coll::residentCallsInWindows() - inWindows, static_cast<uint64_t>(n) * calls);
+    loom::test::destroyAll(comms);
+  }
+}
+
 // PyTorch's batch_isend_irecv as it reached Loom's NCCL: every rank sends
 // first, then receives, in one group, on its communicator's stream; larger
 // than the FIFO, so the receives take the sends' device buffers by handle.
