@@ -714,18 +714,29 @@ TEST(SymmetricWindows, LargeAllReducesOfThreeOrMoreRanksRunInTwoShotsFromTheWind
       const std::vector<float> floats = randomFloats(kMost, 5u + static_cast<uint32_t>(r) * 131u);
       runtime().copyNow(send, floats.data(), kMost * 4);
       size_t mine = 0;
-      for (size_t count : {size_t{1}, size_t{2}, size_t{7}, kMost}) {
-        for (loomRedOp_t op : {loomSum, loomAvg}) {
+      // Every host-path call first: one frees pinned memory, which waits for
+      // every stream of the process, the other ranks' too, which may be
+      // waiting for this rank's next call on its stream.
+      const std::vector<size_t> counts{1, 2, 7, kMost};
+      const std::vector<loomRedOp_t> ops{loomSum, loomAvg};
+      std::vector<std::vector<float>> host;
+      for (size_t count : counts) {
+        for (loomRedOp_t op : ops) {
           ASSERT_EQ(loomAllReduce(send, viaHost.data(), count, loomFloat32, op, comms[r], nullptr), loomSuccess);
-          ASSERT_EQ(loomAllReduce(send, recv, count, loomFloat32, op, comms[r], stream.loom()), loomSuccess)
+          host.emplace_back(kMost);
+          viaHost.download(host.back().data());
+        }
+      }
+      for (size_t k = 0; k < counts.size(); ++k) {
+        for (size_t o = 0; o < ops.size(); ++o) {
+          ASSERT_EQ(loomAllReduce(send, recv, counts[k], loomFloat32, ops[o], comms[r], stream.loom()), loomSuccess)
               << loomGetLastError(comms[r]);
           ++mine;
           ASSERT_TRUE(stream.finishes());
-          std::vector<float> host(kMost), resident(count);
-          viaHost.download(host.data());
-          runtime().copyNow(resident.data(), recv, count * 4);
-          EXPECT_EQ(std::memcmp(host.data(), resident.data(), count * 4), 0)
-              << count << " elements, op " << op << ", rank " << r << ": the bits differ from the host path's";
+          std::vector<float> resident(counts[k]);
+          runtime().copyNow(resident.data(), recv, counts[k] * 4);
+          EXPECT_EQ(std::memcmp(host[k * ops.size() + o].data(), resident.data(), counts[k] * 4), 0)
+              << counts[k] << " elements, op " << ops[o] << ", rank " << r << ": the bits differ from the host path's";
         }
       }
       // Integers, exact: the max of every rank's.
