@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 #include <limits>
+#include <map>
 #include <span>
 #include <string>
 
@@ -198,8 +199,12 @@ uint64_t ResidentArea::beginReceivePiece(int from) {
 }
 
 std::optional<std::string> ResidentArea::overduePiece(std::chrono::milliseconds timeout) {
+  // One read of each channel's word (a copy from a GPU's memory each).
+  std::map<std::pair<bool, int>, uint64_t> reached;
   std::erase_if(pendingPieces_, [&](const PendingPiece& p) {
-    return runtime_.loadValue(p.send ? sent(p.peer) : received(p.peer)) >= p.piece;
+    const auto [at, fresh] = reached.try_emplace({p.send, p.peer}, 0);
+    if (fresh) at->second = runtime_.loadValue(p.send ? sent(p.peer) : received(p.peer));
+    return at->second >= p.piece;
   });
   const auto now = std::chrono::steady_clock::now();
   for (const PendingPiece& p : pendingPieces_) {

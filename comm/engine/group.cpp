@@ -254,19 +254,23 @@ void enqueue(HostStream& stream, std::vector<Call> calls) {
 // Resident sends and receives, queued per communicator and CUDA stream
 // together (their channels run side by side), in call order.
 void queueResident(const std::vector<Call>& calls) {
-  std::map<std::pair<Communicator*, void*>, std::vector<ResidentOp>> groups;
-  std::map<std::pair<Communicator*, void*>, int> devices;
+  struct Ops {
+    int device = 0;  // the stream's (where its calls were made)
+    std::vector<ResidentOp> ops;
+  };
+  std::map<std::pair<Communicator*, void*>, Ops> groups;
   for (const Call& c : calls) {
     const auto* p2p = std::get_if<ResidentPointToPoint>(&c.what);
     if (p2p == nullptr) continue;
-    groups[{c.comm, p2p->stream}].push_back(p2p->op);
-    devices[{c.comm, p2p->stream}] = c.device;
+    Ops& group = groups[{c.comm, p2p->stream}];
+    group.device = c.device;
+    group.ops.push_back(p2p->op);
   }
-  for (auto& [key, ops] : groups) {
-    const cuda::DeviceScope device(devices[key]);
+  for (const auto& [key, group] : groups) {
+    const cuda::DeviceScope device(group.device);
     ResidentArea* area = key.first->resident();
     if (area == nullptr) throw Error(loomInternalError, "a resident send or receive on a communicator without its area");
-    queueResidentPointToPoint(*area, ops, key.second);
+    queueResidentPointToPoint(*area, group.ops, key.second);
   }
 }
 
