@@ -93,36 +93,41 @@ std::pair<size_t, size_t> shareOf(size_t count, int r, int n) {
   return {at(r), at(r + 1)};
 }
 
-// The read step of a two-shot all-reduce's piece: rank r owns share r of
-// the piece (a contiguous n-th, as even as the count allows); it reduces its
-// share of every rank's slot, in rank order (the one-shot read's bits, element
-// for element), puts the result into its own slot where its share of its input
-// was (no other rank reads that part of it), and tells the others; then it
-// copies every other rank's reduced share out of that rank's slot. A rank
-// reads about 2x the piece instead of n x, for one more round of flags.
-void readTwoShot(const ResidentArea& area, const Collective& c, const Piece& p, uint64_t sequence, void* stream) {
+// Where rank r's piece lies for a two-shot read: its input, or its reduced
+// share (at the share's own offset) for the others to copy.
+using PieceOf = std::function<std::byte*(int r)>;
+
+// The read step of an all-reduce's piece of `count` elements in two shots:
+// rank r owns share r (a contiguous n-th, as even as the count allows); it
+// reduces its share of every rank's input in rank order (the one-shot read's
+// bits, element for element) into `out`, averaged there, puts it where its
+// peers read results when that is not `out` itself (its scratch slot, where
+// its share of its input was: no other rank reads that part), and says
+// "reduced"; then it copies every other rank's share out of that rank's
+// result. A rank reads about 2x the piece instead of n x, for one more round
+// of flags.
+void readTwoShots(const ResidentArea& area, const Collective& c, size_t count, std::byte* out, const PieceOf& input,
+                  const PieceOf& result, uint64_t sequence, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   DeviceKernels& kernels = deviceKernels();
   const cpu::ReduceOp op = c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
   const int n = area.size();
   const int me = area.rank();
-  const auto share = [&](int r) { return shareOf(p.count, r, n); };
-  std::byte* out = c.recv + p.first * c.typeSize;
-  const auto [first, end] = share(me);
+  const auto [first, end] = shareOf(count, me, n);
   if (end > first) {
+    const size_t at = first * c.typeSize;
     std::vector<const void*> sources(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = area.slot(r, sequence) + first * c.typeSize;
-    kernels.reduce(c.type, op, sources, out + first * c.typeSize, end - first, 1.0, stream);
-    rt.copy(area.slot(me, sequence) + first * c.typeSize, out + first * c.typeSize, (end - first) * c.typeSize, stream);
+    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = input(r) + at;
+    kernels.reduce(c.type, op, sources, out + at, end - first, 1.0, stream);
+    if (c.reduction.average) kernels.average(c.type, out + at, end - first, n, stream);
+    if (result(me) != out) rt.copy(result(me) + at, out + at, (end - first) * c.typeSize, stream);
   }
   for (int r = 0; r < n; ++r) rt.writeValue(stream, area.reducedFrom(r, me), sequence);  // its own word too
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     rt.waitValue(stream, area.reducedFrom(me, r), sequence);
-    const auto [from, to] = share(r);
-    if (to > from)
-      kernels.copy(out + from * c.typeSize, area.slot(r, sequence) + from * c.typeSize, (to - from) * c.typeSize,
-                   stream);
+    const auto [from, to] = shareOf(count, r, n);
+    if (to > from) kernels.copy(out + from * c.typeSize, result(r) + from * c.typeSize, (to - from) * c.typeSize, stream);
   }
 }
 
@@ -170,14 +175,16 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
   if (twoShots) {
-    readTwoShot(area, c, p, sequence, stream);
+    const PieceOf slot = [&](int r) { return area.slot(r, sequence); };
+    readTwoShots(area, c, p.count, c.recv + p.first * c.typeSize, slot, slot, sequence, stream);
   } else {
     const size_t bytes = p.count * c.typeSize;
     read(area, c, p, [&](int r, int b) { return area.slot(r, sequence) + static_cast<size_t>(b) * bytes; }, stream);
   }
-  // An average divides the sum, as the host path does.
+  // An average divides the sum, as the host path does (two shots divided
+  // each share).
   const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;
-  if (c.reduction.average && hasResult) {
+  if (c.reduction.average && hasResult && !twoShots) {
     deviceKernels().average(c.type, c.recv + p.first * c.typeSize, p.count, n, stream);
   }
   // Release: done reading, told to each owner and to the host's watch.
@@ -208,37 +215,6 @@ std::optional<SymmetricWindows::Place> windowOf(const Communicator& comm, const 
 // the call), the read, then "done" to every peer, and a wait until every peer
 // is done with this rank's input, so that the work after the call on the
 // stream may overwrite it. No copy in, no pieces.
-// The read of an all-reduce in two shots straight from the windows: this
-// rank reduces its share of every rank's input (in rank order: the one-shot
-// read's bits) into its own result, averaged there (a peer copies it next),
-// says "reduced", and copies every other share out of its owner's result,
-// which lies in a window too.
-void readTwoShotInWindows(const ResidentArea& area, const Collective& c, const SymmetricWindows::Place& send,
-                          const SymmetricWindows::Place& recv, uint64_t sequence, void* stream) {
-  cuda::DeviceRuntime& rt = cuda::runtime();
-  DeviceKernels& kernels = deviceKernels();
-  const int n = area.size();
-  const int me = area.rank();
-  const auto [first, end] = shareOf(c.count, me, n);
-  if (end > first) {
-    std::vector<const void*> sources(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r)
-      sources[static_cast<size_t>(r)] = send.window->peers[static_cast<size_t>(r)].base + send.offset + first * c.typeSize;
-    kernels.reduce(c.type, c.reduction.op, sources, c.recv + first * c.typeSize, end - first, 1.0, stream);
-    if (c.reduction.average) kernels.average(c.type, c.recv + first * c.typeSize, end - first, n, stream);
-  }
-  for (int r = 0; r < n; ++r) rt.writeValue(stream, area.reducedFrom(r, me), sequence);  // its own word too
-  for (int r = 0; r < n; ++r) {
-    if (r == me) continue;
-    rt.waitValue(stream, area.reducedFrom(me, r), sequence);
-    const auto [from, to] = shareOf(c.count, r, n);
-    if (to > from) {
-      kernels.copy(c.recv + from * c.typeSize, recv.window->peers[static_cast<size_t>(r)].base + recv.offset + from * c.typeSize,
-                   (to - from) * c.typeSize, stream);
-    }
-  }
-}
-
 void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindows::Place& place,
                   const std::optional<SymmetricWindows::Place>& twoShotsInto, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
@@ -252,7 +228,12 @@ void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindow
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
   if (twoShotsInto) {
-    readTwoShotInWindows(area, c, place, *twoShotsInto, sequence, stream);
+    // Straight from the windows: the shares are read from every rank's
+    // input and copied out of every rank's result, both in windows.
+    const auto at = [](const SymmetricWindows::Place& in) {
+      return [&in](int r) { return in.window->peers[static_cast<size_t>(r)].base + in.offset; };
+    };
+    readTwoShots(area, c, c.count, c.recv, at(place), at(*twoShotsInto), sequence, stream);
   } else {
     const Source input = [&](int r, int b) {
       return place.window->peers[static_cast<size_t>(r)].base + place.offset + static_cast<size_t>(b) * c.blockBytes();
