@@ -6,6 +6,7 @@
 
 #include "api/api_call.hpp"
 #include "base/datatype.hpp"
+#include "base/device/runtime.hpp"
 #include "base/log.hpp"
 #include "collectives/comm_state.hpp"
 #include "collectives/call_path.hpp"
@@ -133,6 +134,7 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
   const bool onCudaStream = loom::api::isCudaStream(stream);
   if (const auto path = loom::coll::choosePath(c, collective, stream, onCudaStream);
       path != loom::coll::CallPath::Host) {
+    if (path == loom::coll::CallPath::Resident) loom::cuda::refuseCapture(loom::cuda::runtime(), stream);
     loom::group::submit({.comm = &c,
                          .stream = nullptr,
                          .what = loom::group::OnStream{[&c, collective, path, stream] {

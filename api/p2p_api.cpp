@@ -3,6 +3,7 @@
 
 #include "api/api_call.hpp"
 #include "base/datatype.hpp"
+#include "base/device/runtime.hpp"
 #include "base/log.hpp"
 #include "comm/engine/group.hpp"
 #include "comm/engine/event.hpp"
@@ -37,6 +38,7 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
   // has no memory kind to tell).
   const bool device = memoryKind == loom::memory::MemoryKind::CudaDevice;
   if ((device || bytes == 0) && c.resident() != nullptr && loom::api::isCudaStream(stream)) {
+    loom::cuda::refuseCapture(loom::cuda::runtime(), stream);
     loom::group::submit({.comm = &c,
                          .stream = nullptr,
                          .what = loom::group::ResidentPointToPoint{

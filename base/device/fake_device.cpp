@@ -31,6 +31,7 @@ std::atomic<bool> fakeOn{false};
 std::atomic<int> fakeGpus{1};
 std::atomic<bool> fakePeers{true};
 std::atomic<bool> refuseIpc{false};
+std::atomic<StreamHandle> captured{nullptr};
 std::atomic<uint64_t> staged{0};
 std::atomic<uint64_t> copied{0};
 thread_local int fakeCurrent = 0;
@@ -248,7 +249,7 @@ class FakeRuntime final : public DeviceRuntime {
   int streamDevice(StreamHandle handle) override { return stream(handle).queue()->device; }
   bool capturing(StreamHandle handle) override {
     (void)stream(handle);
-    return false;
+    return handle != nullptr && handle == captured.load(std::memory_order_acquire);
   }
 
   void copy(void* dst, const void* src, size_t bytes, StreamHandle handle) override {
@@ -440,6 +441,8 @@ void fakeDeviceGpus(int count, bool peerAccess) {
 int fakeGpuCount() { return fakeGpus.load(std::memory_order_acquire); }
 
 void fakeRefuseIpc(bool on) { refuseIpc.store(on, std::memory_order_release); }
+
+void fakeCapture(StreamHandle stream) { captured.store(stream, std::memory_order_release); }
 
 uint64_t fakeBytesStaged() { return staged.load(std::memory_order_relaxed); }
 uint64_t fakeBytesCopied() { return copied.load(std::memory_order_relaxed); }

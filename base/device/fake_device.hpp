@@ -33,6 +33,10 @@ int fakeGpuCount();
 // While on, this process cannot open other processes' fake device memory,
 // as CUDA IPC may refuse to: the tests' failure.
 void fakeRefuseIpc(bool on);
+// While set, `stream` says it is being captured into a CUDA graph (as after
+// cudaStreamBeginCapture); nullptr ends it. The capture records nothing:
+// the tests' way to reach the refusals.
+void fakeCapture(StreamHandle stream);
 
 // Bytes the fake streams have copied to or from pinned memory (the staged
 // path's buffers): the tests' proof that a call took the staged path; and

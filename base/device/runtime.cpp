@@ -1,6 +1,7 @@
 // Which DeviceRuntime the process has: the one place that knows whether this
 // build has CUDA.
 #include "base/device/cuda.hpp"
+#include "base/error.hpp"
 #include "base/device/fake_device.hpp"
 #include "base/device/runtimes.hpp"
 
@@ -26,6 +27,12 @@ DeviceRuntime& runtime() {
 #else
   return noRuntime();
 #endif
+}
+
+void refuseCapture(DeviceRuntime& rt, StreamHandle stream) {
+  if (!rt.capturing(stream)) return;
+  throw Error(loomInvalidUsage, "the stream is being captured into a CUDA graph, which Loom supports only for a "
+                                "communicator of one rank: make the call outside the capture");
 }
 
 }  // namespace loom::cuda

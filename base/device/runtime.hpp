@@ -135,4 +135,11 @@ class DeviceRuntime {
 // The process's runtime (the fake's while a test has it on).
 DeviceRuntime& runtime();
 
+// Throws loomInvalidUsage, naming CUDA graphs, where `stream` is being
+// captured into one: work that meets Loom's host side or its peers at run
+// time (a gate's ticket, a resident call's sequence numbers) would replay
+// from the graph without them. What is only copies on the stream (one
+// rank's calls) may be captured.
+void refuseCapture(DeviceRuntime& rt, StreamHandle stream);
+
 }  // namespace loom::cuda

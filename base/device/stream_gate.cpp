@@ -105,11 +105,7 @@ StreamGate::~StreamGate() = default;
 
 uint64_t StreamGate::admit() {
   DeviceRuntime& rt = impl_->rt;
-  if (rt.capturing(impl_->stream)) {
-    // A captured call would be a graph node that Loom's host side never sees run.
-    throw Error(loomInvalidUsage, "the stream is being captured into a CUDA graph, which Loom does not support yet: "
-                                  "make the call outside the capture");
-  }
+  refuseCapture(rt, impl_->stream);  // a captured gate would be a graph node that Loom's host side never sees run
   std::lock_guard lock(impl_->mutex);
   const EventHandle mark = rt.record(impl_->stream);
   const uint64_t ticket = impl_->issued + 1;

@@ -647,8 +647,9 @@ TEST(SymmetricWindows, CallsReadTheirPeersInputsInPlaceWithTheHostPathsResults) 
         const uint64_t copied = loom::cuda::fakeBytesCopied();
         ASSERT_EQ(call(stream.loom(), viaStream.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
         ASSERT_TRUE(stream.finishes()) << name;
-        if (name.starts_with("all-reduce"))
+        if (name.starts_with("all-reduce")) {
           EXPECT_EQ(loom::cuda::fakeBytesCopied(), copied) << name << ": bytes copied, where the peers' inputs are read in place";
+        }
         std::vector<std::byte> host(kCount * nn * 4), resident(kCount * nn * 4);
         viaHost.download(host.data());
         viaStream.download(resident.data());
@@ -887,6 +888,58 @@ TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
   EXPECT_NE(why.find("resident receive from rank 1 on the stream (piece 1): rank 1 never sent"), std::string::npos)
       << why;
   loom::test::destroyAll(comms);
+}
+
+// A stream being captured into a CUDA graph: a call that meets its peers at
+// run time (resident, or behind a gate) would replay without them, so it is
+// refused by name, sends and receives too; one rank's call, only a copy on
+// the stream, is taken.
+TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  const auto refused = [](loomResult_t result, loomComm_t comm, const char* what) {
+    EXPECT_EQ(result, loomInvalidUsage) << what;
+    const std::string why = loomGetLastError(comm);
+    EXPECT_NE(why.find("captured into a CUDA graph"), std::string::npos) << what << ": " << why;
+  };
+  struct EndCapture {
+    ~EndCapture() { loom::cuda::fakeCapture(nullptr); }
+  } endCapture;
+  DeviceBuffer a(4096);
+  DeviceBuffer b(4096);
+  {
+    auto one = loom::test::initThreadComms(1);
+    Stream stream;
+    loom::cuda::fakeCapture(stream.handle());
+    EXPECT_EQ(loomAllReduce(a.data(), b.data(), 1024, loomInt32, loomSum, one[0], stream.loom()), loomSuccess)
+        << loomGetLastError(one[0]);
+    loom::cuda::fakeCapture(nullptr);
+    EXPECT_TRUE(stream.finishes());
+    loom::test::destroyAll(one);
+  }
+  for (const char* resident : {"1", "0"}) {
+    SCOPED_TRACE(std::string("LOOM_DEVICE_RESIDENT=") + resident);
+    loom::test::ScopedEnv how("LOOM_DEVICE_RESIDENT", resident);
+    auto comms = loom::test::initThreadComms(2);
+    Stream stream;
+    Stream other0;  // a stream per rank: one rank's call waits for the other's on the device
+    Stream other1;
+    const uint64_t calls = loom::coll::residentCalls();
+    loom::cuda::fakeCapture(stream.handle());
+    refused(loomAllReduce(a.data(), b.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()), comms[0],
+            "all-reduce");
+    refused(loomSend(a.data(), 1024, loomInt32, 1, comms[0], stream.loom()), comms[0], "send");
+    refused(loomRecv(b.data(), 1024, loomInt32, 1, comms[0], stream.loom()), comms[0], "receive");
+    // Another stream of the same communicator is not captured: its calls are taken.
+    EXPECT_EQ(loomBroadcast(a.data(), a.data(), 1024, loomInt32, 0, comms[0], other0.loom()), loomSuccess)
+        << loomGetLastError(comms[0]);
+    loom::cuda::fakeCapture(nullptr);
+    EXPECT_EQ(loomBroadcast(a.data(), a.data(), 1024, loomInt32, 0, comms[1], other1.loom()), loomSuccess)
+        << loomGetLastError(comms[1]);
+    EXPECT_TRUE(other0.finishes());
+    EXPECT_TRUE(other1.finishes());
+    EXPECT_EQ(loom::coll::residentCalls() - calls, std::string(resident) == "1" ? 2u : 0u);
+    loom::test::destroyAll(comms);
+  }
 }
 
 // A call whose peer never comes holds its stream at the gate; an abort ends

@@ -332,18 +332,50 @@ TEST(GpuStreams, AnAbortEndsACallWhoseStreamNeverGetsThere) {
   }
 }
 
-// Capturing a call into a CUDA graph is refused by name, not recorded as a
-// graph that would replay without Loom's host side.
-TEST(GpuStreams, GraphCaptureIsRefusedByName) {
+// Capturing a call into a CUDA graph is refused by name where the call meets
+// its peers at run time (it would replay without them); one rank's call,
+// only a copy on the stream, is captured and replays.
+TEST(GpuStreams, GraphCaptureIsRefusedByNameWhereTheCallMeetsItsPeers) {
   REQUIRE_GPU();
-  auto comms = initThreadComms(1);
+  std::vector<int32_t> in(1024);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i * 7 + 1);
+  DeviceBuffer a(4096);
+  DeviceBuffer b(4096);
+  a.upload(in.data());
+  {
+    auto one = initThreadComms(1);
+    cudaStream_t stream = nullptr;
+    ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    EXPECT_EQ(loomAllReduce(a.data(), b.data(), 1024, loomInt32, loomSum, one[0], reinterpret_cast<loomStream_t>(stream)),
+              loomSuccess)
+        << loomGetLastError(one[0]);
+    cudaGraph_t graph = nullptr;
+    ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    std::vector<int32_t> out(in.size(), 0);
+    b.download(out.data());
+    EXPECT_EQ(out, in) << "the replayed one-rank all-reduce";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    destroyAll(one);
+  }
+  auto comms = initThreadComms(2);
   cudaStream_t stream = nullptr;
   ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  DeviceBuffer data(4096);
   ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-  EXPECT_EQ(loomAllReduce(data.data(), data.data(), 1024, loomFloat32, loomSum, comms[0], reinterpret_cast<loomStream_t>(stream)),
-            loomInvalidUsage);
-  EXPECT_NE(std::string(loomGetLastError(comms[0])).find("CUDA graph"), std::string::npos) << loomGetLastError(comms[0]);
+  const auto refused = [&](loomResult_t result, const char* what) {
+    EXPECT_EQ(result, loomInvalidUsage) << what;
+    EXPECT_NE(std::string(loomGetLastError(comms[0])).find("CUDA graph"), std::string::npos)
+        << what << ": " << loomGetLastError(comms[0]);
+  };
+  const auto s = reinterpret_cast<loomStream_t>(stream);
+  refused(loomAllReduce(a.data(), a.data(), 1024, loomFloat32, loomSum, comms[0], s), "all-reduce");
+  refused(loomSend(a.data(), 1024, loomFloat32, 1, comms[0], s), "send");
   cudaGraph_t graph = nullptr;
   cudaStreamEndCapture(stream, &graph);
   if (graph != nullptr) cudaGraphDestroy(graph);
