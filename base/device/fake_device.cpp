@@ -332,6 +332,17 @@ class FakeRuntime final : public DeviceRuntime {
       throw Error(loomUnhandledCudaError, "the fake device refuses to map the buffer of pid " +
                                               std::to_string(ipc.pid) + ", as CUDA IPC may");
     }
+    {
+      // CUDA maps an allocation once per process: a second open of it fails
+      // (cudaErrorAlreadyMapped) until the first is closed.
+      std::lock_guard lock(mutex_);
+      for (const auto& [base, open] : opened_) {
+        if (open.pid == ipc.pid && open.serial == ipc.serial) {
+          throw Error(loomUnhandledCudaError, "the fake device buffer of pid " + std::to_string(ipc.pid) +
+                                                  " is open in this process already: resource already mapped, as CUDA says");
+        }
+      }
+    }
     // The owner holds the fd open for as long as the allocation lives.
     const std::string path = "/proc/" + std::to_string(ipc.pid) + "/fd/" + std::to_string(ipc.fd);
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -347,7 +358,7 @@ class FakeRuntime final : public DeviceRuntime {
                                               ": " + std::strerror(e));
     }
     std::lock_guard lock(mutex_);
-    opened_[p] = ipc.bytes;
+    opened_[p] = {.pid = ipc.pid, .serial = ipc.serial, .bytes = ipc.bytes};
     return p;
   }
   void closeIpc(void* base) noexcept override {
@@ -355,7 +366,7 @@ class FakeRuntime final : public DeviceRuntime {
     std::lock_guard lock(mutex_);
     auto it = opened_.find(base);
     if (it == opened_.end()) return;
-    ::munmap(base, it->second);
+    ::munmap(base, it->second.bytes);
     opened_.erase(it);
   }
 
@@ -415,7 +426,12 @@ class FakeRuntime final : public DeviceRuntime {
   std::mutex mutex_;
   std::map<Stream*, std::unique_ptr<Stream>> streams_;
   std::unique_ptr<Stream> legacy_;
-  std::map<void*, size_t> opened_;
+  struct Opened {
+    int32_t pid = 0;  // the owner's
+    uint64_t serial = 0;
+    uint64_t bytes = 0;
+  };
+  std::map<void*, Opened> opened_;  // openIpc's views, by start
   std::map<const std::byte*, size_t> pinned_;  // allocPinned's, by start
 };
 

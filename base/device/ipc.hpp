@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "base/device/runtime.hpp"
@@ -24,7 +25,12 @@ namespace loom::cuda {
 // managed memory, no device): such buffers are staged through the host.
 std::optional<IpcExport> exportIpc(const void* p);
 
-// A peer's export, opened in this process; closed when the object goes.
+// A peer's export, opened in this process; closed when the last object of
+// that allocation goes. CUDA maps an allocation once per process (a second
+// cudaIpcOpenMemHandle of it fails, "resource already mapped"), and several
+// owners here may want the same one (the collectives' and the sends'
+// mappings, a window's or resident area's view), so the views are shared:
+// one opening per allocation for the process, counted.
 class OpenedIpc {
  public:
   // Throws loomUnhandledCudaError naming CUDA's reason.
@@ -34,11 +40,12 @@ class OpenedIpc {
   OpenedIpc& operator=(const OpenedIpc&) = delete;
 
   // The allocation's start, here.
-  const std::byte* base() const { return base_; }
+  const std::byte* base() const;
+
+  struct View;  // one opening, shared (ipc.cpp)
 
  private:
-  DeviceRuntime& runtime_;  // the one that opened it closes it
-  std::byte* base_ = nullptr;
+  std::shared_ptr<View> view_;
 };
 
 }  // namespace loom::cuda

@@ -252,6 +252,21 @@ bool sendRing(loomComm_t comm, int rank, int n, size_t count, bool device, int r
                 value(prev, i));
     return false;
   }
+  // The buffer the next rank took by handle, read in place by an all-reduce:
+  // that rank's process opens it a second time, which CUDA refuses
+  // (resource already mapped) unless the process shares what it opened.
+  if (loomAllReduce(send, recv, count, loomInt32, loomSum, comm, nullptr) != loomSuccess) {
+    std::printf("rank %d: all-reduce after send ring %d failed: %s\n", rank, round, loomGetLastError(comm));
+    return false;
+  }
+  if (device) din.download(in.data());
+  for (size_t i = 0; i < count; ++i) {
+    int32_t sum = 0;
+    for (int r = 0; r < n; ++r) sum += value(r, i);
+    if (in[i] == sum) continue;
+    std::printf("rank %d: all-reduce after send ring %d: element %zu is %d, not %d\n", rank, round, i, in[i], sum);
+    return false;
+  }
   return true;
 }
 
