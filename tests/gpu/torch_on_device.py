@@ -13,7 +13,9 @@ under Debian's PyTorch 1.13, which keeps this script honest.
       LOOM_LIBDIR/libloom.so; put DIR on PYTHONPATH.
   torch_on_device.py check --backend B --device cpu|cuda [--world N] [--expect-nccl PATH]
       runs the checks on N ranks (2); --expect-nccl: fail unless every
-      libnccl mapped into the ranks is PATH. Exit status 1 names each failure.
+      nccl* symbol PyTorch's CUDA library imports resolves to PATH (preloaded:
+      PyTorch's wheel maps NVIDIA's libnccl.so.2 too, by its RPATH, and a
+      preloaded library's symbols come first). Exit status 1 names each failure.
 """
 import argparse
 import datetime
@@ -251,6 +253,51 @@ def loaded_nccl():
         return sorted({line.split()[-1] for line in maps if "libnccl" in line and line.split()[-1].startswith("/")})
 
 
+def torch_nccl_imports():
+    """The nccl* symbols PyTorch's CUDA library imports."""
+    import torch
+    lib = glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda*.so"))[0]
+    out = subprocess.run(["nm", "-D", "--undefined-only", lib], capture_output=True, text=True, check=True).stdout
+    return sorted({line.split()[-1].split("@")[0] for line in out.splitlines()
+                   if line.split() and line.split()[-1].startswith("nccl")})
+
+
+def owners(names):
+    """name -> the file whose definition the process's global lookup finds (what an import binds
+    to), or None where none does."""
+    import ctypes
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+    scope = ctypes.CDLL(None)
+    dladdr = scope.dladdr
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    found = {}
+    for name in names:
+        try:
+            address = ctypes.cast(getattr(scope, name), ctypes.c_void_p).value
+        except AttributeError:
+            found[name] = None
+            continue
+        info = DlInfo()
+        found[name] = os.path.realpath(info.fname.decode()) if dladdr(address, ctypes.byref(info)) else None
+    return found
+
+
+def nccl_bound_to(want):
+    """None if every nccl* import of PyTorch's CUDA library resolves to `want`, else what does not."""
+    names = torch_nccl_imports()
+    if not names:
+        return "PyTorch's CUDA library imports no nccl* symbol: nothing to check"
+    wrong = {n: f for n, f in owners(names).items() if f != want}
+    if wrong:
+        shown = ", ".join(f"{n} -> {f}" for n, f in sorted(wrong.items())[:5])
+        return f"{len(wrong)} of {len(names)} nccl symbols resolve elsewhere: {shown} (mapped: {loaded_nccl()})"
+    return None
+
+
 def rank_main(r, w, backend, device, init, expect_nccl, results):
     try:
         import torch
@@ -266,12 +313,7 @@ def rank_main(r, w, backend, device, init, expect_nccl, results):
         said = []
         if expect_nccl:
             torch.zeros(1, device=dev).sum()  # NCCL is loaded by now (libtorch_cuda needs it)
-            mapped = loaded_nccl()
-            want = os.path.realpath(expect_nccl)
-            if [os.path.realpath(m) for m in mapped] != [want]:
-                said.append(("libnccl", f"mapped {mapped}, want only {want}"))
-            else:
-                said.append(("libnccl", None))
+            said.append(("libnccl", nccl_bound_to(os.path.realpath(expect_nccl))))
         for check in checks():
             try:
                 said.append((check.__name__, check(r, w, dev)))
