@@ -19,7 +19,6 @@ namespace {
 
 // Scratch per rank for resident collectives: two slots, a call's pieces at
 // most one slot of input each (collectives/resident_collectives.hpp).
-constexpr size_t kResidentScratchBytes = size_t{4} << 20;
 
 }  // namespace
 
@@ -269,7 +268,8 @@ void Communicator::startResident() {
     if (p.cudaDeviceCount == 0) return;
   }
   const auto twoShotFrom = static_cast<uint64_t>(env::getInt("LOOM_DEVICE_TWO_SHOT_BYTES", 0, 1LL << 50));
-  auto area = std::make_unique<ResidentArea>(*bootstrap_, kResidentScratchBytes, twoShotFrom);
+  const auto scratch = static_cast<size_t>(env::getInt("LOOM_DEVICE_SCRATCH_BYTES", 65536, 1LL << 32)) & ~size_t{4095};
+  auto area = std::make_unique<ResidentArea>(*bootstrap_, scratch, twoShotFrom);
   std::lock_guard lock(residentMutex_);
   resident_ = std::move(area);
   if (cancel_.cancelled()) resident_->release();

@@ -20,6 +20,7 @@ namespace {
 struct Card {
   DeviceCard area;
   uint64_t twoShotFromBytes = 0;  // rank 0's is every rank's
+  uint64_t scratchBytes = 0;      // every rank's must be the same: peers find slots by it
 };
 
 // The words of a rank's flag line, one per peer each.
@@ -45,6 +46,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   channelStreams_.assign(2 * static_cast<size_t>(n), nullptr);
   Card mine;
   mine.twoShotFromBytes = twoShotFromBytes;
+  mine.scratchBytes = scratchBytes;
   const size_t bytes = kFlagBytes + scratchBytes + 2 * kP2pSlotBytes * static_cast<size_t>(n);
   bool ok = n <= kMaxRanks;
   if (ok) {
@@ -69,6 +71,12 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   for (int r = 0; r < n && ok; ++r) {
     Card card;
     std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
+    if (card.scratchBytes != scratchBytes) {
+      LOOM_INFO(Init, "no resident collectives: rank %d has %llu bytes of scratch (LOOM_DEVICE_SCRATCH_BYTES), this rank %zu",
+                r, static_cast<unsigned long long>(card.scratchBytes), scratchBytes);
+      ok = false;
+      break;
+    }
     try {
       peers_[static_cast<size_t>(r)] = mapCard(card.area);
       ok = peers_[static_cast<size_t>(r)].base != nullptr;

@@ -2,7 +2,8 @@
 
 Loom's one rank beside NVIDIA NCCL's (nccl-tests -g 1 on each library), and Loom's 2 and 4
 ranks sharing GPU 0 as threads (nccl-tests -t on Loom) and as processes (loom-perf -G 1 -N;
-resident on the stream, and 2 through the host with LOOM_DEVICE_RESIDENT=0) beside the HBM model: every rank reads its input and writes its output once, 2 x n x S bytes
+resident on the stream, 2 through the host with LOOM_DEVICE_RESIDENT=0, in symmetric windows and
+with a 64 MiB scratch) beside the HBM model: every rank reads its input and writes its output once, 2 x n x S bytes
 (S the size column) at the device-to-device copy rate this run measured (cudaMemcpy at
 256 MiB, bench_kernels.log), or 4.3 TB/s, an H200's, where it did not. Times are medians
 over nccl-tests' iterations as each tool prints them, in microseconds, out of place / in place.
@@ -78,9 +79,11 @@ def main(logs):
         procs = {n: times(os.path.join(logs, f"table_{coll}_procs_{n}.log")) for n in (2, 4)}
         host2 = times(os.path.join(logs, f"table_{coll}_procs_2_host.log"))
         windows2 = times(os.path.join(logs, f"table_{coll}_procs_2_windows.log"))
+        scratch2 = times(os.path.join(logs, f"table_{coll}_procs_2_scratch64.log"))
         print(f"| {coll} | Loom 1 rank | NCCL 1 rank | Loom / NCCL | 2 threads | 4 threads | 2 processes |"
-              f" 4 processes | 2 processes, host path | 2 processes, windows | model 2 / 4 |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              f" 4 processes | 2 processes, host path | 2 processes, windows | 2 processes, 64 MiB scratch |"
+              f" model 2 / 4 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for size in SIZES:
             ratio = "-"
             if size in loom1 and size in nccl1 and nccl1[size][0] > 0:
@@ -90,6 +93,7 @@ def main(logs):
                   f"{share(threads[2], size, model[2])} | {share(threads[4], size, model[4])} | "
                   f"{share(procs[2], size, model[2])} | {share(procs[4], size, model[4])} | "
                   f"{share(host2, size, model[2])} | {share(windows2, size, model[2])} | "
+                  f"{share(scratch2, size, model[2])} | "
                   f"{model[2]:.1f} / {model[4]:.1f} |")
         print()
 

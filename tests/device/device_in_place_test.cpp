@@ -399,6 +399,34 @@ TEST(DeviceInPlace, ProcessesReadEachOthersDeviceBuffers) {
   }
 }
 
+// The resident scratch's size (LOOM_DEVICE_SCRATCH_BYTES) is every rank's:
+// at 64 KiB a call of 70001 int32 goes resident in nine pieces, exact; where
+// one rank's differs (it would find its peers' slots elsewhere), no rank runs
+// resident calls, each says why at init, and the call still comes out exact
+// through the host.
+TEST(DeviceInPlace, TheResidentScratchSizeIsEveryRanksOrNoneRunsResident) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  const auto everyRank = [](const ProcessResult& r, int n, const std::string& said) {
+    for (int rank = 0; rank < n; ++rank) {
+      EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + ": " + said)) << said << "\n" << r.output;
+    }
+  };
+  {
+    const ProcessResult r = runRanks(3, {"70001", "all-reduce-on-stream"}, {{"LOOM_DEVICE_SCRATCH_BYTES", "65536"}});
+    ASSERT_EQ(r.exitCode, 0) << r.output;
+    everyRank(r, 3, "on the stream ok");
+    everyRank(r, 3, "resident calls 1");
+  }
+  const ProcessResult r = runRanks(2, {"70001", "scratch-differs-on-rank-1"},
+                                   {{"LOOM_DEBUG", "INFO"}, {"LOOM_DEBUG_SUBSYS", "INIT"}});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  everyRank(r, 2, "on the stream ok");
+  everyRank(r, 2, "resident calls 0");
+  EXPECT_TRUE(contains(r.output, "no resident collectives: rank 1 has 131072 bytes of scratch \\(LOOM_DEVICE_SCRATCH_BYTES\\), "
+                                 "this rank 4194304"))
+      << r.output;
+}
+
 // On CUDA streams across processes: calls whose send buffers lie in
 // symmetric windows read the peers' inputs through the windows' IPC views,
 // and a ring of sends and receives goes resident on the stream; every

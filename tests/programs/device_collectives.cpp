@@ -368,6 +368,38 @@ bool onStream(loomComm_t comm, int rank, int n, size_t count) {
   return ok;
 }
 
+// One all-reduce of device memory on a CUDA stream (resident where the
+// ranks' areas are ready), checked; says how many calls went resident.
+bool allReduceOnStream(loomComm_t comm, int rank, int n, size_t count) {
+  loom::cuda::DeviceRuntime& rt = loom::cuda::runtime();
+  void* stream = rt.createStream();
+  std::vector<int32_t> in(count), got(count);
+  for (size_t i = 0; i < count; ++i) in[i] = valueOf(rank, i);
+  loom::test::DeviceBuffer send(count * 4), recv(count * 4);
+  send.upload(in.data());
+  const uint64_t before = loom::coll::residentCalls();
+  bool ok = loomAllReduce(send.data(), recv.data(), count, loomInt32, loomSum, comm, static_cast<loomStream_t>(stream)) ==
+            loomSuccess;
+  for (int i = 0; ok && i < 600000 && !rt.idle(stream); ++i) ::usleep(100);
+  ok = ok && rt.idle(stream);
+  if (!ok) std::printf("rank %d: the all-reduce on the stream failed: %s\n", rank, loomGetLastError(comm));
+  std::printf("rank %d: resident calls %llu\n", rank,
+              static_cast<unsigned long long>(loom::coll::residentCalls() - before));
+  if (ok) {
+    recv.download(got.data());
+    for (size_t i = 0; i < count; ++i) {
+      int32_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += valueOf(r, i);
+      if (got[i] == sum) continue;
+      std::printf("rank %d: the all-reduce on the stream: element %zu is %d, not %d\n", rank, i, got[i], sum);
+      ok = false;
+      break;
+    }
+  }
+  rt.destroyStream(stream);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -385,6 +417,10 @@ int main(int argc, char** argv) {
     const int gpus = loom::cuda::fakeDevice() ? kFakeGpus : loom::cuda::deviceCount();
     loom::cuda::setCurrentDevice(localRank % gpus);
   }
+  if (mode == "scratch-differs-on-rank-1") {
+    const char* rankVar = std::getenv("LOOM_RANK");
+    if (rankVar != nullptr && std::atoi(rankVar) == 1) ::setenv("LOOM_DEVICE_SCRATCH_BYTES", "131072", 1);
+  }
   loomComm_t comm = nullptr;
   if (loomCommInitFromEnv(&comm, nullptr) != loomSuccess) {
     std::printf("init failed: %s\n", loomGetLastError(nullptr));
@@ -400,6 +436,11 @@ int main(int argc, char** argv) {
   const uint64_t byHandleBefore = loom::bytesTakenByHandle();
   const uint64_t piecesBefore = loom::coll::piecesRun();
   int failures = 0;
+  if (mode == "all-reduce-on-stream" || mode == "scratch-differs-on-rank-1") {
+    const bool ok = allReduceOnStream(comm, rank, n, count);
+    if (ok) std::printf("rank %d: on the stream ok\n", rank);
+    return loomCommDestroy(comm) == loomSuccess && ok ? 0 : 1;
+  }
   if (mode == "on-stream") {
     const uint64_t inWindows = loom::coll::residentCallsInWindows();
     const uint64_t p2p = loom::residentPointToPointOps();
