@@ -7,6 +7,7 @@
  *   loom::Stream stream;                          // a host stream: calls return at once
  *   comm.allReduce(std::span(grads), loomAvg, &stream);
  *   stream.synchronize();                         // throws loom::CallError on failure
+ *   loom::Window window(comm, std::span(buffer));  // a symmetric window, deregistered with the object
  *
  * Every failed call throws loom::CallError with the result and the message
  * loomGetLastError gives; a span of the wrong size throws std::invalid_argument
@@ -283,6 +284,52 @@ class Comm {
   }
 
   loomComm_t comm_ = nullptr;
+};
+
+// A symmetric window (loomCommWindowRegister) over a buffer, deregistered
+// with the object. Both are collective: every rank registers a buffer of the
+// same size and lets its Window go at the same point, once no call on the
+// window is still queued. It must not outlive its communicator; deregister()
+// ends it early and throws a failure the destructor would drop.
+class Window {
+ public:
+  Window() = default;
+  template <class T>
+  Window(const Comm& comm, std::span<T> buffer, int flags = LOOM_WIN_COLL_SYMMETRIC) : comm_(comm.get()) {
+    check(loomCommWindowRegister(comm_, static_cast<void*>(buffer.data()), buffer.size_bytes(), &win_, flags), comm_);
+  }
+  ~Window() {
+    if (win_ != nullptr) loomCommWindowDeregister(comm_, win_);
+  }
+  Window(Window&& other) noexcept
+      : comm_(std::exchange(other.comm_, nullptr)), win_(std::exchange(other.win_, nullptr)) {}
+  Window& operator=(Window&& other) noexcept {
+    if (this != &other) {
+      if (win_ != nullptr) loomCommWindowDeregister(comm_, win_);
+      comm_ = std::exchange(other.comm_, nullptr);
+      win_ = std::exchange(other.win_, nullptr);
+    }
+    return *this;
+  }
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+
+  void deregister() {
+    if (win_ == nullptr) return;
+    check(loomCommWindowDeregister(comm_, std::exchange(win_, nullptr)), comm_);
+  }
+  // The buffer it was registered with (loomWinGetUserPtr).
+  void* data() const {
+    void* p = nullptr;
+    check(loomWinGetUserPtr(comm_, win_, &p), comm_);
+    return p;
+  }
+  loomWindow_t get() const noexcept { return win_; }
+  explicit operator bool() const noexcept { return win_ != nullptr; }
+
+ private:
+  loomComm_t comm_ = nullptr;
+  loomWindow_t win_ = nullptr;
 };
 
 }  // namespace loom

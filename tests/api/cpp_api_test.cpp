@@ -96,4 +96,35 @@ TEST(CppApi, WrongSizesAndBadArgumentsThrowNamingThem) {
   EXPECT_EQ(moved.asyncError(), loomSuccess);
 }
 
+// A Window registers its buffer on every rank and deregisters with the
+// object; moved, the new owner deregisters once; a size that differs between
+// ranks throws CallError on every rank, naming loomInvalidArgument.
+TEST(CppApi, WindowsRegisterAndDeregisterWithTheirObjects) {
+  auto comms = loom::Comm::all(2);
+  onRanks(comms, [](int rank, loom::Comm& comm) {
+    std::vector<float> buffer(1024, static_cast<float>(rank + 1)), out(1024);
+    {
+      loom::Window window(comm, std::span(buffer));
+      EXPECT_TRUE(window);
+      EXPECT_EQ(window.data(), buffer.data());
+      loom::Window moved(std::move(window));
+      EXPECT_FALSE(window);
+      comm.allReduce(std::span(buffer), std::span(out));
+      EXPECT_EQ(out[1023], 3.0f);
+      loom::Window early(comm, std::span(out));
+      early.deregister();
+      EXPECT_FALSE(early);
+    }  // `moved` deregisters here, on both ranks
+    std::vector<float> odd(rank == 0 ? 1024 : 1000);
+    try {
+      loom::Window mismatched(comm, std::span(odd));
+      ADD_FAILURE() << "rank " << rank << ": windows of different sizes were registered";
+    } catch (const loom::CallError& e) {
+      EXPECT_EQ(e.result(), loomInvalidArgument) << e.what();
+    }
+    loom::Window again(comm, std::span(buffer));  // the failed one left nothing behind
+    EXPECT_EQ(again.data(), buffer.data());
+  });
+}
+
 }  // namespace
