@@ -5,7 +5,7 @@ ranks sharing GPU 0 as threads (nccl-tests -t on Loom) and as processes (loom-pe
 resident on the stream, 2 through the host with LOOM_DEVICE_RESIDENT=0, in symmetric windows and
 with a 64 MiB scratch) beside the HBM model: every rank reads its input and writes its output once, 2 x n x S bytes
 (S the size column) at the device-to-device copy rate this run measured (cudaMemcpy at
-256 MiB, bench_kernels.log), or 4.3 TB/s, an H200's, where it did not. Times are medians
+256 MiB, bench_copy.log or bench_kernels.log), or 4.3 TB/s, an H200's, where it did not. Times are medians
 over nccl-tests' iterations as each tool prints them, in microseconds, out of place / in place.
 
     python3 gpu_table.py LOGS
@@ -38,8 +38,10 @@ def times(path):
 
 
 def copy_rate(logs):
-    path = os.path.join(logs, "bench_kernels.log")
-    if os.path.exists(path):
+    for name in ("bench_copy.log", "bench_kernels.log"):
+        path = os.path.join(logs, name)
+        if not os.path.exists(path):
+            continue
         for line in open(path, errors="replace"):
             m = re.match(r"CudaMemcpyD2D/268435456\S*_median\b.*bytes_per_second=([0-9.]+)([kMGT]?)/s", line)
             if m:
