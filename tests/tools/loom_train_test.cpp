@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <cstdio>
 #include <vector>
 
 #include "tests/support/files.hpp"
@@ -352,6 +353,71 @@ TEST(LoomTrain, TheGptsLossFalls) {
   ASSERT_TRUE(b) << r.output;
   EXPECT_GT(std::stod((*a)[1]), 4.0) << r.output;  // ln of about 80 characters: nothing learnt yet
   EXPECT_LT(std::stod((*b)[1]), 3.0) << r.output;  // character frequencies alone give about 3.3
+}
+
+// An llm.c token file (GPT-2's uint16 format), written here: a text of 40
+// words of 3 tokens among 300 ids past 1000 (a vocabulary of 1300, given),
+// so that the ids are not bytes. The GPT learns it (the loss falls well below
+// the unigram's), its
+// held-out file is measured and sampled as ids, and ddp on 2 ranks is
+// bitwise single.
+TEST(LoomTrain, TrainsOnAnLlmcTokenFile) {
+  const auto write = [](const std::string& path, size_t tokens, uint32_t seed) {
+    std::vector<unsigned char> bytes(1024 + 2 * tokens, 0);
+    const uint32_t header[3] = {20240520, 1, static_cast<uint32_t>(tokens)};
+    for (size_t i = 0; i < 3; ++i) {
+      for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(header[i] >> (8 * b));
+    }
+    uint32_t state = seed;
+    for (size_t i = 0; i < tokens; i += 3) {
+      state = state * 1664525u + 1013904223u;
+      const uint32_t word = (state >> 16) % 40;  // 40 words, each three fixed tokens
+      for (size_t k = 0; k < 3 && i + k < tokens; ++k) {
+        const uint32_t id = 1000 + (word * 7 + static_cast<uint32_t>(k) * 101) % 300;
+        bytes[1024 + 2 * (i + k)] = static_cast<unsigned char>(id);
+        bytes[1024 + 2 * (i + k) + 1] = static_cast<unsigned char>(id >> 8);
+      }
+    }
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  };
+  const std::string stem = ::testing::TempDir() + "loom-train-words-" + std::to_string(::getpid());
+  const std::string train = stem + "_train.bin";
+  const std::string val = stem + "_val.bin";
+  write(train, 30000, 1);
+  write(val, 3000, 2);
+  const std::vector<std::string> flags{"--model", "gpt", "--data", train, "--data-val", val, "--vocab", "1300", "--steps", "150",
+                                       "--batch", "8", "--dim", "32", "--layers", "2", "--heads", "2", "--seq", "24",
+                                       "--lr", "1e-2", "--warmup", "5", "--eval-every", "150", "--sample", "150"};
+  std::vector<std::string> single{LOOM_TRAIN_BIN, "--mode", "single", "--micro-batches", "2"};
+  single.insert(single.end(), flags.begin(), flags.end());
+  const auto one = runProcess(single, {{"LOOM_DETERMINISTIC", "1"}}, std::chrono::seconds(110));
+  ASSERT_EQ(one.exitCode, 0) << one.output;
+  EXPECT_NE(one.output.find("linear(32x1300)"), std::string::npos) << "the vocabulary: --vocab's\n" << one.output;
+  const auto first = loom::test::search(one.output, "step +1 +loss ([0-9.]+)");
+  const auto held = loom::test::search(one.output, "step +150 +held-out loss ([0-9.]+)");
+  ASSERT_TRUE(first) << one.output;
+  ASSERT_TRUE(held) << one.output;
+  EXPECT_GT(std::stod((*first)[1]), 6.0) << one.output;  // ln 1300 = 7.2: nothing learnt yet
+  // A word's first token is one of 40 (ln 40 = 3.7), its other two are certain: 1.2 once learnt.
+  EXPECT_LT(std::stod((*held)[1]), 3.0) << one.output;
+  EXPECT_TRUE(loom::test::contains(one.output, "step +150 +sample \"(1[0-2][0-9][0-9] )+ \\| (1[0-2][0-9][0-9] )+\""))
+      << one.output;
+  std::vector<std::string> ddp{LOOM_TRAIN_BIN, "--mode", "ddp", "-N", "2"};
+  ddp.insert(ddp.end(), flags.begin(), flags.end());
+  const auto two = runProcess(ddp, {{"LOOM_DETERMINISTIC", "1"}}, std::chrono::seconds(110));
+  ASSERT_EQ(two.exitCode, 0) << two.output;
+  EXPECT_EQ(digests(two.output), digests(one.output)) << two.output;
+  EXPECT_EQ(digests(one.output).size(), 1u) << one.output;
+  // A file that is not there is named (a failure of the run, not of its flags).
+  std::vector<std::string> missing{LOOM_TRAIN_BIN, "--model", "gpt", "--data", stem + "_missing.bin"};
+  const auto none = runProcess(missing);
+  EXPECT_NE(none.exitCode, 0);
+  EXPECT_NE(none.output.find(stem + "_missing.bin: cannot open"), std::string::npos) << none.output;
+  std::remove(train.c_str());
+  std::remove(val.c_str());
 }
 
 // Without LOOM_DETERMINISTIC (rings sum in another order), and with two
@@ -1040,6 +1106,9 @@ TEST(LoomTrain, BadFlagsAreNamed) {
       {{"--tie", "1"}, "--tie 1: only the gpt model has an embedding to tie"},
       {{"--recompute", "1"}, "--recompute 1: only the gpt model has blocks to recompute"},
       {{"--sample", "5"}, "--sample: only the gpt model writes text"},
+      {{"--data", "tokens.bin"}, "--data: token files are for the gpt model"},
+      {{"--model", "gpt", "--data-val", "val.bin"}, "--data-val: the held-out tokens of which --data?"},
+      {{"--model", "gpt", "--vocab", "50304"}, "--vocab: only with --data"},
       {{"--mode", "ddp", "--timeline", "t.json"}, "--timeline: only with --mode pp, tp, 3d or zero1-3"},
       {{"--checkpoint", "a", "--resume", "1", "--resume-from", "b"}, "--resume 1 and --resume-from b: give one of them"},
       {{"--resume-from", ""}, "--resume-from: an empty directory name"},

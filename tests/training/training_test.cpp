@@ -13,12 +13,15 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "training/checkpoint.hpp"
 #include "training/data/char_text.hpp"
 #include "training/data/dataset.hpp"
+#include "training/data/token_file.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/layers/gelu.hpp"
 #include "training/layers/linear.hpp"
@@ -206,6 +209,87 @@ TEST(CharText, WindowsStartAtEveryOffset) {
     }
     ASSERT_EQ(la[context - 1], static_cast<int32_t>(b[context - 1])) << i;
   }
+}
+
+// An llm.c token file: header (magic, version, count, then zeros) and ids,
+// little-endian, as llm.c's dev/data scripts write them.
+std::string writeTokenFile(const std::string& name, const std::vector<uint32_t>& ids, int32_t magic, int32_t version,
+                           size_t width, int32_t count = -1) {
+  const auto path = (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".bin")).string();
+  std::vector<unsigned char> bytes(1024 + ids.size() * width, 0);
+  const auto put = [&](size_t at, uint64_t v, size_t n) {
+    for (size_t b = 0; b < n; ++b) bytes[at + b] = static_cast<unsigned char>(v >> (8 * b));
+  };
+  put(0, static_cast<uint32_t>(magic), 4);
+  put(4, static_cast<uint32_t>(version), 4);
+  put(8, static_cast<uint32_t>(count < 0 ? static_cast<int32_t>(ids.size()) : count), 4);
+  for (size_t i = 0; i < ids.size(); ++i) put(1024 + i * width, ids[i], width);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+// GPT-2's uint16 and LLaMA 3's uint32 files: every window at every offset,
+// labels one token on, the vocabulary from the largest id (the same for
+// both splits, each nine tenths and one tenth), or the one given.
+TEST(TokenFile, ReadsLlmcsFilesWindowAtEveryOffset) {
+  std::vector<uint32_t> ids(1000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 7919) % 50257);
+  for (const auto& [magic, version, width] : {std::tuple{TokenFile::kGpt2Magic, 1, size_t{2}},
+                                               std::tuple{TokenFile::kLlama3Magic, 7, size_t{4}}}) {
+    SCOPED_TRACE("magic " + std::to_string(magic));
+    const std::string path = writeTokenFile("tokens", ids, magic, version, width);
+    const size_t context = 8;
+    const TokenFile whole(path, TokenFile::Split::Whole, context);
+    const TokenFile train(path, TokenFile::Split::Train, context);
+    const TokenFile held(path, TokenFile::Split::Validation, context);
+    EXPECT_EQ(whole.size(), 1000 - context);
+    EXPECT_EQ(train.size(), 900 - context);
+    EXPECT_EQ(held.size(), 100 - context);
+    const uint32_t largest = *std::max_element(ids.begin(), ids.end());
+    EXPECT_EQ(whole.classes(), largest + 1);
+    EXPECT_EQ(held.classes(), whole.classes());
+    EXPECT_EQ(TokenFile(path, TokenFile::Split::Whole, context, 50304).classes(), 50304u);
+    std::vector<float> x(context);
+    std::vector<int32_t> labels(context);
+    for (size_t i : {size_t{0}, size_t{1}, whole.size() - 1}) {
+      whole.sample(i, x, labels);
+      for (size_t t = 0; t < context; ++t) {
+        ASSERT_EQ(x[t], static_cast<float>(ids[i + t])) << i;
+        ASSERT_EQ(labels[t], static_cast<int32_t>(ids[i + t + 1])) << i;
+      }
+    }
+    held.sample(0, x, labels);
+    EXPECT_EQ(x[0], static_cast<float>(ids[900]));
+    std::remove(path.c_str());
+  }
+}
+
+// What is not such a file, or not enough of one, is named with the file.
+TEST(TokenFile, BadFilesAreNamed) {
+  const std::vector<uint32_t> ids{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const auto refused = [](const std::string& path, size_t context, size_t vocab, const std::string& why) {
+    try {
+      TokenFile file(path, TokenFile::Split::Whole, context, vocab);
+      ADD_FAILURE() << path << " was read";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(vocab != 0 ? "--vocab" : path), std::string::npos) << e.what();
+    }
+  };
+  refused("/nonexistent/tokens.bin", 4, 0, "cannot open");
+  const std::string wrongMagic = writeTokenFile("magic", ids, 12345, 1, 2);
+  refused(wrongMagic, 4, 0, "not a token file of llm.c's (magic 12345 version 1");
+  const std::string wrongVersion = writeTokenFile("version", ids, TokenFile::kGpt2Magic, 2, 2);
+  refused(wrongVersion, 4, 0, "magic 20240520 version 2");
+  const std::string overCounted = writeTokenFile("count", ids, TokenFile::kGpt2Magic, 1, 2, 20);
+  refused(overCounted, 4, 0, "its header counts 20 tokens of 2 bytes, but the file holds 12 after the header");
+  const std::string fine = writeTokenFile("fine", ids, TokenFile::kGpt2Magic, 1, 2);
+  refused(fine, 12, 0, "12 tokens, not more than one window of 12");
+  refused(fine, 4, 5, "holds token id 12");
+  for (const auto& path : {wrongMagic, wrongVersion, overCounted, fine}) std::remove(path.c_str());
 }
 
 TEST(Optimizers, FirstStepsAsWorkedByHand) {

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "training/checkpoint.hpp"
 #include "training/data/char_text.hpp"
 #include "training/data/fashion_mnist.hpp"
+#include "training/data/token_file.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/math/gemm.hpp"
 #include "training/flops.hpp"
@@ -98,7 +100,7 @@ TrainConfig configFor(const cli::Options& o, const loom::Comm* comm) {
 // What a checkpoint must agree with to continue: the model, the data, the
 // learning rate's schedule and the optimizer.
 Settings requiredSettings(const cli::Options& o, const TrainConfig& config) {
-  return {{"--model", o.model},
+  Settings required{{"--model", o.model},
           {"--steps", std::to_string(config.steps)},
           {"--batch", std::to_string(config.batch)},
           {"--layers", std::to_string(o.layers)},
@@ -114,6 +116,13 @@ Settings requiredSettings(const cli::Options& o, const TrainConfig& config) {
           {"--clip", number(config.clip)},
           {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
           {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))}};
+  // A token file's run names it (a run on The Devil's Dictionary names none, as before there were token files).
+  if (!o.data.empty()) {
+    required.insert({"--data", o.data});
+    required.insert({"--data-val", o.dataVal});
+    required.insert({"--vocab", std::to_string(o.vocab)});
+  }
+  return required;
 }
 
 // What a checkpoint records and a resume may change: how the state was laid
@@ -274,13 +283,15 @@ std::string escaped(const std::string& bytes) {
 class Probe {
  public:
   // held: the held-out set (with --eval-every or --sample); text: the
-  // same set as text, whose vocabulary decodes samples (--sample).
-  Probe(const cli::Options& o, const ModelRecipe& recipe, const Dataset* held, const CharText* text, bool lead)
-      : o_(o), held_(held), text_(text), lead_(lead), copy_(scratch_) {
+  // decoding of a token for a sample (--sample): a character, or a token
+  // file's id; empty for the mlp.
+  Probe(const cli::Options& o, const ModelRecipe& recipe, const Dataset* held,
+        std::function<std::string(int32_t)> decode, bool lead)
+      : o_(o), held_(held), decode_(std::move(decode)), lead_(lead), copy_(scratch_) {
     if (!lead || (o.evalEvery == 0 && o.sampleEvery == 0)) return;  // the copy is the lead's alone
     recipe(copy_, nullptr);
     copy_.allocate();
-    samples_ = heldOutSamples(*held, text != nullptr ? 32 : 0, text != nullptr ? o.context : 1);
+    samples_ = heldOutSamples(*held, decode_ ? 32 : 0, decode_ ? o.context : 1);
   }
 
   void after(uint64_t done, bool last, Trainer& trainer, cli::StepRecord& record) {
@@ -301,10 +312,10 @@ class Probe {
       held_->sample(0, x, labels);
       const std::vector<int32_t> prompt(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(std::max<size_t>(1, std::min<size_t>(16, o_.context / 2))));
       std::string text;
-      for (int32_t id : prompt) text += static_cast<char>(text_->vocabulary()[static_cast<size_t>(id)]);
+      for (int32_t id : prompt) text += decode_(id);
       text += " | ";
       for (int32_t id : generate(copy_, o_.context, prompt, 64, o_.sampleSeed == 0 ? 0 : o_.sampleSeed + done)) {
-        text += static_cast<char>(text_->vocabulary()[static_cast<size_t>(id)]);
+        text += decode_(id);
       }
       record.sample = escaped(text);
       std::printf("step %4llu  sample \"%s\"\n", static_cast<unsigned long long>(done), record.sample.c_str());
@@ -315,7 +326,7 @@ class Probe {
  private:
   const cli::Options& o_;
   const Dataset* held_;
-  const CharText* text_;
+  std::function<std::string(int32_t)> decode_;
   bool lead_;
   MemoryAccount scratch_;
   Model copy_;
@@ -337,9 +348,24 @@ int run(const cli::Options& o) {
   std::unique_ptr<Dataset> train, held;
   MemoryAccount account;
   Model model(account, o.precision);
-  if (gpt) {
-    train = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Train, o.context);
+  std::function<std::string(int32_t)> decode;  // a sample's tokens as text
+  if (gpt && !o.data.empty()) {
+    if (o.dataVal.empty()) {
+      train = std::make_unique<TokenFile>(o.data, TokenFile::Split::Train, o.context, o.vocab);
+      held = std::make_unique<TokenFile>(o.data, TokenFile::Split::Validation, o.context, o.vocab);
+    } else {
+      train = std::make_unique<TokenFile>(o.data, TokenFile::Split::Whole, o.context, o.vocab);
+      held = std::make_unique<TokenFile>(o.dataVal, TokenFile::Split::Whole, o.context, train->classes());
+    }
+    // No tokenizer here: a token file's sample is its ids.
+    decode = [](int32_t id) { return std::to_string(id) + " "; };
+  } else if (gpt) {
+    auto text = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Train, o.context);
     held = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Validation, o.context);
+    decode = [vocabulary = text->vocabulary()](int32_t id) {
+      return std::string(1, static_cast<char>(vocabulary[static_cast<size_t>(id)]));
+    };
+    train = std::move(text);
   } else {
     train = std::make_unique<FashionMnist>(kFashionMnistDir, FashionMnist::Split::Train, o.dataLimit);
     if (o.evaluate || o.evalEvery != 0) held = std::make_unique<FashionMnist>(kFashionMnistDir, FashionMnist::Split::Test);
@@ -361,7 +387,7 @@ int run(const cli::Options& o) {
   model.allocate();
   model.init(config.seed);
   const auto trainer = makeTrainer(model, *train, config, comm ? &*comm : nullptr, account, recipe);
-  Probe probe(o, recipe, held.get(), gpt ? static_cast<const CharText*>(held.get()) : nullptr, lead);
+  Probe probe(o, recipe, held.get(), decode, lead);
 
   // MFU's two sides: the model's FLOPs a sample, and the job's peak, every
   // rank's sgemm measured at once (sharing the cores as training does), summed.
@@ -495,7 +521,7 @@ int run(const cli::Options& o) {
     if (gpt) {
       const Evaluation e = evaluate(model, *held, heldOutSamples(*held, 32, o.context));
       report.heldOutLoss = e.loss;
-      std::printf("held-out loss %.4f (32 windows of %zu characters)\n", e.loss, o.context);
+      std::printf("held-out loss %.4f (32 windows of %zu tokens)\n", e.loss, o.context);
     } else {
       report.testAccuracy = evaluate(model, *held, heldOutSamples(*held, 0, 1)).accuracy;
       std::printf("test accuracy %.4f (%zu samples)\n", report.testAccuracy, held->size());

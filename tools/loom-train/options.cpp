@@ -26,7 +26,8 @@ const char* usage() {
          "                  [--micro-batches M] [--layers L] [--dim D] [--heads H] [--seq T] [--lr X]\n"
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
-         "                  [--data-limit K] [--eval 0|1] [--eval-every N] [--sample N [--sample-seed S]]\n"
+         "                  [--data-limit K] [--data FILE [--data-val FILE] [--vocab V]] [--eval 0|1] [--eval-every N]\n"
+         "                  [--sample N [--sample-seed S]]\n"
          "                  [--blas-threads T] [--bucket-kb K]\n"
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K]] [--resume 1 | --resume-from DIR]\n"
          "                  [--stop-after K] [--precision fp32|bf16] [--json FILE]\n"
@@ -37,6 +38,9 @@ const char* usage() {
          "       loom-train --plot FILE.png RUN.json [RUN.json ...]\n"
          "  --model     mlp: the Fashion-MNIST classifier (Debian's dataset-fashion-mnist);\n"
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
+         "  --data      gpt: train on an llm.c token file instead (GPT-2's uint16 or LLaMA 3's uint32 tokens,\n"
+         "              e.g. tinyshakespeare_train.bin), held out: --data-val FILE, else its last tenth;\n"
+         "              --vocab V: the vocabulary (default: the largest id + 1; llm.c pads GPT-2's to 50304)\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
          "              ddp: data parallel over the ranks, gradient buckets reduced during backward;\n"
          "              zero1, zero2, zero3: ZeRO's stages (optimizer state, + gradients, + parameters sharded);\n"
@@ -69,7 +73,7 @@ const char* usage() {
          "  --eval      1 (default): report the test set's accuracy (gpt: the held-out loss) at the end\n"
          "  --eval-every  the held-out loss every N steps (gpt: 32 windows that do not overlap; mlp: the\n"
          "              test set), printed and in --json\n"
-         "  --sample    gpt: 64 characters generated every N steps and at the end, greedily or, with\n"
+         "  --sample    gpt: 64 characters (a token file's: ids) generated every N steps and at the end, greedily or, with\n"
          "              --sample-seed S, drawn from the softmax; printed and in --json\n"
          "  --checkpoint  the training state, in the dense model's order, into DIR every --checkpoint-every\n"
          "              steps and at the end (each rank writes its part; the newest two are kept)\n"
@@ -136,6 +140,14 @@ Options parseOptions(int argc, char** argv) {
       o.train.clip = number<double>(flag, value, 0.0, 1e9);
     } else if (flag == "--seed") {
       o.train.seed = number<uint64_t>(flag, value, 0, UINT64_MAX);
+    } else if (flag == "--data") {
+      if (value.empty()) throw std::invalid_argument("--data: an empty file name");
+      o.data = value;
+    } else if (flag == "--data-val") {
+      if (value.empty()) throw std::invalid_argument("--data-val: an empty file name");
+      o.dataVal = value;
+    } else if (flag == "--vocab") {
+      o.vocab = number<size_t>(flag, value, 1, 1 << 24);
     } else if (flag == "--data-limit") {
       o.dataLimit = number<size_t>(flag, value, 0, 60000);
     } else if (flag == "--eval") {
@@ -224,6 +236,9 @@ Options parseOptions(int argc, char** argv) {
   if (o.tie && o.model != "gpt") throw std::invalid_argument("--tie 1: only the gpt model has an embedding to tie");
   if (o.recompute && o.model != "gpt") throw std::invalid_argument("--recompute 1: only the gpt model has blocks to recompute");
   if (o.sampleEvery != 0 && o.model != "gpt") throw std::invalid_argument("--sample: only the gpt model writes text");
+  if (!o.data.empty() && o.model != "gpt") throw std::invalid_argument("--data: token files are for the gpt model");
+  if (!o.dataVal.empty() && o.data.empty()) throw std::invalid_argument("--data-val: the held-out tokens of which --data?");
+  if (o.vocab != 0 && o.data.empty()) throw std::invalid_argument("--vocab: only with --data (a character model's vocabulary is its text's)");
   if (resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   if (resume && !o.resumeFrom.empty()) {
     throw std::invalid_argument("--resume 1 and --resume-from " + o.resumeFrom + ": give one of them");
