@@ -890,6 +890,76 @@ TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
   loom::test::destroyAll(comms);
 }
 
+// nccl-tests' flows on device buffers and CUDA streams (-t and -g, on the
+// fake device): one thread creates every rank inside a group, each under its
+// device; then each rank's thread runs an all-reduce in a group of its own
+// (-t), and one thread runs every rank's in one group on each rank's stream
+// (-g). Both go resident, and every rank's result is exact.
+TEST(CallsOnAStream, NcclTestsFlowsOnDeviceBuffersGoResidentAndExact) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: nccl-tests itself runs there (run-gpu-tests)";
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 70001;  // past a piece of the scratch: several pieces
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  std::vector<loomComm_t> comms(kRanks, nullptr);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    runtime().setCurrentDevice(0);  // nccl-tests: cudaSetDevice before each rank's init
+    ASSERT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], kRanks, id, r), loomSuccess) << loomGetLastError(nullptr);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  const auto valueOf = [](int r, size_t i, int round) { return static_cast<int32_t>((i * 5 + static_cast<size_t>(r) * 11 + static_cast<size_t>(round)) % 97); };
+  std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int r = 0; r < kRanks; ++r) {
+    send.push_back(std::make_unique<DeviceBuffer>(kCount * 4));
+    recv.push_back(std::make_unique<DeviceBuffer>(kCount * 4));
+    streams.push_back(std::make_unique<Stream>());
+  }
+  const auto expectExact = [&](int round) {
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(streams[static_cast<size_t>(r)]->finishes()) << "rank " << r << ", round " << round;
+      std::vector<int32_t> got(kCount);
+      recv[static_cast<size_t>(r)]->download(got.data());
+      for (size_t i = 0; i < kCount; ++i) {
+        int32_t sum = 0;
+        for (int q = 0; q < kRanks; ++q) sum += valueOf(q, i, round);
+        ASSERT_EQ(got[i], sum) << "rank " << r << ", element " << i << ", round " << round;
+      }
+    }
+  };
+  const auto fill = [&](int round) {
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<int32_t> in(kCount);
+      for (size_t i = 0; i < kCount; ++i) in[i] = valueOf(r, i, round);
+      send[static_cast<size_t>(r)]->upload(in.data());
+    }
+  };
+  const uint64_t resident = loom::coll::residentCalls();
+  // -t: a thread per rank, each call in a group of its own.
+  fill(0);
+  onThreads(kRanks, [&](int r) {
+    const auto i = static_cast<size_t>(r);
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomAllReduce(send[i]->data(), recv[i]->data(), kCount, loomInt32, loomSum, comms[i], streams[i]->loom()),
+              loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[i]);
+  });
+  expectExact(0);
+  // -g: one thread, every rank's call in one group, each on its rank's stream.
+  fill(1);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    const auto i = static_cast<size_t>(r);
+    ASSERT_EQ(loomAllReduce(send[i]->data(), recv[i]->data(), kCount, loomInt32, loomSum, comms[i], streams[i]->loom()),
+              loomSuccess);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  expectExact(1);
+  EXPECT_EQ(loom::coll::residentCalls() - resident, 2u * kRanks);
+  loom::test::destroyAll(comms);
+}
+
 // A stream being captured into a CUDA graph: a call that meets its peers at
 // run time (resident, or behind a gate) would replay without them, so it is
 // refused by name, sends and receives too; one rank's call, only a copy on
