@@ -33,11 +33,8 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
                                                std::to_string(c.size() - 1) + ")");
   }
   // Device memory on a CUDA stream between ranks whose devices reach each
-  // other's: queued on the stream itself, with no host thread. An empty
-  // message there is nothing at all, on both sides alike (a 0-byte buffer
-  // has no memory kind to tell).
-  const bool device = memoryKind == loom::memory::MemoryKind::CudaDevice;
-  if ((device || bytes == 0) && c.resident() != nullptr && loom::api::isCudaStream(stream)) {
+  // other's: queued on the stream itself, with no host thread.
+  if (loom::runsResident(c.resident(), memoryKind, bytes, loom::api::isCudaStream(stream))) {
     loom::cuda::refuseCapture(loom::cuda::runtime(), stream);
     loom::group::submit({.comm = &c,
                          .stream = nullptr,
@@ -55,7 +52,7 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
                                                          .peer = peer,
                                                          .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
                                                          .bytes = bytes,
-                                                         .device = device}});
+                                                         .device = memoryKind == loom::memory::MemoryKind::CudaDevice}});
 }
 
 }  // namespace

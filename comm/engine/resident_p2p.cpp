@@ -37,6 +37,12 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, void* stream) {
 
 }  // namespace
 
+bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t bytes, bool onCudaStream) {
+  // An empty message is nothing on both sides alike (a 0-byte buffer has no memory kind to tell).
+  const bool device = kind == memory::MemoryKind::CudaDevice || bytes == 0;
+  return device && area != nullptr && onCudaStream;
+}
+
 void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream) {
   // The group's channels (peer, direction), each its messages in call order.
   std::map<std::pair<int, bool>, std::vector<const ResidentOp*>> channels;

@@ -25,6 +25,7 @@
 #include <span>
 
 #include "comm/resident_area.hpp"
+#include "memory/memory_kind.hpp"
 
 namespace loom {
 
@@ -34,6 +35,12 @@ struct ResidentOp {
   std::byte* buffer = nullptr;
   size_t bytes = 0;
 };
+
+// Whether a send or receive of `bytes` of memory of `kind` on `stream`
+// (`onCudaStream`: a cudaStream_t) runs resident: device memory, or nothing,
+// on a CUDA stream of a communicator whose area is ready. Decided here, once,
+// as collectives/call_path.hpp decides for collectives.
+bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t bytes, bool onCudaStream);
 
 // Queues `ops` (one group's on one stream, in call order) on `stream` and
 // returns.
