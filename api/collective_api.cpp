@@ -114,7 +114,10 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
   const size_t sendBytes = f.readsSend ? f.sendBytes : 0;
   const size_t recvBytes = f.writesRecv ? f.recvBytes : 0;
   const auto sendKind = loom::api::requireBuffer(q.sendbuff, sendBytes, "sendbuff");
-  const auto recvKind = loom::api::requireBuffer(q.recvbuff, recvBytes, "recvbuff");
+  // In place, the same range is one question, not two (for device memory, a
+  // cudaPointerGetAttributes each).
+  const bool sameRange = q.recvbuff == q.sendbuff && recvBytes == sendBytes;
+  const auto recvKind = sameRange ? sendKind : loom::api::requireBuffer(q.recvbuff, recvBytes, "recvbuff");
   checkOverlap(q, f, q.count * loom::datatypeSize(q.datatype), c.rank());
   auto& state = loom::coll::CommState::of(c);
   loom::coll::Collective collective{.kind = q.kind,
