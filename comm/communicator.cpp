@@ -15,12 +15,6 @@
 #include "comm/host_id.hpp"
 
 namespace loom {
-namespace {
-
-// Scratch per rank for resident collectives: two slots, a call's pieces at
-// most one slot of input each (collectives/resident_collectives.hpp).
-
-}  // namespace
 
 net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const std::string> preferred) {
   auto interfaces = net::selectInterfaces(env::get("LOOM_SOCKET_IFNAME"), net::listInterfaces());

@@ -1,9 +1,9 @@
 // Which DeviceRuntime the process has: the one place that knows whether this
 // build has CUDA.
 #include "base/device/cuda.hpp"
-#include "base/error.hpp"
 #include "base/device/fake_device.hpp"
 #include "base/device/runtimes.hpp"
+#include "base/error.hpp"
 
 namespace loom::cuda {
 
