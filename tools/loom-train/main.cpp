@@ -101,21 +101,21 @@ TrainConfig configFor(const cli::Options& o, const loom::Comm* comm) {
 // learning rate's schedule and the optimizer.
 Settings requiredSettings(const cli::Options& o, const TrainConfig& config) {
   Settings required{{"--model", o.model},
-          {"--steps", std::to_string(config.steps)},
-          {"--batch", std::to_string(config.batch)},
-          {"--layers", std::to_string(o.layers)},
-          {"--dim", std::to_string(o.hidden)},
-          {"--heads", std::to_string(o.heads)},
-          {"--seq", std::to_string(o.context)},
-          {"--tie", o.tie ? "1" : "0"},
-          {"--data-limit", std::to_string(o.dataLimit)},
-          {"--seed", std::to_string(config.seed)},
-          {"--lr", number(static_cast<double>(config.lr))},
-          {"--min-lr", number(static_cast<double>(config.minLr))},
-          {"--warmup", std::to_string(config.warmup)},
-          {"--clip", number(config.clip)},
-          {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
-          {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))}};
+                    {"--steps", std::to_string(config.steps)},
+                    {"--batch", std::to_string(config.batch)},
+                    {"--layers", std::to_string(o.layers)},
+                    {"--dim", std::to_string(o.hidden)},
+                    {"--heads", std::to_string(o.heads)},
+                    {"--seq", std::to_string(o.context)},
+                    {"--tie", o.tie ? "1" : "0"},
+                    {"--data-limit", std::to_string(o.dataLimit)},
+                    {"--seed", std::to_string(config.seed)},
+                    {"--lr", number(static_cast<double>(config.lr))},
+                    {"--min-lr", number(static_cast<double>(config.minLr))},
+                    {"--warmup", std::to_string(config.warmup)},
+                    {"--clip", number(config.clip)},
+                    {"--optimizer", config.optimizer == OptimizerKind::AdamW ? "adamw" : "sgd"},
+                    {"--weight-decay", number(static_cast<double>(config.adamw.weightDecay))}};
   // A token file's run names it (a run on The Devil's Dictionary names none, as before there were token files).
   if (!o.data.empty()) {
     required.insert({"--data", o.data});
@@ -282,9 +282,9 @@ std::string escaped(const std::string& bytes) {
 // held-out loss or generates text on it.
 class Probe {
  public:
-  // held: the held-out set (with --eval-every or --sample); text: the
-  // decoding of a token for a sample (--sample): a character, or a token
-  // file's id; empty for the mlp.
+  // held: the held-out set (with --eval-every or --sample); decode: a
+  // token as a sample's text (--sample): a character, or a token file's id;
+  // empty for the mlp.
   Probe(const cli::Options& o, const ModelRecipe& recipe, const Dataset* held,
         std::function<std::string(int32_t)> decode, bool lead)
       : o_(o), held_(held), decode_(std::move(decode)), lead_(lead), copy_(scratch_) {
