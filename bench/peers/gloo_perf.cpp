@@ -59,7 +59,14 @@ void runRank(const loom::bench::Sweep& s, int rank, const std::string& storeDir)
     gloo::BarrierOptions opts(context);
     gloo::barrier(opts);
   };
-  loom::bench::runSweep(s, rank, n, run, barrier, send.data());
+  auto slowest = [&](double us) {
+    gloo::AllreduceOptions opts(context);
+    opts.setOutput(&us, 1);
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+    gloo::allreduce(opts);
+    return us;
+  };
+  loom::bench::runSweep(s, rank, n, run, barrier, slowest, send.data());
 }
 
 }  // namespace

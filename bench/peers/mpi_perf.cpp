@@ -32,7 +32,12 @@ int main(int argc, char** argv) {
       MPI_Bcast(send.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
     }
   };
-  loom::bench::runSweep(s, rank, n, run, [] { MPI_Barrier(MPI_COMM_WORLD); }, send.data());
+  auto slowest = [](double us) {
+    double max = 0;
+    MPI_Allreduce(&us, &max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return max;
+  };
+  loom::bench::runSweep(s, rank, n, run, [] { MPI_Barrier(MPI_COMM_WORLD); }, slowest, send.data());
   MPI_Finalize();
   return 0;
 }

@@ -1,9 +1,11 @@
 // The measurement loop that the peer programs (mpi_perf, gloo_perf) share
 // with loom-perf's method, so that their figures compare: for each size from
 // -b to -e by factor -f, -w warm-up iterations, then -n timed iterations back
-// to back, reporting the mean time of one and nccl-tests' bus bandwidth. With
-// -F 1 each rank rewrites its input before each call and only the calls are
-// timed (tools/loom-perf/fresh_inputs.hpp).
+// to back, reporting the mean time of one on the slowest rank (as loom-perf
+// does by default: a broadcast's root may return long before its receivers
+// have the data, and timing it alone would time no broadcast) and nccl-tests'
+// bus bandwidth. With -F 1 each rank rewrites its input before each call and
+// only the calls are timed (tools/loom-perf/fresh_inputs.hpp).
 // Output, one line per size on rank 0: "size_bytes time_us busbw_GBps".
 #pragma once
 
@@ -92,9 +94,11 @@ inline size_t inputBytes(const std::string& collective, size_t bytes, int n) {
 // Runs the sweep: `run(bytes)` performs one collective of `bytes` (the
 // total size S of nccl-tests: the whole gathered buffer for all-gather and
 // reduce-scatter); `barrier()` aligns the ranks before each timed loop;
-// `input` is where the collective reads this rank's input (for -F).
+// `slowest(us)` returns the largest of every rank's `us` (on rank 0 at
+// least); `input` is where the collective reads this rank's input (for -F).
 inline void runSweep(const Sweep& s, int rank, int n, const std::function<void(size_t)>& run,
-                     const std::function<void()>& barrier, void* input) {
+                     const std::function<void()>& barrier, const std::function<double(double)>& slowest,
+                     void* input) {
   using Clock = std::chrono::steady_clock;
   if (rank == 0) std::printf("# %s on %d ranks: size_bytes time_us busbw_GBps\n", s.collective.c_str(), n);
   for (size_t bytes = s.minBytes; bytes <= s.maxBytes; bytes *= s.factor) {
@@ -113,7 +117,7 @@ inline void runSweep(const Sweep& s, int rank, int n, const std::function<void(s
       for (int i = 0; i < s.iters; ++i) run(bytes);
       total = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
     }
-    const double us = total / s.iters;
+    const double us = slowest(total / s.iters);
     if (rank == 0) {
       std::printf("%zu %.2f %.3f\n", bytes, us, static_cast<double>(bytes) / us / 1e3 * busFactor(s.collective, n));
       std::fflush(stdout);

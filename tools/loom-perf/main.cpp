@@ -3,8 +3,12 @@
 //
 //   loom-perf all_reduce -b 8 -e 64M -f 2 -N 4
 //
-// Each size runs -w warm-up and -n timed iterations back to back, out of
-// place and then in place, on the same buffers (as nccl-tests does: a
+// Each size runs -w warm-up iterations, an out-of-band barrier (so that no
+// rank starts timing while a peer still finishes its warm-up: a broadcast's
+// root may run calls ahead of its receivers, as MPI's and NCCL's do; the
+// peer programs of bench/ do the same, bench/peers/sweep.hpp) and -n timed
+// iterations back to back, out of place and then in place, on the same
+// buffers (as nccl-tests does: a
 // buffer larger than the last-level cache is not in it when the next
 // iteration starts, and a smaller one would be in a real training loop
 // too). The time is every rank's mean per call combined by -a (default:
@@ -142,6 +146,8 @@ class Runner {
     prepare(c, inPlace);
     loomRedOp_t op = makeOp(c);
     for (int i = 0; i < o_.warmup; ++i) run(c, op);
+    finish();
+    CHECK(comm_, loomCommBarrier(comm_));
     Timing t;
     std::vector<double> each;
     const size_t inputBytes = loom::check::sendElements(c) * loom::check::typeSize(c.type);
