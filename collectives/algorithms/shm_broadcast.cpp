@@ -3,6 +3,13 @@
 // step before the last, so the root may reuse its buffer), and every other
 // rank copies the piece out of the root's slot.
 //
+// The root reads nothing and each receiver reads only the root's staging,
+// so none waits for every rank (NodeArea::depart, arriveFrom): the root
+// returns once its piece is staged, and a receiver once it has the root's.
+// Small broadcasts (a piece in the root's arrival line) so stream up to
+// kArrivalDepth calls ahead of the slowest receiver, as Open MPI's root
+// streams them into its FIFO.
+//
 // When the message takes more than one step and the root's input is
 // reachable here (loomMemAlloc'd, or ranks that are threads of one process),
 // the first step's arrive tells every rank where it is, and they copy the
@@ -42,9 +49,18 @@ void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces,
   if (offer) node.offerBuffers(plan.c.send, isRoot ? plan.c.blockBytes() : 0, nullptr, 0);
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
-    const uint64_t step = node.nextStep();
+    // A receiver stages nothing, nor a root whose piece fits its arrival line:
+    // they may run ahead of their peers (NodeArea::nextLineStep).
+    const bool inLine = !isRoot || piece.bytes <= shm::kArrivalBytes;
+    const uint64_t step = inLine && !offer ? node.nextLineStep() : node.nextStep();
     if (isRoot) plan.copy(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
-    node.arrive(step, plan.what);
+    if (offer) {
+      node.arrive(step, plan.what);  // every rank's offer is resolved here
+    } else if (isRoot) {
+      node.depart(step, plan.what);  // it reads nothing: its receivers catch up while it goes on
+    } else {
+      node.arriveFrom(root, step, plan.what);  // it reads the root's staging alone
+    }
     if (i == 0 && offer && node.deviceOffered()) {
       broadcastSteps(plan, node, pieces, FirstStep::Stage);
       return;

@@ -2,7 +2,9 @@
 // other rank stages a piece of its block, arrives, and the root copies each
 // piece out of their slots into its output (its own block straight from its
 // input). One synchronization per step; the two buffers of the segment keep
-// a rank from staging over a slot the root has not read yet.
+// a rank from staging over a slot the root has not read yet. The others read
+// nothing, so they do not wait for it (NodeArea::depart): a small gather's
+// others stream their pieces through their arrival lines.
 //
 // When a block takes more than one step and every offered buffer is
 // reachable here (loomMemAlloc'd, or ranks that are threads of one process),
@@ -54,9 +56,16 @@ void gatherSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, Fi
   if (offer) node.offerBuffers(plan.c.send, me == root ? 0 : block, nullptr, 0);
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
-    const uint64_t step = node.nextStep();
+    // The root stages nothing, nor another rank whose piece fits its arrival
+    // line in a slot: they may run ahead (NodeArea::nextLineStep).
+    const bool inLine = me == root || piece.bytes <= shm::kArrivalBytes;
+    const uint64_t step = inLine && !offer ? node.nextLineStep() : node.nextStep();
     if (me != root) plan.copy(node.stage(me, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
-    node.arrive(step, plan.what);
+    if (me != root && !offer) {
+      node.depart(step, plan.what);  // the root reads its piece; it reads nothing
+    } else {
+      node.arrive(step, plan.what);
+    }
     if (i == 0 && offer && node.deviceOffered()) {
       gatherSteps(plan, node, pieces, FirstStep::Stage);
       return;

@@ -3,6 +3,8 @@
 // reduces every slot straight into its output (and stages nothing itself); otherwise
 // every rank reduces its slice into the result slot and the root copies the
 // finished piece out once all have. Rank order, one pass, as in all-reduce.
+// Reducing whole, the others only stage, so they do not wait for the root
+// (NodeArea::depart): a small reduce's others stream their pieces to it.
 //
 // When the message takes more than one step, the ranks reduce by slices, and
 // every rank's input is reachable here (loomMemAlloc'd, or ranks that are
@@ -51,8 +53,17 @@ void reduceSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, Fi
     const Piece piece = pieces[i];
     const std::byte* in = plan.c.send + piece.offset;
     const bool whole = reducesWhole(n, piece.bytes);
-    const uint64_t step = node.nextStep();
+    // Reducing whole, the others only stage (they read nothing: they depart,
+    // NodeArea::depart) and the root only reads; a rank that stages nothing
+    // or only in its arrival line may run ahead (nextLineStep).
+    const bool departs = whole && me != root && !offer;
+    const bool inLine = whole && !offer && (me == root || piece.bytes <= shm::kArrivalBytes);
+    const uint64_t step = inLine ? node.nextLineStep() : node.nextStep();
     if (inPlace == nullptr && (!whole || me != root)) plan.copy(node.stage(me, step, piece.bytes), in, piece.bytes);
+    if (departs) {
+      node.depart(step, plan.what);
+      continue;
+    }
     node.arrive(step, plan.what);
     if (i == 0 && offer && node.deviceOffered()) {
       reduceSteps(plan, node, pieces, FirstStep::Stage);

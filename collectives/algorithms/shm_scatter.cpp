@@ -3,7 +3,8 @@
 // slot, every rank arrives (the others to say they are done with the step
 // before the last, so the root may reuse that buffer), and each copies its
 // piece out of the root's slot; the root's own block goes straight from its
-// input. One synchronization per step.
+// input. One synchronization per step, at which the root waits for no one
+// and the others for the root alone (NodeArea::depart, arriveFrom).
 //
 // When a block takes more than one step and the root's input is reachable
 // here (loomMemAlloc'd, or ranks that are threads of one process), the first
@@ -61,7 +62,10 @@ void scatterSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, F
   if (offer) node.offerBuffers(plan.c.send, me == root ? all : 0, nullptr, 0);
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
-    const uint64_t step = node.nextStep();
+    // The others stage nothing, nor the root if its pieces fit its arrival
+    // line: they may run ahead (NodeArea::nextLineStep).
+    const bool inLine = me != root || static_cast<size_t>(node.localSize()) * piece.bytes <= shm::kArrivalBytes;
+    const uint64_t step = inLine && !offer ? node.nextLineStep() : node.nextStep();
     if (me == root) {
       for (int q = 0; q < node.localSize(); ++q) {
         if (q == root) continue;
@@ -69,7 +73,13 @@ void scatterSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, F
         plan.copy(stagedByRoot(node, root, step, piece, q), in, piece.bytes);
       }
     }
-    node.arrive(step, plan.what);
+    if (offer) {
+      node.arrive(step, plan.what);  // every rank's offer is resolved here
+    } else if (me == root) {
+      node.depart(step, plan.what);  // it reads nothing: the others catch up while it goes on
+    } else {
+      node.arriveFrom(root, step, plan.what);  // it reads the root's staging alone
+    }
     if (i == 0 && offer && node.deviceOffered()) {
       scatterSteps(plan, node, pieces, FirstStep::Stage);
       return;

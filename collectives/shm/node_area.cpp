@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 
@@ -44,29 +45,30 @@ struct alignas(kCacheLine) Line {
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "shared counters must be lock-free (address-free)");
 
-// A rank's arrival at the steps of one parity. What a peer needs once it
+// A rank's arrival at one step in kArrivalDepth. What a peer needs once it
 // sees the step, the call it announces and a small step's staged input,
-// shares the counter's cache line, so that it arrives with the counter: one
-// transfer between cores instead of three. Plain data, published and read
-// under the counter's release/acquire.
+// follows the counter in its cache line (and the next, for 33 to 96 bytes),
+// so that it arrives with the counter: one transfer between cores instead of
+// three. Plain data, published and read under the counter's release/acquire.
 struct alignas(kCacheLine) ArrivalLine {
   std::atomic<uint64_t> step;
   CallInfo call;  // when `step` is its call's first
   std::byte staged[kArrivalBytes];
 };
-static_assert(sizeof(ArrivalLine) == kCacheLine, "an arrival is one cache line");
+static_assert(offsetof(ArrivalLine, staged) == 32 && sizeof(ArrivalLine) == 2 * kCacheLine,
+              "an arrival is two cache lines, the counter's holding 32 staged bytes");
 
 struct alignas(kCacheLine) BuffersLine {
   CallBuffers buffers;  // published with the call's first arrival
 };
 
 struct RankControl {
-  ArrivalLine arrived[2];  // by step parity, like the data buffers
+  ArrivalLine arrived[kArrivalDepth];  // step s in line s % depth
   Line<uint64_t> reduced;
   Line<uint32_t> left;
   Line<uint32_t> reading;
   Line<uint32_t> failed;
-  BuffersLine buffers[2];
+  BuffersLine buffers[kArrivalDepth];  // published with the arrival of the same index
 };
 
 // Each rank maps the segment at its own address, so ThreadSanitizer cannot
@@ -104,7 +106,7 @@ struct NodeArea::Control {
   RankControl& rank(int local) { return reinterpret_cast<RankControl*>(this + 1)[local]; }
   // The counter that says whether `local` has reached `step` on `c`.
   std::atomic<uint64_t>& counter(int local, Counter c, uint64_t step) {
-    return c == Counter::Arrived ? rank(local).arrived[step % 2].step : rank(local).reduced.value;
+    return c == Counter::Arrived ? rank(local).arrived[step % kArrivalDepth].step : rank(local).reduced.value;
   }
 };
 
@@ -164,6 +166,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   timeout_ = comm.engine().context().timeout;
   singleCopy_ = env::getInt("LOOM_SHM_SINGLE_COPY", 0, 1) == 1;
   sources_.resize(localToRank_.size());
+  seen_.resize(localToRank_.size());
   control_ = reinterpret_cast<Control*>(segment_.data());
   data_ = segment_.data() + controlBytes;
   LOOM_INFO(Coll, "node segment %s: %d local ranks, 2 x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
@@ -252,7 +255,7 @@ std::byte* NodeArea::stage(int local, uint64_t step) const {
 
 std::byte* NodeArea::stage(int local, uint64_t step, size_t bytes) const {
   if (bytes > kArrivalBytes) return stage(local, step);
-  return control_->rank(local).arrived[step % 2].staged;
+  return control_->rank(local).arrived[step % kArrivalDepth].staged;
 }
 
 std::byte* NodeArea::result(uint64_t step) const { return stage(localSize_, step); }
@@ -320,10 +323,10 @@ void NodeArea::resolveBuffers(uint64_t step) {
   bool allDevice = true;
   bool reachable = true;  // by this rank's kernels
   for (int local = 0; local < localSize_; ++local) {
-    const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
+    const CallBuffers& theirs = control_->rank(local).buffers[step % kArrivalDepth].buffers;
     allOffered = allOffered && theirs.offered == 1;
     everyRankShown = everyRankShown && !(theirs.send.empty() && theirs.recv.empty());
-    oneProcess = oneProcess && theirs.pid == control_->rank(0).buffers[step % 2].buffers.pid;
+    oneProcess = oneProcess && theirs.pid == control_->rank(0).buffers[step % kArrivalDepth].buffers.pid;
     allShared = allShared && shared(theirs.send) && shared(theirs.recv);
     for (const memory::Handle* h : {&theirs.send, &theirs.recv}) {
       if (h->empty()) continue;
@@ -359,7 +362,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
   }
   try {
     for (int local = 0; local < localSize_; ++local) {
-      const CallBuffers& theirs = control_->rank(local).buffers[step % 2].buffers;
+      const CallBuffers& theirs = control_->rank(local).buffers[step % kArrivalDepth].buffers;
       peerBuffers_.send[static_cast<size_t>(local)] = map(theirs.send);
       peerBuffers_.recv[static_cast<size_t>(local)] = map(theirs.recv);
     }
@@ -390,14 +393,74 @@ bool NodeArea::agreeOnDeviceMappings(const std::string& what) {
 }
 
 uint64_t NodeArea::nextStep() {
+  settle(step_);  // every rank has arrived at every earlier step: the slots of step_ + 1's parity are free
+  return nextLineStep();
+}
+
+uint64_t NodeArea::nextLineStep() {
   const uint64_t step = ++step_;
+  // The line of `step` last held step - depth, which every rank has read once it has arrived one step later.
+  if (step > kArrivalDepth) settle(step - kArrivalDepth + 1);
   if (callStep_ == 0) {
     callStep_ = step;
     // Published by post(Arrived, step).
-    control_->rank(localRank_).arrived[step % 2].call = call_;
-    control_->rank(localRank_).buffers[step % 2].buffers = offered_;
+    control_->rank(localRank_).arrived[step % kArrivalDepth].call = call_;
+    control_->rank(localRank_).buffers[step % kArrivalDepth].buffers = offered_;
   }
   return step;
+}
+
+void NodeArea::postAndDefer(uint64_t step, const std::string& what) {
+  if (deferredCount_ == kArrivalDepth) settle(deferred_[deferredFirst_ % kArrivalDepth].step);
+  Deferred& d = deferred_[(deferredFirst_ + deferredCount_) % kArrivalDepth];
+  d.step = step;
+  d.what.assign(what);
+  ++deferredCount_;
+  post(Counter::Arrived, step);
+}
+
+// The check of the calls cannot wait for settle(): by then a peer may have
+// reused its line. So a departing rank checks the peers already there, and
+// the rest check it or a rank whose call equals its own:
+// - a rank that arrives checks every rank;
+// - of two departing ranks, at least one sees the other (each posts, then
+//   looks, both sequentially consistent);
+// - a rank that arrives from one (arriveFrom) checks that one, its call's
+//   root (a broadcast's or scatter's receiver); if their calls are equal,
+//   that rank is the root of the same call, so it departs or arrives.
+// So through a chain of equal calls every rank's is compared with every
+// other's, and the first step of a call finds any mismatch, on some rank.
+void NodeArea::depart(uint64_t step, const std::string& what) {
+  postAndDefer(step, what);
+  if (step != callStep_) return;
+  for (int local = 0; local < localSize_; ++local) {
+    if (local == localRank_ || control_->counter(local, Counter::Arrived, step).load(std::memory_order_seq_cst) < step) {
+      continue;
+    }
+    acquireCounters();
+    checkCalls(step, what, local);
+  }
+}
+
+void NodeArea::arriveFrom(int local, uint64_t step, const std::string& what) {
+  postAndDefer(step, what);
+  waitFor(local, Counter::Arrived, step, what);
+  if (step == callStep_) checkCalls(step, what, local);
+}
+
+void NodeArea::settle(uint64_t step) {
+  while (deferredCount_ > 0) {
+    const Deferred& d = deferred_[deferredFirst_ % kArrivalDepth];
+    if (d.step > step) return;
+    ++deferredFirst_;
+    --deferredCount_;
+    try {
+      waitAll(Counter::Arrived, d.step, d.what);
+    } catch (...) {
+      deferredCount_ = 0;  // the node's collectives fail from here on: nothing later to settle
+      throw;
+    }
+  }
 }
 
 void NodeArea::arrive(uint64_t step, const std::string& what) {
@@ -411,14 +474,15 @@ void NodeArea::arrive(uint64_t step, const std::string& what) {
   }
 }
 
-void NodeArea::checkCalls(uint64_t step, const std::string& what) const {
+void NodeArea::checkCalls(uint64_t step, const std::string& what, int only) const {
   const CallInfo& call = call_;
   const auto describe = [](const CallInfo& c) {
     return describeCall(c.call, static_cast<uint32_t>(c.sequence)) + " of " + std::to_string(c.bytes) +
            " bytes, root " + std::to_string(c.root);
   };
   for (int local = 0; local < localSize_; ++local) {
-    const CallInfo& theirs = control_->rank(local).arrived[step % 2].call;
+    if (only >= 0 && local != only) continue;
+    const CallInfo& theirs = control_->rank(local).arrived[step % kArrivalDepth].call;
     if (theirs == call) continue;
     throw Error(loomInvalidUsage, what + ": rank " + std::to_string(localToRank_[static_cast<size_t>(local)]) +
                                       " called " + describe(theirs) + " where this rank called " + describe(call) +
@@ -428,7 +492,12 @@ void NodeArea::checkCalls(uint64_t step, const std::string& what) const {
 }
 
 bool NodeArea::reached(int local, Counter counter, uint64_t step) const {
-  return control_->counter(local, counter, step).load(std::memory_order_acquire) >= step;
+  if (counter != Counter::Arrived) return control_->counter(local, counter, step).load(std::memory_order_acquire) >= step;
+  uint64_t& seen = seen_[static_cast<size_t>(local)];
+  if (seen >= step) return true;
+  // Whatever a line holds is a step that rank has reached (it posts in order).
+  seen = std::max(seen, control_->counter(local, counter, step).load(std::memory_order_acquire));
+  return seen >= step;
 }
 
 void NodeArea::waitAll(Counter counter, uint64_t step, const std::string& what) {

@@ -3,9 +3,10 @@
 //
 //   control  — per local rank, one cache line per counter, written only by
 //              that rank (release) and read by the others (acquire):
-//                arrived: by step parity, the last step whose input this
-//                         rank has staged, with the call that step announces
-//                         and up to kArrivalBytes of staged input
+//                arrived: kArrivalDepth lines (step s in line s % depth),
+//                         the last step whose input this rank has staged,
+//                         with the call that step announces and up to
+//                         kArrivalBytes of staged input
 //                reduced: the last step whose slice of the result it has written
 //                left:    set when the rank's communicator goes away
 //                reading: set while the rank reads peers' buffers in place
@@ -21,11 +22,20 @@
 // rank is done reading step s - 2's buffer before it arrives at step s - 1,
 // so two buffers let a fast rank run one step ahead with no extra handshake.
 //
+// A rank that reads nothing at a step, or one peer's staging only, need not
+// wait for every rank there: it departs (depart, arriveFrom), and waits for
+// them before it stages in a slot (nextStep) or, if it stages at most
+// kArrivalBytes (in its arrival line) or nothing, only when the line it is
+// about to reuse requires it, kArrivalDepth steps on (nextLineStep). So a
+// small broadcast's root streams calls through its arrival lines, as Open
+// MPI's root does through its FIFO, and each receiver waits for the root alone.
+//
 // Waits spin, then yield, then sleep on a futex (ranks may outnumber cores),
 // and give up with a named error on LOOM_TIMEOUT_MS without progress, on
 // loomCommAbort, or when a rank they wait for has left or died.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -46,8 +56,12 @@ namespace loom::coll::shm {
 
 
 // Bytes of a step that travel in the staging rank's arrival line instead of
-// its slot (NodeArea::stage with a size).
-inline constexpr size_t kArrivalBytes = 32;
+// its slot (NodeArea::stage with a size): two cache lines, of which the first
+// carries the counter, the call and the first 32 bytes.
+inline constexpr size_t kArrivalBytes = 96;
+// Arrival lines per rank: how many steps a departing rank may be ahead of its
+// slowest peer (NodeArea::depart).
+inline constexpr uint64_t kArrivalDepth = 8;
 
 enum class Counter { Arrived, Reduced };
 
@@ -167,11 +181,31 @@ class NodeArea {
   // a PeerReads (or LOOM_TIMEOUT_MS has passed). The node's collectives fail
   // from then on, as after any failure of the communicator.
   void abandonCall() noexcept;
-  // Numbers the next step; every rank draws the same sequence.
+  // Numbers the next step; every rank draws the same sequence. Returns once
+  // every rank has arrived at every earlier step (after a depart()), so this
+  // rank may stage in its slot.
   uint64_t nextStep();
+  // Numbers the next step for a rank that stages at most kArrivalBytes there,
+  // in its arrival line (stage with a size), or nothing: returns once every
+  // rank has read what that line held kArrivalDepth steps ago.
+  uint64_t nextLineStep();
   // This rank has staged `step`: publishes it and waits until every local
   // rank has. `what` names the collective in errors ("allreduce #12").
   void arrive(uint64_t step, const std::string& what);
+  // arrive() for a rank that reads nothing of its peers' at `step` (a
+  // broadcast's or scatter's root, a gather's or whole reduce's others):
+  // publishes the step and returns at once, having checked the calls of the
+  // peers already there (the others check its own, node_area.cpp says how).
+  // The wait for the peers comes at a later nextStep() or nextLineStep(); a
+  // mismatch a peer finds reaches this rank by its notice (the watchdog's).
+  // Not for a first step that offers buffers (arrive resolves them).
+  void depart(uint64_t step, const std::string& what);
+  // arrive() for a rank that reads only `local`'s staging at `step` (a
+  // broadcast's receiver): publishes the step and waits for `local` alone,
+  // checking its call at a call's first step (a rank that called otherwise
+  // than `local` is found so, by it or by `local`); the wait for the others
+  // comes later, as after depart().
+  void arriveFrom(int local, uint64_t step, const std::string& what);
   // A step with nothing staged: returns once every local rank has got here.
   void sync(const std::string& what) { arrive(nextStep(), what); }
 
@@ -197,8 +231,13 @@ class NodeArea {
   friend class PeerReads;
   // Places this rank's staging slots (and the creator's result slots) on its NUMA node.
   void firstTouch(size_t controlBytes);
-  // Throws loomInvalidUsage naming the first rank whose call differs from ours.
-  void checkCalls(uint64_t step, const std::string& what) const;
+  // Waits for every rank at the departed steps up to `step`.
+  void settle(uint64_t step);
+  // Publishes `step` and leaves its wait to settle().
+  void postAndDefer(uint64_t step, const std::string& what);
+  // Throws loomInvalidUsage naming the first rank (`only`, or any when -1)
+  // whose call announced at `step` differs from this rank's.
+  void checkCalls(uint64_t step, const std::string& what, int only = -1) const;
   // Maps the buffers every local rank offered for the call at `step`, if all did.
   void resolveBuffers(uint64_t step);
   bool reached(int local, Counter counter, uint64_t step) const;
@@ -214,6 +253,15 @@ class NodeArea {
   int localSize_ = 1;
   size_t slotBytes_;
   uint64_t step_ = 0;
+  // Steps this rank posted without waiting for every rank (depart,
+  // arriveFrom), oldest first, in a ring: at most kArrivalDepth - 1 at once.
+  struct Deferred {
+    uint64_t step = 0;
+    std::string what;  // its call's name; keeps its capacity, so deferring allocates nothing once warm
+  };
+  std::array<Deferred, kArrivalDepth> deferred_;
+  uint64_t deferredFirst_ = 0;  // index (mod depth) of the oldest
+  uint64_t deferredCount_ = 0;
   bool spin_ = true;  // false when the node's ranks outnumber this process's CPUs
   std::chrono::milliseconds timeout_{0};  // LOOM_TIMEOUT_MS; read here, where a failed communicator no longer answers
   bool singleCopy_ = true;  // LOOM_SHM_SINGLE_COPY
@@ -229,6 +277,10 @@ class NodeArea {
   memory::Mappings mappings_;
   std::vector<int> localToRank_;  // communicator rank of each local rank
   std::vector<const void*> sources_;
+  // Per local rank, the latest step it is known to have arrived at: a rank
+  // that departs waits for steps its peers passed long ago, and this spares
+  // it fetching their lines, which they are busy rewriting.
+  mutable std::vector<uint64_t> seen_;
   loom::shm::Segment segment_;
   struct Control;
   Control* control_ = nullptr;

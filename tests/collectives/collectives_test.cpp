@@ -4,13 +4,16 @@
 // representative slice of the matrix (LOOM_TEST_FULL_MATRIX=0) to fit CI.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/device/fake_device.hpp"
 #include "base/device/staging.hpp"
+#include "collectives/shm/node_area.hpp"
 #include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"
 #include "tests/support/device_memory.hpp"
@@ -230,17 +233,54 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Collectives,
                            return std::to_string(std::get<0>(p.param)) + "ranks_" + name;
                          });
 
-// A step of up to 32 bytes travels in the staging rank's arrival line
-// (shm::kArrivalBytes), a larger one in its slot: sizes on either side of
-// that edge, back to back so that fast ranks reuse each parity's line.
+// A step of up to 96 bytes travels in the staging rank's arrival line
+// (shm::kArrivalBytes; its first 32 in the counter's cache line), a larger
+// one in its slot: sizes on either side of both edges, back to back so that
+// fast ranks reuse each line.
 TEST(CollectivesShm, StepsAtTheArrivalLineEdgeAreExact) {
   for (int n : {2, 3}) {
     runMatrix(n, "", {{Coll::Broadcast, Coll::Reduce, Coll::AllReduce, Coll::AllGather, Coll::Gather}, {loomInt8},
-                      {Op::Sum, Op::Max}, {31, 32, 33}});
-    // All-to-all and scatter stage a piece of each of n blocks in one step: 30, 32, 33 or 34 bytes in all.
-    runMatrix(n, "", {{Coll::AlltoAll, Coll::Scatter}, {loomInt8}, {Op::Sum}, {10, 11, 15, 16, 17}});
-    runMatrix(n, "", {{Coll::Reduce, Coll::AllReduce}, {loomFloat64}, {Op::Sum}, {4, 5}});
+                      {Op::Sum, Op::Max}, {31, 32, 33, 95, 96, 97}});
+    // All-to-all and scatter stage a piece of each of n blocks in one step:
+    // 30 to 34 bytes in all, and 93 to 99.
+    runMatrix(n, "", {{Coll::AlltoAll, Coll::Scatter}, {loomInt8}, {Op::Sum}, {10, 11, 15, 16, 17, 31, 32, 33, 47, 48, 49}});
+    runMatrix(n, "", {{Coll::Reduce, Coll::AllReduce}, {loomFloat64}, {Op::Sum}, {4, 5, 12, 13}});
   }
+}
+
+// A small broadcast's root stages its piece in its arrival line and returns
+// (shm::NodeArea::depart), up to kArrivalDepth - 1 calls ahead of its
+// slowest receiver, and a receiver waits for the root alone: here the root
+// makes all its calls before any receiver makes one, and receiver 1 all of
+// its calls before receiver 2 starts. Were either to wait for a peer that
+// has not called yet, its call would fail at the deadline (LOOM_TIMEOUT_MS)
+// naming that peer, as one more call of the root's does.
+TEST(CollectivesShm, ASmallBroadcastsRootRunsAheadOfItsReceivers) {
+  ScopedEnv algorithm("LOOM_ALGO", "shm");
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "20000");
+  constexpr int kCalls = static_cast<int>(coll::shm::kArrivalDepth) - 1;
+  auto comms = initThreadComms(3);
+  std::atomic<int> done{0};  // how many ranks made all their broadcasts
+  onThreads(3, [&](int r) {
+    loomComm_t comm = comms[static_cast<size_t>(r)];
+    int64_t x = 1;
+    ASSERT_EQ(loomAllReduce(&x, &x, 1, loomInt64, loomSum, comm, nullptr), loomSuccess);  // maps the segment
+    while (done.load() < r) std::this_thread::yield();
+    for (int call = 0; call < kCalls; ++call) {
+      std::vector<int32_t> buf(24, r == 0 ? 100 + call : -1);  // 96 bytes: the whole arrival line
+      const loomResult_t result = loomBroadcast(buf.data(), buf.data(), buf.size(), loomInt32, 0, comm, nullptr);
+      EXPECT_EQ(result, loomSuccess) << "rank " << r << ", call " << call << ": " << loomGetLastError(comm);
+      if (result != loomSuccess) break;  // its peers must not wait for it
+      EXPECT_EQ(buf, std::vector<int32_t>(24, 100 + call)) << "rank " << r << ", call " << call;
+    }
+    const bool failed = ::testing::Test::HasFailure();
+    ++done;
+    if (failed) return;
+    x = r;
+    ASSERT_EQ(loomAllReduce(&x, &x, 1, loomInt64, loomSum, comm, nullptr), loomSuccess);  // back in step
+    EXPECT_EQ(x, 3);
+  });
+  destroyAll(comms);
 }
 
 TEST(CollectivesLarge, AllReduceOf4MiPlus1ElementsIsExact) {
