@@ -166,7 +166,6 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   timeout_ = comm.engine().context().timeout;
   singleCopy_ = env::getInt("LOOM_SHM_SINGLE_COPY", 0, 1) == 1;
   sources_.resize(localToRank_.size());
-  seen_.resize(localToRank_.size());
   control_ = reinterpret_cast<Control*>(segment_.data());
   data_ = segment_.data() + controlBytes;
   LOOM_INFO(Coll, "node segment %s: %d local ranks, 2 x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
@@ -492,12 +491,7 @@ void NodeArea::checkCalls(uint64_t step, const std::string& what, int only) cons
 }
 
 bool NodeArea::reached(int local, Counter counter, uint64_t step) const {
-  if (counter != Counter::Arrived) return control_->counter(local, counter, step).load(std::memory_order_acquire) >= step;
-  uint64_t& seen = seen_[static_cast<size_t>(local)];
-  if (seen >= step) return true;
-  // Whatever a line holds is a step that rank has reached (it posts in order).
-  seen = std::max(seen, control_->counter(local, counter, step).load(std::memory_order_acquire));
-  return seen >= step;
+  return control_->counter(local, counter, step).load(std::memory_order_acquire) >= step;
 }
 
 void NodeArea::waitAll(Counter counter, uint64_t step, const std::string& what) {

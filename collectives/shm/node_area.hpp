@@ -277,10 +277,6 @@ class NodeArea {
   memory::Mappings mappings_;
   std::vector<int> localToRank_;  // communicator rank of each local rank
   std::vector<const void*> sources_;
-  // Per local rank, the latest step it is known to have arrived at: a rank
-  // that departs waits for steps its peers passed long ago, and this spares
-  // it fetching their lines, which they are busy rewriting.
-  mutable std::vector<uint64_t> seen_;
   loom::shm::Segment segment_;
   struct Control;
   Control* control_ = nullptr;
