@@ -355,6 +355,30 @@ TEST(LoomTrain, TheGptsLossFalls) {
   EXPECT_LT(std::stod((*b)[1]), 3.0) << r.output;  // character frequencies alone give about 3.3
 }
 
+// An llm.c token file (GPT-2's uint16 format) of `tokens` tokens: words of
+// three fixed tokens each, 40 words drawn by `seed`, among 300 ids past 1000.
+void writeWordsTokenFile(const std::string& path, size_t tokens, uint32_t seed) {
+  std::vector<unsigned char> bytes(1024 + 2 * tokens, 0);
+  const uint32_t header[3] = {20240520, 1, static_cast<uint32_t>(tokens)};
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(header[i] >> (8 * b));
+  }
+  uint32_t state = seed;
+  for (size_t i = 0; i < tokens; i += 3) {
+    state = state * 1664525u + 1013904223u;
+    const uint32_t word = (state >> 16) % 40;  // 40 words, each three fixed tokens
+    for (size_t k = 0; k < 3 && i + k < tokens; ++k) {
+      const uint32_t id = 1000 + (word * 7 + static_cast<uint32_t>(k) * 101) % 300;
+      bytes[1024 + 2 * (i + k)] = static_cast<unsigned char>(id);
+      bytes[1024 + 2 * (i + k) + 1] = static_cast<unsigned char>(id >> 8);
+    }
+  }
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
 // An llm.c token file (GPT-2's uint16 format), written here: a text of 40
 // words of 3 tokens among 300 ids past 1000 (a vocabulary of 1300, given),
 // so that the ids are not bytes. The GPT learns it (the loss falls well below
@@ -362,32 +386,11 @@ TEST(LoomTrain, TheGptsLossFalls) {
 // held-out file is measured and sampled as ids, and ddp on 2 ranks is
 // bitwise single.
 TEST(LoomTrain, TrainsOnAnLlmcTokenFile) {
-  const auto write = [](const std::string& path, size_t tokens, uint32_t seed) {
-    std::vector<unsigned char> bytes(1024 + 2 * tokens, 0);
-    const uint32_t header[3] = {20240520, 1, static_cast<uint32_t>(tokens)};
-    for (size_t i = 0; i < 3; ++i) {
-      for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(header[i] >> (8 * b));
-    }
-    uint32_t state = seed;
-    for (size_t i = 0; i < tokens; i += 3) {
-      state = state * 1664525u + 1013904223u;
-      const uint32_t word = (state >> 16) % 40;  // 40 words, each three fixed tokens
-      for (size_t k = 0; k < 3 && i + k < tokens; ++k) {
-        const uint32_t id = 1000 + (word * 7 + static_cast<uint32_t>(k) * 101) % 300;
-        bytes[1024 + 2 * (i + k)] = static_cast<unsigned char>(id);
-        bytes[1024 + 2 * (i + k) + 1] = static_cast<unsigned char>(id >> 8);
-      }
-    }
-    FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fwrite(bytes.data(), 1, bytes.size(), f);
-    std::fclose(f);
-  };
   const std::string stem = ::testing::TempDir() + "loom-train-words-" + std::to_string(::getpid());
   const std::string train = stem + "_train.bin";
   const std::string val = stem + "_val.bin";
-  write(train, 30000, 1);
-  write(val, 3000, 2);
+  writeWordsTokenFile(train, 30000, 1);
+  writeWordsTokenFile(val, 3000, 2);
   const std::vector<std::string> flags{"--model", "gpt", "--data", train, "--data-val", val, "--vocab", "1300", "--steps", "150",
                                        "--batch", "8", "--dim", "32", "--layers", "2", "--heads", "2", "--seq", "24",
                                        "--lr", "1e-2", "--warmup", "5", "--eval-every", "150", "--sample", "150"};
@@ -418,6 +421,49 @@ TEST(LoomTrain, TrainsOnAnLlmcTokenFile) {
   EXPECT_NE(none.output.find(stem + "_missing.bin: cannot open"), std::string::npos) << none.output;
   std::remove(train.c_str());
   std::remove(val.c_str());
+}
+
+// With llm.c's tokenizer (--tokenizer, its gpt2_tokenizer.bin format; here
+// one of 1300 tokens, token i the text "t<i> "), the samples of a token file
+// are text: the prompt's words and the generated ones, each id its bytes. A
+// tokenizer that is not there is named.
+TEST(LoomTrain, SamplesATokenFileAsTextByItsTokenizer) {
+  const std::string stem = ::testing::TempDir() + "loom-train-tokenizer-" + std::to_string(::getpid());
+  const std::string tokens = stem + "_train.bin";
+  const std::string tokenizer = stem + "_tokenizer.bin";
+  writeWordsTokenFile(tokens, 3000, 3);
+  {
+    std::vector<unsigned char> bytes(1024, 0);
+    const uint32_t header[4] = {20240328, 2, 1300, 1299};  // magic, version, vocabulary, end of text
+    for (size_t i = 0; i < 4; ++i) {
+      for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(header[i] >> (8 * b));
+    }
+    for (int id = 0; id < 1300; ++id) {
+      const std::string text = "t" + std::to_string(id) + " ";
+      bytes.push_back(static_cast<unsigned char>(text.size()));
+      bytes.insert(bytes.end(), text.begin(), text.end());
+    }
+    FILE* f = std::fopen(tokenizer.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  const auto run = [&](const std::string& tokenizerFile) {
+    return runProcess({LOOM_TRAIN_BIN, "--model", "gpt", "--data", tokens, "--vocab", "1300", "--tokenizer", tokenizerFile,
+                       "--steps", "2", "--batch", "4", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "16",
+                       "--sample", "2", "--eval", "0"},
+                      {}, std::chrono::seconds(110));
+  };
+  const auto r = run(tokenizer);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  // The prompt: the held-out words' tokens (ids 1000-1299); then whatever the barely trained model draws.
+  EXPECT_TRUE(loom::test::contains(r.output, "step +2 +sample \"(t1[0-2][0-9][0-9] )+ \\| (t[0-9]+ )+\""))
+      << r.output;
+  const auto missing = run(stem + "_missing.bin");
+  EXPECT_NE(missing.exitCode, 0);
+  EXPECT_NE(missing.output.find(stem + "_missing.bin: cannot open"), std::string::npos) << missing.output;
+  std::remove(tokens.c_str());
+  std::remove(tokenizer.c_str());
 }
 
 // Without LOOM_DETERMINISTIC (rings sum in another order), and with two
@@ -1109,6 +1155,7 @@ TEST(LoomTrain, BadFlagsAreNamed) {
       {{"--data", "tokens.bin"}, "--data: token files are for the gpt model"},
       {{"--model", "gpt", "--data-val", "val.bin"}, "--data-val: the held-out tokens of which --data?"},
       {{"--model", "gpt", "--vocab", "50304"}, "--vocab: only with --data"},
+      {{"--model", "gpt", "--tokenizer", "gpt2_tokenizer.bin"}, "--tokenizer: only with --data"},
       {{"--mode", "ddp", "--timeline", "t.json"}, "--timeline: only with --mode pp, tp, 3d or zero1-3"},
       {{"--checkpoint", "a", "--resume", "1", "--resume-from", "b"}, "--resume 1 and --resume-from b: give one of them"},
       {{"--resume-from", ""}, "--resume-from: an empty directory name"},

@@ -22,6 +22,7 @@
 #include "training/data/char_text.hpp"
 #include "training/data/dataset.hpp"
 #include "training/data/token_file.hpp"
+#include "training/data/tokenizer.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/layers/gelu.hpp"
 #include "training/layers/linear.hpp"
@@ -290,6 +291,88 @@ TEST(TokenFile, BadFilesAreNamed) {
   refused(fine, 12, 0, "12 tokens, not more than one window of 12");
   refused(fine, 4, 5, "holds token id 12");
   for (const auto& path : {wrongMagic, wrongVersion, overCounted, fine}) std::remove(path.c_str());
+}
+
+// llm.c's tokenizer file: header (magic, version, vocabulary, end of text,
+// then zeros), then each token as a length byte and its bytes. `vocabulary`
+// < 0: the number of tokens given.
+std::string writeTokenizerFile(const std::string& name, uint32_t magic, uint32_t version, uint32_t endOfText,
+                               const std::vector<std::string>& tokens, int64_t vocabulary = -1) {
+  const auto path = (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".bin")).string();
+  std::vector<unsigned char> bytes(1024, 0);
+  const auto put = [&](size_t at, uint32_t v) {
+    for (size_t b = 0; b < 4; ++b) bytes[at + b] = static_cast<unsigned char>(v >> (8 * b));
+  };
+  put(0, magic);
+  put(4, version);
+  put(8, static_cast<uint32_t>(vocabulary < 0 ? static_cast<int64_t>(tokens.size()) : vocabulary));
+  put(12, endOfText);
+  for (const std::string& t : tokens) {
+    bytes.push_back(static_cast<unsigned char>(t.size()));
+    bytes.insert(bytes.end(), t.begin(), t.end());
+  }
+  FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+// Version 2 names its end of text; version 1 is GPT-2's 50257 tokens, the
+// last its end of text. Tokens are bytes (a piece of UTF-8 among them), and
+// an id past the vocabulary (a padded one) decodes as itself.
+TEST(Tokenizer, DecodesLlmcsFiles) {
+  const std::vector<std::string> tokens{"a", " the", "\n", "\xc3", "\xa9", "<|endoftext|>"};
+  const std::string v2 = writeTokenizerFile("tokenizer2", Tokenizer::kMagic, 2, 5, tokens);
+  const Tokenizer small(v2);
+  EXPECT_EQ(small.size(), 6u);
+  EXPECT_EQ(small.endOfText(), 5);
+  std::string text;
+  for (int32_t id : {0, 1, 2, 3, 4, 5}) text += small.decode(id);
+  EXPECT_EQ(text, "a the\n\xc3\xa9<|endoftext|>");
+  EXPECT_EQ(small.decode(6), "<|6|>");
+  EXPECT_EQ(small.decode(-1), "<|-1|>");
+  std::vector<std::string> gpt2(50257);
+  for (size_t i = 0; i < gpt2.size(); ++i) gpt2[i] = "t" + std::to_string(i);
+  const std::string v1 = writeTokenizerFile("tokenizer1", Tokenizer::kMagic, 1, 0, gpt2);
+  const Tokenizer full(v1);
+  EXPECT_EQ(full.size(), 50257u);
+  EXPECT_EQ(full.endOfText(), 50256);
+  EXPECT_EQ(full.decode(50256), "t50256");
+  EXPECT_EQ(full.decode(50300), "<|50300|>");
+  std::remove(v2.c_str());
+  std::remove(v1.c_str());
+}
+
+// What is not such a file, or not all of one, is named with the file.
+TEST(Tokenizer, BadFilesAreNamed) {
+  const auto refused = [](const std::string& path, const std::string& why) {
+    try {
+      Tokenizer tokenizer(path);
+      ADD_FAILURE() << path << " was read";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": " + why), std::string::npos) << e.what();
+    }
+  };
+  const std::vector<std::string> tokens{"a", "b", "c"};
+  refused("/nonexistent/gpt2_tokenizer.bin", "cannot open");
+  const std::vector<std::string> paths{
+      writeTokenizerFile("tok_magic", 20240520, 2, 0, tokens), writeTokenizerFile("tok_version", Tokenizer::kMagic, 3, 0, tokens),
+      writeTokenizerFile("tok_v1", Tokenizer::kMagic, 1, 0, tokens), writeTokenizerFile("tok_eot", Tokenizer::kMagic, 2, 3, tokens),
+      writeTokenizerFile("tok_short", Tokenizer::kMagic, 2, 0, tokens, 5),
+      writeTokenizerFile("tok_empty", Tokenizer::kMagic, 2, 0, {"a", "", "c"})};
+  refused(paths[0], "not a tokenizer file of llm.c's (magic 20240520 version 2");
+  refused(paths[1], "not a tokenizer file of llm.c's (magic 20240328 version 3");
+  refused(paths[2], "version 1 is GPT-2's 50257 tokens, but its header says 3");
+  refused(paths[3], "its end-of-text token 3 is past its 3 tokens");
+  refused(paths[4], "its header counts 5 tokens, but the file ends after 3");
+  refused(paths[5], "token 1 has no bytes");
+  // A token cut short by the end of the file.
+  const std::string cut = writeTokenizerFile("tok_cut", Tokenizer::kMagic, 2, 0, tokens);
+  std::filesystem::resize_file(cut, std::filesystem::file_size(cut) - 1);
+  refused(cut, "the file ends inside token 2");
+  for (const auto& path : paths) std::remove(path.c_str());
+  std::remove(cut.c_str());
 }
 
 TEST(Optimizers, FirstStepsAsWorkedByHand) {

@@ -25,6 +25,7 @@
 #include "training/data/char_text.hpp"
 #include "training/data/fashion_mnist.hpp"
 #include "training/data/token_file.hpp"
+#include "training/data/tokenizer.hpp"
 #include "training/layers/cross_entropy.hpp"
 #include "training/math/gemm.hpp"
 #include "training/flops.hpp"
@@ -283,8 +284,8 @@ std::string escaped(const std::string& bytes) {
 class Probe {
  public:
   // held: the held-out set (with --eval-every or --sample); decode: a
-  // token as a sample's text (--sample): a character, or a token file's id;
-  // empty for the mlp.
+  // token as a sample's text (--sample): a character, a token file's id, or
+  // its bytes by --tokenizer; empty for the mlp.
   Probe(const cli::Options& o, const ModelRecipe& recipe, const Dataset* held,
         std::function<std::string(int32_t)> decode, bool lead)
       : o_(o), held_(held), decode_(std::move(decode)), lead_(lead), copy_(scratch_) {
@@ -357,8 +358,11 @@ int run(const cli::Options& o) {
       train = std::make_unique<TokenFile>(o.data, TokenFile::Split::Whole, o.context, o.vocab);
       held = std::make_unique<TokenFile>(o.dataVal, TokenFile::Split::Whole, o.context, train->classes());
     }
-    // No tokenizer here: a token file's sample is its ids.
-    decode = [](int32_t id) { return std::to_string(id) + " "; };
+    if (o.tokenizer.empty()) {
+      decode = [](int32_t id) { return std::to_string(id) + " "; };  // no tokenizer: a sample is its ids
+    } else {
+      decode = [tokenizer = std::make_shared<const Tokenizer>(o.tokenizer)](int32_t id) { return tokenizer->decode(id); };
+    }
   } else if (gpt) {
     auto text = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Train, o.context);
     held = std::make_unique<CharText>(kDevilsDictionary, CharText::Split::Validation, o.context);

@@ -26,7 +26,7 @@ const char* usage() {
          "                  [--micro-batches M] [--layers L] [--dim D] [--heads H] [--seq T] [--lr X]\n"
          "                  [--min-lr X] [--warmup W]\n"
          "                  [--optimizer adamw|sgd] [--weight-decay X] [--clip X] [--seed S]\n"
-         "                  [--data-limit K] [--data FILE [--data-val FILE] [--vocab V]] [--eval 0|1] [--eval-every N]\n"
+         "                  [--data-limit K] [--data FILE [--data-val FILE] [--vocab V] [--tokenizer FILE]] [--eval 0|1] [--eval-every N]\n"
          "                  [--sample N [--sample-seed S]]\n"
          "                  [--blas-threads T] [--bucket-kb K]\n"
          "                  [--first-bucket-kb K] [--checkpoint DIR [--checkpoint-every K]] [--resume 1 | --resume-from DIR]\n"
@@ -40,7 +40,8 @@ const char* usage() {
          "              gpt: a character-level tiny GPT on The Devil's Dictionary (Debian's dict-devil)\n"
          "  --data      gpt: train on an llm.c token file instead (GPT-2's uint16 or LLaMA 3's uint32 tokens,\n"
          "              e.g. tinyshakespeare_train.bin), held out: --data-val FILE, else its last tenth;\n"
-         "              --vocab V: the vocabulary (default: the largest id + 1; llm.c pads GPT-2's to 50304)\n"
+         "              --vocab V: the vocabulary (default: the largest id + 1; llm.c pads GPT-2's to 50304);\n"
+         "              --tokenizer FILE: llm.c's gpt2_tokenizer.bin, so that --sample writes text, not ids\n"
          "  --mode      single: one process, --micro-batches accumulated in order;\n"
          "              ddp: data parallel over the ranks, gradient buckets reduced during backward;\n"
          "              zero1, zero2, zero3: ZeRO's stages (optimizer state, + gradients, + parameters sharded);\n"
@@ -146,6 +147,9 @@ Options parseOptions(int argc, char** argv) {
     } else if (flag == "--data-val") {
       if (value.empty()) throw std::invalid_argument("--data-val: an empty file name");
       o.dataVal = value;
+    } else if (flag == "--tokenizer") {
+      if (value.empty()) throw std::invalid_argument("--tokenizer: an empty file name");
+      o.tokenizer = value;
     } else if (flag == "--vocab") {
       o.vocab = number<size_t>(flag, value, 1, 1 << 24);
     } else if (flag == "--data-limit") {
@@ -239,6 +243,7 @@ Options parseOptions(int argc, char** argv) {
   if (!o.data.empty() && o.model != "gpt") throw std::invalid_argument("--data: token files are for the gpt model");
   if (!o.dataVal.empty() && o.data.empty()) throw std::invalid_argument("--data-val: the held-out tokens of which --data?");
   if (o.vocab != 0 && o.data.empty()) throw std::invalid_argument("--vocab: only with --data (a character model's vocabulary is its text's)");
+  if (!o.tokenizer.empty() && o.data.empty()) throw std::invalid_argument("--tokenizer: only with --data (a character model writes its characters)");
   if (resume && o.checkpoint.empty()) throw std::invalid_argument("--resume 1: which checkpoint? (--checkpoint DIR)");
   if (resume && !o.resumeFrom.empty()) {
     throw std::invalid_argument("--resume 1 and --resume-from " + o.resumeFrom + ": give one of them");

@@ -23,6 +23,7 @@ struct Options {
   std::string data;       // --data FILE (gpt): llm.c's token file to train on, in place of The Devil's Dictionary
   std::string dataVal;    // --data-val FILE (gpt): its held-out tokens (default: the last tenth of --data)
   size_t vocab = 0;       // --vocab V (gpt with --data): the vocabulary (default: the largest id + 1)
+  std::string tokenizer;  // --tokenizer FILE (with --data): llm.c's tokenizer, for samples as text instead of ids
   bool evaluate = true;   // --eval
   uint64_t evalEvery = 0;   // --eval-every N: held-out loss every N steps (0: at the end only, with --eval)
   uint64_t sampleEvery = 0; // --sample N (gpt): text generated every N steps and at the end (0: none)

@@ -6,26 +6,15 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "training/data/llmc_format.hpp"
+
 namespace loom::train {
-namespace {
-
-constexpr size_t kHeaderInts = 256;
-
-// Little-endian, as llm.c writes it (numpy's int32 and uint16/uint32 on x86).
-template <class T>
-T readLittle(const unsigned char* p) {
-  T v = 0;
-  for (size_t b = 0; b < sizeof(T); ++b) v = static_cast<T>(v | static_cast<T>(static_cast<T>(p[b]) << (8 * b)));
-  return v;
-}
-
-}  // namespace
 
 TokenFile::TokenFile(const std::string& path, Split split, size_t context, size_t vocab) : context_(context) {
   if (context == 0) throw std::invalid_argument("--seq must be at least 1");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw std::runtime_error(path + ": cannot open");
-  std::array<unsigned char, kHeaderInts * 4> header{};
+  std::array<unsigned char, kLlmcHeaderInts * 4> header{};
   if (!file.read(reinterpret_cast<char*>(header.data()), header.size())) {
     throw std::runtime_error(path + ": shorter than llm.c's header of 256 int32");
   }
