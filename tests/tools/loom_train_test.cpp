@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tests/support/files.hpp"
+#include "tests/support/llmc_files.hpp"
 #include "tests/support/processes.hpp"
 #include "tests/support/text_match.hpp"
 #include "training/checkpoint.hpp"
@@ -358,25 +359,14 @@ TEST(LoomTrain, TheGptsLossFalls) {
 // An llm.c token file (GPT-2's uint16 format) of `tokens` tokens: words of
 // three fixed tokens each, 40 words drawn by `seed`, among 300 ids past 1000.
 void writeWordsTokenFile(const std::string& path, size_t tokens, uint32_t seed) {
-  std::vector<unsigned char> bytes(1024 + 2 * tokens, 0);
-  const uint32_t header[3] = {20240520, 1, static_cast<uint32_t>(tokens)};
-  for (size_t i = 0; i < 3; ++i) {
-    for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(header[i] >> (8 * b));
-  }
+  std::vector<uint32_t> ids;
   uint32_t state = seed;
-  for (size_t i = 0; i < tokens; i += 3) {
+  while (ids.size() < tokens) {
     state = state * 1664525u + 1013904223u;
     const uint32_t word = (state >> 16) % 40;  // 40 words, each three fixed tokens
-    for (size_t k = 0; k < 3 && i + k < tokens; ++k) {
-      const uint32_t id = 1000 + (word * 7 + static_cast<uint32_t>(k) * 101) % 300;
-      bytes[1024 + 2 * (i + k)] = static_cast<unsigned char>(id);
-      bytes[1024 + 2 * (i + k) + 1] = static_cast<unsigned char>(id >> 8);
-    }
+    for (uint32_t k = 0; k < 3 && ids.size() < tokens; ++k) ids.push_back(1000 + (word * 7 + k * 101) % 300);
   }
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
+  loom::test::writeLlmcTokenFile(path, ids, 20240520, 1, 2);
 }
 
 // An llm.c token file (GPT-2's uint16 format), written here: a text of 40
@@ -432,22 +422,9 @@ TEST(LoomTrain, SamplesATokenFileAsTextByItsTokenizer) {
   const std::string tokens = stem + "_train.bin";
   const std::string tokenizer = stem + "_tokenizer.bin";
   writeWordsTokenFile(tokens, 3000, 3);
-  {
-    std::vector<unsigned char> bytes(1024, 0);
-    const uint32_t header[4] = {20240328, 2, 1300, 1299};  // magic, version, vocabulary, end of text
-    for (size_t i = 0; i < 4; ++i) {
-      for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(header[i] >> (8 * b));
-    }
-    for (int id = 0; id < 1300; ++id) {
-      const std::string text = "t" + std::to_string(id) + " ";
-      bytes.push_back(static_cast<unsigned char>(text.size()));
-      bytes.insert(bytes.end(), text.begin(), text.end());
-    }
-    FILE* f = std::fopen(tokenizer.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fwrite(bytes.data(), 1, bytes.size(), f);
-    std::fclose(f);
-  }
+  std::vector<std::string> texts;
+  for (int id = 0; id < 1300; ++id) texts.push_back("t" + std::to_string(id) + " ");
+  loom::test::writeLlmcTokenizer(tokenizer, texts, 20240328, 2, 1299);
   const auto run = [&](const std::string& tokenizerFile) {
     return runProcess({LOOM_TRAIN_BIN, "--model", "gpt", "--data", tokens, "--vocab", "1300", "--tokenizer", tokenizerFile,
                        "--steps", "2", "--batch", "4", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "16",

@@ -39,6 +39,7 @@
 #include "training/parallel/update.hpp"
 #include "training/random.hpp"
 #include "training/sha256.hpp"
+#include "tests/support/llmc_files.hpp"
 
 namespace {
 
@@ -212,23 +213,11 @@ TEST(CharText, WindowsStartAtEveryOffset) {
   }
 }
 
-// An llm.c token file: header (magic, version, count, then zeros) and ids,
-// little-endian, as llm.c's dev/data scripts write them.
+// An llm.c token file in the temporary directory (tests/support/llmc_files.hpp).
 std::string writeTokenFile(const std::string& name, const std::vector<uint32_t>& ids, int32_t magic, int32_t version,
                            size_t width, int32_t count = -1) {
   const auto path = (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".bin")).string();
-  std::vector<unsigned char> bytes(1024 + ids.size() * width, 0);
-  const auto put = [&](size_t at, uint64_t v, size_t n) {
-    for (size_t b = 0; b < n; ++b) bytes[at + b] = static_cast<unsigned char>(v >> (8 * b));
-  };
-  put(0, static_cast<uint32_t>(magic), 4);
-  put(4, static_cast<uint32_t>(version), 4);
-  put(8, static_cast<uint32_t>(count < 0 ? static_cast<int32_t>(ids.size()) : count), 4);
-  for (size_t i = 0; i < ids.size(); ++i) put(1024 + i * width, ids[i], width);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  EXPECT_NE(f, nullptr);
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
+  loom::test::writeLlmcTokenFile(path, ids, static_cast<uint32_t>(magic), static_cast<uint32_t>(version), width, count);
   return path;
 }
 
@@ -293,28 +282,11 @@ TEST(TokenFile, BadFilesAreNamed) {
   for (const auto& path : {wrongMagic, wrongVersion, overCounted, fine}) std::remove(path.c_str());
 }
 
-// llm.c's tokenizer file: header (magic, version, vocabulary, end of text,
-// then zeros), then each token as a length byte and its bytes. `vocabulary`
-// < 0: the number of tokens given.
+// An llm.c tokenizer file in the temporary directory; `vocabulary` < 0: the number of tokens given.
 std::string writeTokenizerFile(const std::string& name, uint32_t magic, uint32_t version, uint32_t endOfText,
                                const std::vector<std::string>& tokens, int64_t vocabulary = -1) {
   const auto path = (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".bin")).string();
-  std::vector<unsigned char> bytes(1024, 0);
-  const auto put = [&](size_t at, uint32_t v) {
-    for (size_t b = 0; b < 4; ++b) bytes[at + b] = static_cast<unsigned char>(v >> (8 * b));
-  };
-  put(0, magic);
-  put(4, version);
-  put(8, static_cast<uint32_t>(vocabulary < 0 ? static_cast<int64_t>(tokens.size()) : vocabulary));
-  put(12, endOfText);
-  for (const std::string& t : tokens) {
-    bytes.push_back(static_cast<unsigned char>(t.size()));
-    bytes.insert(bytes.end(), t.begin(), t.end());
-  }
-  FILE* f = std::fopen(path.c_str(), "wb");
-  EXPECT_NE(f, nullptr);
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
+  loom::test::writeLlmcTokenizer(path, tokens, magic, version, endOfText, vocabulary);
   return path;
 }
 

@@ -2,7 +2,11 @@
 // 32-bit integers, and little-endian numbers, as numpy writes them on x86.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <string>
 
 namespace loom::train {
 
@@ -15,5 +19,10 @@ T readLittle(const unsigned char* p) {
   for (size_t b = 0; b < sizeof(T); ++b) v = static_cast<T>(v | static_cast<T>(static_cast<T>(p[b]) << (8 * b)));
   return v;
 }
+
+// Opens `path` into `file` and reads its header, leaving `file` after it.
+// Throws std::runtime_error naming the file if it cannot be opened or is
+// shorter than the header.
+std::array<uint32_t, kLlmcHeaderInts> readLlmcHeader(std::ifstream& file, const std::string& path);
 
 }  // namespace loom::train

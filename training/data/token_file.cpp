@@ -1,8 +1,6 @@
 #include "training/data/token_file.hpp"
 
 #include <algorithm>
-#include <array>
-#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -12,13 +10,9 @@ namespace loom::train {
 
 TokenFile::TokenFile(const std::string& path, Split split, size_t context, size_t vocab) : context_(context) {
   if (context == 0) throw std::invalid_argument("--seq must be at least 1");
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error(path + ": cannot open");
-  std::array<unsigned char, kLlmcHeaderInts * 4> header{};
-  if (!file.read(reinterpret_cast<char*>(header.data()), header.size())) {
-    throw std::runtime_error(path + ": shorter than llm.c's header of 256 int32");
-  }
-  const auto headerInt = [&](size_t i) { return readLittle<int32_t>(header.data() + 4 * i); };
+  std::ifstream file;
+  const auto header = readLlmcHeader(file, path);
+  const auto headerInt = [&](size_t i) { return static_cast<int32_t>(header[i]); };
   const int32_t magic = headerInt(0);
   const int32_t version = headerInt(1);
   size_t width = 0;

@@ -1,7 +1,5 @@
 #include "training/data/tokenizer.hpp"
 
-#include <array>
-#include <fstream>
 #include <stdexcept>
 
 #include "training/data/llmc_format.hpp"
@@ -14,16 +12,11 @@ constexpr uint32_t kGpt2Vocabulary = 50257;  // version 1's, whose end of text i
 }  // namespace
 
 Tokenizer::Tokenizer(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error(path + ": cannot open");
-  std::array<unsigned char, kLlmcHeaderInts * 4> header{};
-  if (!file.read(reinterpret_cast<char*>(header.data()), header.size())) {
-    throw std::runtime_error(path + ": shorter than llm.c's tokenizer header of 256 uint32");
-  }
-  const auto headerInt = [&](size_t i) { return readLittle<uint32_t>(header.data() + 4 * i); };
-  const uint32_t magic = headerInt(0);
-  const uint32_t version = headerInt(1);
-  const uint32_t vocabulary = headerInt(2);
+  std::ifstream file;
+  const auto header = readLlmcHeader(file, path);
+  const uint32_t magic = header[0];
+  const uint32_t version = header[1];
+  const uint32_t vocabulary = header[2];
   if (magic != kMagic || (version != 1 && version != 2)) {
     throw std::runtime_error(path + ": not a tokenizer file of llm.c's (magic " + std::to_string(magic) + " version " +
                              std::to_string(version) + "; llm.c's is 20240328 version 1 or 2)");
@@ -32,7 +25,7 @@ Tokenizer::Tokenizer(const std::string& path) {
     throw std::runtime_error(path + ": version 1 is GPT-2's 50257 tokens, but its header says " +
                              std::to_string(vocabulary));
   }
-  const uint32_t endOfText = version == 1 ? kGpt2Vocabulary - 1 : headerInt(3);
+  const uint32_t endOfText = version == 1 ? kGpt2Vocabulary - 1 : header[3];
   if (endOfText >= vocabulary) {
     throw std::runtime_error(path + ": its end-of-text token " + std::to_string(endOfText) + " is past its " +
                              std::to_string(vocabulary) + " tokens");
