@@ -317,6 +317,48 @@ TEST(CollectiveErrors, ARankThatFinishesAndLeavesDoesNotFailASlowerPeer) {
   }
 }
 
+// On the node segment a small broadcast's root, and a gather's other ranks,
+// return before their peers have read what they staged (NodeArea::depart):
+// such a rank may destroy its communicator at once, and its slower peers
+// must still find what it staged, not fail because it left.
+TEST(CollectiveErrors, ARankThatStagedAndLeftDoesNotFailItsReaders) {
+  ScopedEnv algo("LOOM_ALGO", "shm");
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "60000");
+  for (const bool gather : {false, true}) {
+    SCOPED_TRACE(gather ? "gather" : "broadcast");
+    auto comms = loom::test::initThreadComms(3);
+    std::atomic<int> left{0};  // the ranks that staged and destroyed their communicators
+    const int leavers = gather ? 2 : 1;
+    loom::test::onThreads(3, [&](int r) {
+      loomComm_t& comm = comms[static_cast<size_t>(r)];
+      int32_t x = 1;
+      ASSERT_EQ(loomAllReduce(&x, &x, 1, loomInt32, loomSum, comm, nullptr), loomSuccess);  // maps the segment
+      const bool leaves = gather ? r != 0 : r == 0;
+      if (!leaves) {
+        while (left.load() < leavers) std::this_thread::yield();  // they are gone before this rank reads
+      }
+      for (int call = 0; call < 3; ++call) {
+        std::vector<int32_t> in(4, 10 * r + call), out(12, -1);
+        const loomResult_t result =
+            gather ? loomGather(in.data(), out.data(), 4, loomInt32, 0, comm, nullptr)
+                   : loomBroadcast(in.data(), out.data(), 4, loomInt32, 0, comm, nullptr);
+        EXPECT_EQ(result, loomSuccess) << "rank " << r << ", call " << call << ": " << loomGetLastError(comm);
+        if (gather && r == 0) {
+          for (int q = 0; q < 3; ++q) EXPECT_EQ(out[static_cast<size_t>(4 * q)], 10 * q + call) << "call " << call;
+        } else if (!gather) {
+          EXPECT_EQ(out[0], call) << "rank " << r << ", call " << call;
+        }
+      }
+      if (leaves) {
+        EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
+        comm = nullptr;
+        ++left;
+      }
+    });
+    loom::test::destroyAll(comms);
+  }
+}
+
 // A rank that never joins: the others get loomTimeout naming whom they waited for.
 TEST(CollectiveErrors, AMissingRankTimesOutNamingIt) {
   ScopedEnv timeout("LOOM_TIMEOUT_MS", "1000");
