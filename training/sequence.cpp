@@ -96,6 +96,15 @@ void Sequence::releaseActivations() {
   for (auto& layer : layers_) layer->releaseActivations();
   for (auto& out : outputs_) out.release();
   for (auto& g : grad_) g.release();
+  for (auto& g : kept_) g.release();
+}
+
+// Its own when there was no forward, as in the tests.
+void Sequence::backwardRows(size_t rows) {
+  if (rows_.size() != layers_.size() || rows_.front() != rows) {
+    rows_.assign(layers_.size(), rows);
+    for (size_t i = 1; i < layers_.size(); ++i) rows_[i] = layers_[i - 1]->outRows(rows_[i - 1]);
+  }
 }
 
 void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks) {
@@ -103,11 +112,7 @@ void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t r
     grad_.emplace_back(account_, Category::Activations);
     grad_.emplace_back(account_, Category::Activations);
   }
-  // The rows each layer saw in the last forward (its own when there was none, as in the tests).
-  if (rows_.size() != layers_.size() || rows_.front() != rows) {
-    rows_.assign(layers_.size(), rows);
-    for (size_t i = 1; i < layers_.size(); ++i) rows_[i] = layers_[i - 1]->outRows(rows_[i - 1]);
-  }
+  backwardRows(rows);
   size_t widest = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     widest = std::max({widest, rows_[i] * layers_[i]->inFeatures(),
@@ -122,6 +127,31 @@ void Sequence::backward(std::span<const float> dy, std::span<float> dx, size_t r
     layers_[i]->backward(from, to, rows_[i]);
     if (hooks != nullptr && hooks->afterBackward) hooks->afterBackward(i);
     from = to;
+  }
+}
+
+void Sequence::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks) {
+  while (kept_.size() + 1 < layers_.size()) kept_.emplace_back(account_, Category::Activations);
+  backwardRows(rows);
+  std::span<const float> from = dy;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    std::span<float> to = dx;
+    if (i > 0) {
+      kept_[i - 1].resize(rows_[i] * layers_[i]->inFeatures());
+      to = kept_[i - 1].span();
+    }
+    if (hooks != nullptr && hooks->beforeBackward) hooks->beforeBackward(i);
+    layers_[i]->backwardInput(from, to, rows_[i]);
+    if (hooks != nullptr && hooks->afterBackward) hooks->afterBackward(i);
+    from = to;
+  }
+}
+
+void Sequence::backwardWeights(const Hooks* hooks) {
+  for (size_t i = layers_.size(); i-- > 0;) {
+    if (hooks != nullptr && hooks->beforeBackward) hooks->beforeBackward(i);
+    layers_[i]->backwardWeights();
+    if (hooks != nullptr && hooks->afterBackward) hooks->afterBackward(i);
   }
 }
 

@@ -66,6 +66,14 @@ class Sequence {
   // From dL/dy: every layer's gradients, and dL/dx into dx unless it is
   // empty; last layer first.
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks = nullptr);
+  // The same in two passes, for zero-bubble pipelines: every layer's
+  // Layer::backwardInput (dL/dx into dx), last first, then, later, every
+  // layer's Layer::backwardWeights, last first. Each layer's dL/dy is kept
+  // between them, and dy must stay valid too. The hooks of either pass
+  // are called around each layer's half; afterBackward in the second says
+  // the layer's gradients are written.
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows, const Hooks* hooks = nullptr);
+  void backwardWeights(const Hooks* hooks = nullptr);
   // Frees every layer's output and what each kept for backward
   // (Layer::releaseActivations).
   void releaseActivations();
@@ -78,6 +86,10 @@ class Sequence {
   std::vector<Tracked<float>> outputs_;  // each layer's output
   std::vector<size_t> rows_;             // each layer's input rows in the last forward
   std::vector<Tracked<float>> grad_;     // two, ping-pong: dL/d(layer input)
+  std::vector<Tracked<float>> kept_;     // backwardInput: dL/d(input) of layers 1.., kept for backwardWeights
+
+  // The rows each layer saw in the last forward.
+  void backwardRows(size_t rows);
 };
 
 }  // namespace loom::train

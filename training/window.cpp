@@ -39,8 +39,8 @@ Sequence::Hooks Bf16Window::around(Sequence& layers, std::span<const Bf16Home> h
     call(&Sequence::Hooks::beforeBackward, i);
     enter(layers.layer(i), homes[i]);
   };
-  out.afterBackward = [this, homes, call](size_t i) {
-    storeGrads(homes[i]);
+  out.afterBackward = [this, homes, call, pass](size_t i) {
+    if (pass == Pass::Backward) storeGrads(homes[i]);
     call(&Sequence::Hooks::afterBackward, i);
   };
   return out;

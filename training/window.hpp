@@ -34,11 +34,13 @@ class Bf16Window {
   void storeParams(const Bf16Home& home);
   // The window's gradients narrowed into home (after a backward).
   void storeGrads(const Bf16Home& home);
-  // Which pass a set of hooks wraps.
-  enum class Pass { Forward, Backward };
+  // Which pass a set of hooks wraps: a backward's first half (Input,
+  // Sequence::backwardInput) writes no gradients; a whole backward, or its
+  // second half, does.
+  enum class Pass { Forward, Input, Backward };
   // Hooks doing both around `inner`'s (which may be null), layer i of
   // `layers` living at homes[i]: enter before each forward (backward: before
-  // each backward, and store the gradients after it).
+  // each backward, and store the gradients after it unless the pass is Input).
   Sequence::Hooks around(Sequence& layers, std::span<const Bf16Home> homes, const Sequence::Hooks* inner,
                          Pass pass);
 

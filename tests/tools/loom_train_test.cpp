@@ -121,7 +121,7 @@ TEST_P(LoomTrainPipeline, EverySchedulesParametersAreBitwiseTheSingleReference) 
     ASSERT_EQ(single.exitCode, 0) << single.output;
     const auto reference = digests(single.output);
     ASSERT_EQ(reference.size(), 1u) << single.output;
-    for (const char* schedule : {"gpipe", "1f1b", "interleaved"}) {
+    for (const char* schedule : {"gpipe", "1f1b", "interleaved", "zb-h1"}) {
       auto more = flags;
       more.insert(more.end(), {"-N", std::to_string(p), "--schedule", schedule, "--chunks",
                                std::string(schedule) == "interleaved" ? "2" : "1"});
@@ -154,7 +154,8 @@ TEST(LoomTrain, PipelinesAreBitwiseTheSingleReferenceInBf16) {
       ASSERT_EQ(single.exitCode, 0) << single.output;
       for (const std::vector<std::string>& pipeline :
            {std::vector<std::string>{"-N", "2", "--schedule", "1f1b"},
-            std::vector<std::string>{"-N", "2", "--schedule", "interleaved", "--chunks", "2"}}) {
+            std::vector<std::string>{"-N", "2", "--schedule", "interleaved", "--chunks", "2"},
+            std::vector<std::string>{"-N", "2", "--schedule", "zb-h1"}}) {
         auto more = flags;
         more.insert(more.end(), pipeline.begin(), pipeline.end());
         const auto run = runProcess(command("pp", more, model));
@@ -212,7 +213,7 @@ TEST(LoomTrain, TiedEmbeddingsStayOneAndMatchTheSingleReference) {
   EXPECT_NE(digests(single4.output), digests(untied.output));  // tying changes the model
   const std::vector<std::vector<std::string>> pipelines{
       {"-N", "2", "--schedule", "1f1b"}, {"-N", "3", "--schedule", "gpipe"},
-      {"-N", "2", "--schedule", "interleaved", "--chunks", "2"}};
+      {"-N", "2", "--schedule", "interleaved", "--chunks", "2"}, {"-N", "3", "--schedule", "zb-h1"}};
   for (const auto& p : pipelines) {
     auto flags = with({"--micro-batches", "4"});
     flags.insert(flags.end(), p.begin(), p.end());
@@ -936,6 +937,38 @@ TEST(LoomTrain, TensorParallelAndThe3DMeshTrackTheSingleReference) {
   std::filesystem::remove_all(dir);
 }
 
+// ZB-H1 only moves each micro-batch's weight gradients later: on the mesh,
+// with tensor and sequence parallelism (whose layers split their backward
+// around their collectives) and data-parallel replicas, in fp32 and bf16,
+// its parameters are 1F1B's bit for bit (deterministic reductions).
+TEST(LoomTrain, ZeroBubbleIsBitwise1F1BOnTheMesh) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::vector<std::string> gpt{"--model", "gpt", "--steps", "6", "--batch", "16", "--eval", "0", "--layers", "2",
+                                     "--dim", "32", "--heads", "4", "--seq", "16", "--micro-batches", "4"};
+  const auto run = [&](std::vector<std::string> flags) {
+    std::vector<std::string> argv{LOOM_TRAIN_BIN};
+    argv.insert(argv.end(), gpt.begin(), gpt.end());
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const auto r = runProcess(argv, {{"LOOM_DETERMINISTIC", "1"}}, std::chrono::seconds(100));
+    EXPECT_EQ(r.exitCode, 0) << r.output;
+    const auto d = digests(r.output);
+    EXPECT_EQ(d.size(), 1u) << r.output;
+    return d;
+  };
+  const std::vector<std::vector<std::string>> meshes{
+      {"--mode", "3d", "--dp", "1", "--pp", "2", "--tp", "2", "--sequence-parallel", "1"},
+      {"--mode", "3d", "--dp", "2", "--pp", "2", "--tp", "1", "--precision", "bf16", "--tie", "1"}};
+  for (const auto& mesh : meshes) {
+    auto oneF = mesh, zb = mesh;
+    oneF.insert(oneF.end(), {"--schedule", "1f1b"});
+    zb.insert(zb.end(), {"--schedule", "zb-h1"});
+    const auto expected = run(oneF);
+    std::string named;
+    for (const auto& flag : mesh) named += flag + " ";
+    EXPECT_EQ(run(zb), expected) << named;
+  }
+}
+
 // ZeRO-1 on the mesh's data-parallel axis: the replicas reduce-scatter
 // their gradients, each steps its half of every chunk's optimizer and
 // all-gathers, so the parameters are ddp's bit for bit (deterministic
@@ -986,14 +1019,15 @@ std::vector<double> jsonArray(const std::string& json, const std::string& key) {
 
 // What pp reports: each stage's idle share and bytes sent per step (all on
 // the pipeline axis), its activation peak (GPipe's first stage holds all m = 8 micro-batches,
-// 1F1B's at most 2: a quarter), and a Chrome trace with a track per rank
-// of forward, backward, send, receive, optimizer and idle.
+// 1F1B's at most 2: a quarter; ZB-H1's 2 too, with each layer's dL/dy kept
+// for its W), and a Chrome trace with a track per rank of forward,
+// backward, send, receive, optimizer and idle (and ZB-H1's weights).
 TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
   if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
   const std::string dir = freshDir("pipeline-report");
   std::filesystem::create_directories(dir);
   std::map<std::string, std::string> json;
-  for (const char* schedule : {"gpipe", "1f1b"}) {
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
     const auto run = runProcess(command("pp", {"-N", "2", "--schedule", schedule, "--micro-batches", "8", "--batch",
                                                "24", "--json", dir + "/" + schedule + ".json", "--timeline",
                                                dir + "/" + schedule + ".trace.json"},
@@ -1034,6 +1068,13 @@ TEST(LoomTrain, PipelineReportsBubbleActivationsAndATimeline) {
   }
   // 10 steps x 8 micro-batches forward and backward on each of the 2 ranks.
   EXPECT_EQ(loom::test::searchAll(trace, "\"cat\": \"forward\", \"ph\": \"X\", \"pid\": 0, \"tid\": [01]").size(), 160u);
+  // ZB-H1 draws each W on its own; it holds 2 micro-batches on each stage, not GPipe's 8.
+  const std::string zbTrace = loom::test::readFile(dir + "/zb-h1.trace.json");
+  EXPECT_EQ(loom::test::searchAll(zbTrace, "\"cat\": \"weights\", \"ph\": \"X\", \"pid\": 0, \"tid\": [01]").size(),
+            160u);
+  const auto zb = jsonArray(final("zb-h1"), "rank_activation_peak_bytes");
+  ASSERT_EQ(zb.size(), 2u);
+  EXPECT_GT(gpipe[0], 2 * zb[0]) << json["zb-h1"];
   const std::string parse = "/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' " + dir + "/1f1b.trace.json";
   if (std::system(parse.c_str()) != 0) {
     ADD_FAILURE() << "the trace is not JSON";
@@ -1111,7 +1152,7 @@ TEST(LoomTrain, BadFlagsAreNamed) {
        "--batch 10 does not split into 3 micro-batches"},
       {{"--frobnicate", "1"}, "--frobnicate: unknown flag"},
       {{"--resume", "1"}, "--resume 1: which checkpoint? (--checkpoint DIR)"},
-      {{"--mode", "pp", "--schedule", "zigzag"}, "--schedule zigzag: not a schedule (gpipe, 1f1b, interleaved)"},
+      {{"--mode", "pp", "--schedule", "zigzag"}, "--schedule zigzag: not a schedule (gpipe, 1f1b, interleaved, zb-h1)"},
       {{"--mode", "ddp", "--chunks", "2"}, "--chunks: only with --mode pp"},
       {{"--mode", "pp", "-N", "2", "--chunks", "2", "--data-limit", "600"}, "--chunks 2: --schedule 1f1b runs one chunk"},
       {{"--mode", "pp", "-N", "2", "--schedule", "interleaved", "--chunks", "2", "--micro-batches", "3", "--batch",

@@ -29,7 +29,7 @@ void expectSound(ScheduleKind kind, const PipelineShape& shape) {
   // Backward twice as long as forward, as in a transformer; the bubble
   // does not depend on the ratio.
   for (const auto& [f, b] : {std::pair{1.0, 2.0}, std::pair{1.0, 1.0}}) {
-    const ScheduleRun run = simulate(schedule, shape, f, b);
+    const ScheduleRun run = simulate(schedule, shape, {f, b / 2, b / 2});
     ASSERT_TRUE(run.errors.empty()) << where << "\n" << joined(run.errors);
     const double bubble = static_cast<double>(shape.stages - 1) / (shape.chunks * shape.microBatches);
     for (int s = 0; s < shape.stages; ++s) {
@@ -64,6 +64,66 @@ TEST(PipelineSchedule, InterleavedIsSoundWithTwoAndThreeChunks) {
   }
 }
 
+// ZB-H1: every (chunk, micro-batch) runs F, B and W once, in order, on
+// its owner; every stage holds at most min(p, m) micro-batches (1F1B's
+// first stage's peak); with W no longer than F (the paper's setting) each
+// stage idles (p - 1)(F + B - W) / (m (F + B + W)) of its busy time from
+// m >= p micro-batches, a third of 1F1B's where F = B = W; and never more
+// than 1F1B whatever the costs.
+TEST(PipelineSchedule, ZeroBubbleH1IsSoundAndIdlesAsThePaperSays) {
+  for (int p = 1; p <= 4; ++p) {
+    for (int m = 1; m <= 8; ++m) {
+      const PipelineShape shape{p, m, 1};
+      const std::string where = "p=" + std::to_string(p) + " m=" + std::to_string(m);
+      const Schedule zb = makeSchedule(ScheduleKind::ZeroBubbleH1, shape);
+      const Schedule oneF = makeSchedule(ScheduleKind::OneFOneB, shape);
+      for (const StepCosts costs : {StepCosts{1, 1, 1}, StepCosts{1, 1, 0.5}, StepCosts{2, 1, 1}, StepCosts{1, 2, 1},
+                                    StepCosts{1, 1.5, 1.5}, StepCosts{1, 1, 2}}) {
+        const ScheduleRun run = simulate(zb, shape, costs);
+        ASSERT_TRUE(run.errors.empty()) << where << "\n" << joined(run.errors);
+        const ScheduleRun base = simulate(oneF, shape, costs);
+        const double busy = m * (costs.forward + costs.input + costs.weights);
+        for (int s = 0; s < p; ++s) {
+          const auto at = static_cast<size_t>(s);
+          EXPECT_EQ(run.peakInFlight[at][0], std::min(p, m)) << where << " stage " << s;
+          EXPECT_EQ(run.peakInFlight[at], stashesNeeded(zb, shape, s)) << where;
+          EXPECT_LE(run.idle[at], base.idle[at] + 1e-12) << where << " stage " << s;
+          if (m >= p && costs.weights <= costs.forward) {
+            const double bubble = (p - 1) * (costs.forward + costs.input - costs.weights) / busy;
+            EXPECT_NEAR(run.idle[at], bubble, 1e-12) << where << " stage " << s << " F " << costs.forward << " B "
+                                                     << costs.input << " W " << costs.weights;
+          }
+        }
+        if (m >= p && p > 1 && costs.forward == costs.input && costs.input == costs.weights) {
+          EXPECT_NEAR(run.idle[0], base.idle[0] / 3, 1e-12) << where;
+        }
+      }
+    }
+  }
+  // A W before its B, or W's summed out of order, are caught.
+  const PipelineShape shape{2, 2, 1};
+  Schedule early = makeSchedule(ScheduleKind::ZeroBubbleH1, shape);
+  auto& last = early[1];
+  const auto w = std::find_if(last.begin(), last.end(), [](const Action& a) { return a.op == Action::Op::BackwardWeights; });
+  ASSERT_NE(w, last.end());
+  const Action moved = *w;
+  last.erase(w);
+  last.insert(last.begin(), moved);
+  EXPECT_NE(joined(simulate(early, shape, {}).errors).find("W of micro-batch 0 on chunk 1 runs before its input"),
+            std::string::npos)
+      << joined(simulate(early, shape, {}).errors);
+  Schedule swapped = makeSchedule(ScheduleKind::ZeroBubbleH1, shape);
+  std::vector<Action*> ws;
+  for (auto& a : swapped[0]) {
+    if (a.op == Action::Op::BackwardWeights) ws.push_back(&a);
+  }
+  ASSERT_EQ(ws.size(), 2u);
+  std::swap(ws[0]->micro, ws[1]->micro);
+  EXPECT_NE(joined(simulate(swapped, shape, {}).errors).find("summed out of order"), std::string::npos);
+  EXPECT_THROW(makeSchedule(ScheduleKind::ZeroBubbleH1, {2, 4, 2}), std::invalid_argument);
+  EXPECT_EQ(parseSchedule("zb-h1"), ScheduleKind::ZeroBubbleH1);
+}
+
 TEST(PipelineSchedule, OneStageRunsEverythingInOrderWithNoTransfers) {
   const Schedule s = makeSchedule(ScheduleKind::OneFOneB, {1, 3, 1});
   ASSERT_EQ(s.size(), 1u);
@@ -78,9 +138,9 @@ TEST(PipelineSchedule, OneStageRunsEverythingInOrderWithNoTransfers) {
 TEST(PipelineSchedule, TheSimulatorCatchesBrokenTables) {
   const PipelineShape shape{2, 2, 1};
   const Schedule good = makeSchedule(ScheduleKind::OneFOneB, shape);
-  ASSERT_TRUE(simulate(good, shape, 1, 2).errors.empty());
+  ASSERT_TRUE(simulate(good, shape, {1, 1, 1}).errors.empty());
   const auto firstError = [&](const Schedule& s) {
-    const auto run = simulate(s, shape, 1, 2);
+    const auto run = simulate(s, shape, {1, 1, 1});
     return run.errors.empty() ? std::string("(none)") : run.errors.front();
   };
   // Rank 1 receives micro-batch 1 before 0: out of order.
@@ -105,8 +165,8 @@ TEST(PipelineSchedule, TheSimulatorCatchesBrokenTables) {
     break;
   }
   bool deadlock = false;
-  for (const auto& e : simulate(early, shape, 1, 2).errors) deadlock |= e.find("deadlock") != std::string::npos;
-  EXPECT_TRUE(deadlock) << joined(simulate(early, shape, 1, 2).errors);
+  for (const auto& e : simulate(early, shape, {1, 1, 1}).errors) deadlock |= e.find("deadlock") != std::string::npos;
+  EXPECT_TRUE(deadlock) << joined(simulate(early, shape, {1, 1, 1}).errors);
   // A backward dropped: named.
   Schedule dropped = good;
   for (size_t i = dropped[0].size(); i-- > 0;) {
@@ -116,7 +176,7 @@ TEST(PipelineSchedule, TheSimulatorCatchesBrokenTables) {
     }
   }
   bool named = false;
-  for (const auto& e : simulate(dropped, shape, 1, 2).errors) named |= e.find("not once each") != std::string::npos;
+  for (const auto& e : simulate(dropped, shape, {1, 1, 1}).errors) named |= e.find("not once each") != std::string::npos;
   EXPECT_TRUE(named);
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -38,6 +39,7 @@
 #include "training/parallel/units.hpp"
 #include "training/parallel/update.hpp"
 #include "training/random.hpp"
+#include "training/sequence.hpp"
 #include "training/sha256.hpp"
 #include "tests/support/llmc_files.hpp"
 
@@ -477,6 +479,83 @@ TEST(Precision, NamesAreParsedAndABadOneIsNamed) {
 // the same bits with and without it, twice in a row (the second backward
 // recomputes from a forward whose activations were freed), and the
 // activations' peak is lower.
+// Zero-bubble pipelines run backward in two halves (Layer::backwardInput,
+// then ::backwardWeights): for the MLP's and the GPT's layers (with and
+// without recompute, with and without a first layer that takes no dL/dx),
+// the halves give the whole backward's dL/dx and gradients bit for bit,
+// also when another micro-batch's forward and B run on a second copy of
+// the layers, bound to the same parameters and gradients, between them.
+TEST(Layers, SplitBackwardIsTheWholeBackwardBitForBit) {
+  struct Case {
+    std::string name;
+    std::function<void(Model&)> build;
+    size_t first;  // the first layer taken: 0 takes ids (no dL/dx), 1 floats
+    size_t width;  // input features from `first`
+  };
+  const GptShape gpt{.vocab = 11, .context = 4, .dim = 8, .heads = 2, .layers = 2};
+  GptShape recomputed = gpt;
+  recomputed.recompute = true;
+  const std::vector<Case> cases{
+      {"mlp", [](Model& m) { buildMlp(m, 6, 5, 2, 4); }, 0, 6},
+      {"gpt", [&](Model& m) { buildGpt(m, gpt); }, 0, 1},
+      {"gpt blocks", [&](Model& m) { buildGpt(m, gpt); }, 1, gpt.dim},
+      {"gpt blocks, recomputed", [&](Model& m) { buildGpt(m, recomputed); }, 1, gpt.dim}};
+  for (const Case& c : cases) {
+    MemoryAccount account;
+    Model model(account);
+    c.build(model);
+    model.init(5);
+    const size_t last = model.layers() - 1, rows = 8;
+    const size_t offset = model.slices()[c.first].offset, count = model.paramCount() - offset;
+    std::vector<float> params(model.params().begin() + static_cast<std::ptrdiff_t>(offset), model.params().end());
+    Random random(17);
+    // Two micro-batches: inputs (ids for the embedding) and dL/dy.
+    std::vector<std::vector<float>> x(2), dy(2);
+    for (int k = 0; k < 2; ++k) {
+      for (size_t r = 0; r < rows * c.width; ++r) {
+        x[k].push_back(c.first == 0 && c.name != "mlp" ? static_cast<float>(random.below(gpt.vocab)) : random.uniform(1.0f));
+      }
+      for (size_t r = 0; r < rows * model.outFeatures(); ++r) dy[k].push_back(random.uniform(1.0f));
+    }
+    const auto copy = [&](std::vector<float>& grads) {
+      Model twin(account);
+      c.build(twin);
+      Sequence seq = twin.takeLayers(c.first, last);
+      seq.bind(params, grads);
+      return seq;
+    };
+    const auto bits = [](const std::vector<float>& v) {
+      std::vector<uint32_t> out(v.size());
+      std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+      return out;
+    };
+    // The reference: the whole backward of each micro-batch.
+    std::vector<float> wholeGrads(count);
+    Sequence whole = copy(wholeGrads);
+    std::vector<std::vector<float>> expectGrads(2), expectDx(2);
+    for (int k = 0; k < 2; ++k) {
+      whole.forward(x[k], rows);
+      expectDx[k].assign(c.first == 0 ? 0 : rows * c.width, 0.0f);
+      whole.backward(dy[k], expectDx[k], rows);
+      expectGrads[k] = wholeGrads;
+    }
+    // The halves on two copies sharing one set of parameters and gradients: F0 F1 B0 B1 W0 W1.
+    std::vector<float> grads(count);
+    Sequence a = copy(grads);
+    Sequence b = copy(grads);
+    std::vector<std::vector<float>> dx(2, std::vector<float>(c.first == 0 ? 0 : rows * c.width));
+    a.forward(x[0], rows);
+    b.forward(x[1], rows);
+    a.backwardInput(dy[0], dx[0], rows);
+    b.backwardInput(dy[1], dx[1], rows);
+    a.backwardWeights();
+    EXPECT_EQ(bits(grads), bits(expectGrads[0])) << c.name;
+    b.backwardWeights();
+    EXPECT_EQ(bits(grads), bits(expectGrads[1])) << c.name;
+    for (int k = 0; k < 2; ++k) EXPECT_EQ(bits(dx[k]), bits(expectDx[k])) << c.name << " micro-batch " << k;
+  }
+}
+
 TEST(Recompute, GradientsAreTheSameBitsWithLessActivationMemory) {
   const GptShape plain{.vocab = 13, .context = 8, .dim = 16, .heads = 2, .layers = 3};
   GptShape again = plain;

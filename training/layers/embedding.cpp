@@ -32,19 +32,29 @@ void Embedding::forward(std::span<const float> x, std::span<float> y, size_t row
 }
 
 void Embedding::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  backwardInput(dy, dx, rows);
+  backwardWeights();
+}
+
+void Embedding::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  dy_ = dy;
+  rows_ = rows;
+  std::fill(dx.begin(), dx.end(), 0.0f);
+}
+
+void Embedding::backwardWeights() {
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   float* dwte = grads_.data();
   float* dwpe = grads_.data() + vocab_ * channels_;
-  for (size_t r = 0; r < rows; ++r) {  // rows in order: the same sums on every rank and in every mode
+  for (size_t r = 0; r < rows_; ++r) {  // rows in order: the same sums on every rank and in every mode
     float* e = dwte + static_cast<size_t>(x_[r]) * channels_;
     float* p = dwpe + (r % context_) * channels_;
-    const float* d = dy.data() + r * channels_;
+    const float* d = dy_.data() + r * channels_;
     for (size_t c = 0; c < channels_; ++c) {
       e[c] += d[c];
       p[c] += d[c];
     }
   }
-  std::fill(dx.begin(), dx.end(), 0.0f);
 }
 
 }  // namespace loom::train

@@ -19,12 +19,16 @@ class Embedding final : public Layer {
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   // The ids get no gradient: dx, if any, is zeroed.
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardWeights() override;
 
  private:
   size_t vocab_;
   size_t context_;
   size_t channels_;
   std::span<const float> x_;
+  std::span<const float> dy_;  // the last backwardInput's
+  size_t rows_ = 0;
 };
 
 }  // namespace loom::train

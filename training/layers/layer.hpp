@@ -70,6 +70,15 @@ class Layer {
   // From dL/dy: writes (does not add) this layer's parameter gradients, and
   // dL/dx unless dx is empty (the first layer needs none).
   virtual void backward(std::span<const float> dy, std::span<float> dx, size_t rows) = 0;
+  // The same backward in two halves, for zero-bubble pipelines (Qi et al.
+  // 2024): backwardInput writes dL/dx alone, what the layer before waits
+  // for, and keeps what the parameter gradients need (dy must stay valid
+  // and unchanged until then); backwardWeights writes those gradients. The
+  // two give backward's bits, whatever ran between them on other stashes
+  // of the same parameters. A layer without parameters does all of it in
+  // backwardInput (these defaults).
+  virtual void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) { backward(dy, dx, rows); }
+  virtual void backwardWeights() {}
   // Frees what forward kept for backward (activation recompute): the next
   // backward needs a forward first.
   virtual void releaseActivations() {}

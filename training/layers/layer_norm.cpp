@@ -34,10 +34,15 @@ void LayerNorm::forward(std::span<const float> x, std::span<float> y, size_t row
 }
 
 void LayerNorm::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  backwardInput(dy, dx, rows);
+  backwardWeights();
+}
+
+void LayerNorm::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  dy_ = dy;
+  rows_ = rows;
+  if (dx.empty()) return;
   const float* w = params_.data();
-  float* dw = grads_.data();
-  float* db = grads_.data() + features_;
   const auto n = static_cast<float>(features_);
   for (size_t r = 0; r < rows; ++r) {
     const float* in = x_.data() + r * features_;
@@ -56,9 +61,22 @@ void LayerNorm::backward(std::span<const float> dy, std::span<float> dx, size_t 
     dnormNormMean /= n;
     for (size_t i = 0; i < features_; ++i) {
       const float norm = (in[i] - mean) * rstd;
+      dx[r * features_ + i] = (w[i] * d[i] - dnormMean - norm * dnormNormMean) * rstd;
+    }
+  }
+}
+
+void LayerNorm::backwardWeights() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  float* dw = grads_.data();
+  float* db = grads_.data() + features_;
+  for (size_t r = 0; r < rows_; ++r) {
+    const float* in = x_.data() + r * features_;
+    const float* d = dy_.data() + r * features_;
+    for (size_t i = 0; i < features_; ++i) {
+      const float norm = (in[i] - mean_[r]) * rstd_[r];
       dw[i] += d[i] * norm;
       db[i] += d[i];
-      if (!dx.empty()) dx[r * features_ + i] = (w[i] * d[i] - dnormMean - norm * dnormNormMean) * rstd;
     }
   }
   rowsSplitOver_.allReduce(grads_);

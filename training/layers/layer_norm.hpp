@@ -24,6 +24,8 @@ class LayerNorm final : public Layer {
   void init(Random& random) override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardWeights() override;
   void releaseActivations() override {
     mean_.release();
     rstd_.release();
@@ -32,6 +34,8 @@ class LayerNorm final : public Layer {
  private:
   size_t features_;
   std::span<const float> x_;
+  std::span<const float> dy_;  // the last backwardInput's
+  size_t rows_ = 0;
   Tracked<float> mean_;  // per row, for backward
   Tracked<float> rstd_;
   TensorGroup rowsSplitOver_;  // size 1 unless sequence parallel

@@ -25,11 +25,21 @@ void Linear::forward(std::span<const float> x, std::span<float> y, size_t rows) 
 }
 
 void Linear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  // dW (out x in) = dy^T (out x rows) x (rows x in)
-  gemm(Transpose::Yes, Transpose::No, out_, in_, rows, dy.data(), x_.data(), grads_.data());
-  if (bias_) biasGradient(dy, grads_.data() + in_ * out_, rows, out_);
+  backwardInput(dy, dx, rows);
+  backwardWeights();
+}
+
+void Linear::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  dy_ = dy;
+  rows_ = rows;
   // dx (rows x in) = dy (rows x out) x W (out x in)
   if (!dx.empty()) gemm(Transpose::No, Transpose::No, rows, in_, out_, dy.data(), params_.data(), dx.data());
+}
+
+void Linear::backwardWeights() {
+  // dW (out x in) = dy^T (out x rows) x (rows x in)
+  gemm(Transpose::Yes, Transpose::No, out_, in_, rows_, dy_.data(), x_.data(), grads_.data());
+  if (bias_) biasGradient(dy_, grads_.data() + in_ * out_, rows_, out_);
 }
 
 }  // namespace loom::train

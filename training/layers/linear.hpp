@@ -16,12 +16,16 @@ class Linear final : public Layer {
   void init(Random& random) override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardWeights() override;
 
  private:
   size_t in_;
   size_t out_;
   bool bias_;
   std::span<const float> x_;  // the last forward's input
+  std::span<const float> dy_;  // the last backwardInput's dL/dy
+  size_t rows_ = 0;
 };
 
 }  // namespace loom::train

@@ -61,27 +61,37 @@ void VocabParallelEmbedding::forward(std::span<const float> x, std::span<float> 
 }
 
 void VocabParallelEmbedding::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  const Share s = shareOf(vocab_, group_.size, group_.rank);
+  backwardInput(dy, dx, rows);
+  backwardWeights();
+}
+
+void VocabParallelEmbedding::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  dy_ = dy;
+  backwardRows_ = rows;
   if (group_.sequence) {  // every rank's rows of dL/dy
     rows_.resize(rows * channels_);
     group_.allGatherRows(dy.first(outRows(rows) * channels_), rows_.span());
-    dy = rows_.span();
+    dy_ = rows_.span();
   }
+  std::fill(dx.begin(), dx.end(), 0.0f);
+}
+
+void VocabParallelEmbedding::backwardWeights() {
+  const Share s = shareOf(vocab_, group_.size, group_.rank);
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   float* dwte = grads_.data();
   float* dwpe = grads_.data() + s.count * channels_;
-  for (size_t r = 0; r < rows; ++r) {  // rows in order, as Embedding sums them
+  for (size_t r = 0; r < backwardRows_; ++r) {  // rows in order, as Embedding sums them
     const auto token = static_cast<size_t>(x_[r]);
     const bool mine = token >= s.first && token < s.first + s.count;
     float* e = dwte + (mine ? token - s.first : 0) * channels_;
     float* p = dwpe + (r % context_) * channels_;
-    const float* d = dy.data() + r * channels_;
+    const float* d = dy_.data() + r * channels_;
     for (size_t c = 0; c < channels_; ++c) {
       if (mine) e[c] += d[c];
       p[c] += d[c];
     }
   }
-  std::fill(dx.begin(), dx.end(), 0.0f);
 }
 
 }  // namespace loom::train

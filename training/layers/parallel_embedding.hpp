@@ -25,6 +25,8 @@ class VocabParallelEmbedding final : public Layer {
   // Throws std::invalid_argument for a token id outside the vocabulary.
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardWeights() override;
   void releaseActivations() override { rows_.release(); }
   size_t twinCount() const override { return (vocab_ + context_) * channels_; }
   size_t shareCount(int rank) const override {
@@ -38,6 +40,8 @@ class VocabParallelEmbedding final : public Layer {
   size_t vocab_, context_, channels_;
   TensorGroup group_;
   std::span<const float> x_;
+  std::span<const float> dy_;  // the last backwardInput's, every rank's rows under sequence parallelism
+  size_t backwardRows_ = 0;
   Tracked<float> rows_;  // sequence parallel: every row's lookup, then dL/dy's rows gathered
 };
 

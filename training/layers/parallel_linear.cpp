@@ -7,7 +7,7 @@ namespace loom::train {
 ColumnParallelLinear::ColumnParallelLinear(size_t in, size_t blocks, size_t units, size_t unit, bool bias,
                                            TensorGroup group, MemoryAccount& account)
     : in_(in), blocks_(blocks), units_(units), unit_(unit), bias_(bias), group_(group),
-      rows_(account, Category::Activations) {}
+      rows_(account, Category::Activations), dxRows_(account, Category::Activations) {}
 
 std::vector<ParamSpec> ColumnParallelLinear::params() const {
   std::vector<ParamSpec> p{{"weight", in_ * outFeatures()}};
@@ -69,6 +69,28 @@ void ColumnParallelLinear::backward(std::span<const float> dy, std::span<float> 
   group_.reduceScatterRows(rows_.span(), dx.first(rows * in_));
 }
 
+void ColumnParallelLinear::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  dy_ = dy;
+  backwardRows_ = rows;
+  if (dx.empty()) return;
+  const size_t out = outFeatures();
+  if (!group_.sequence) {  // f's backward
+    gemm(Transpose::No, Transpose::No, rows, in_, out, dy.data(), params_.data(), dx.data());
+    group_.startAllReduce(dx.first(rows * in_));
+    return group_.finish();
+  }
+  const size_t all = outRows(rows);  // f''s backward
+  dxRows_.resize(all * in_);
+  gemm(Transpose::No, Transpose::No, all, in_, out, dy.data(), params_.data(), dxRows_.data());
+  group_.reduceScatterRows(dxRows_.span(), dx.first(rows * in_));
+}
+
+void ColumnParallelLinear::backwardWeights() {
+  const size_t out = outFeatures(), all = outRows(backwardRows_);
+  gemm(Transpose::Yes, Transpose::No, out, in_, all, dy_.data(), x_.data(), grads_.data());
+  if (bias_) biasGradient(dy_, grads_.data() + in_ * out, all, out);
+}
+
 RowParallelLinear::RowParallelLinear(size_t units, size_t unit, size_t out, bool bias, TensorGroup group,
                                      MemoryAccount& account)
     : units_(units), unit_(unit), out_(out), bias_(bias), group_(group), rows_(account, Category::Activations) {}
@@ -113,15 +135,26 @@ void RowParallelLinear::forward(std::span<const float> x, std::span<float> y, si
 }
 
 void RowParallelLinear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  backwardInput(dy, dx, rows);
+  backwardWeights();
+}
+
+void RowParallelLinear::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
   const size_t in = inFeatures();
   if (group_.sequence) {  // g''s backward: every rank's rows of dL/dy
     rows_.resize(rows * out_);
     group_.allGatherRows(dy.first(outRows(rows) * out_), rows_.span());
     dy = rows_.span();
   }
-  gemm(Transpose::Yes, Transpose::No, out_, in, rows, dy.data(), x_.data(), grads_.data());
-  if (bias_) biasGradient(dy, grads_.data() + in * out_, rows, out_);
+  dy_ = dy;
+  backwardRows_ = rows;
   if (!dx.empty()) gemm(Transpose::No, Transpose::No, rows, in, out_, dy.data(), params_.data(), dx.data());
+}
+
+void RowParallelLinear::backwardWeights() {
+  const size_t in = inFeatures();
+  gemm(Transpose::Yes, Transpose::No, out_, in, backwardRows_, dy_.data(), x_.data(), grads_.data());
+  if (bias_) biasGradient(dy_, grads_.data() + in * out_, backwardRows_, out_);
 }
 
 }  // namespace loom::train

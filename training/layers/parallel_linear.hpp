@@ -41,7 +41,15 @@ class ColumnParallelLinear final : public Layer {
   std::vector<ParamSpec> params() const override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
-  void releaseActivations() override { rows_.release(); }
+  // Split, dL/dx is summed at once (nothing to hide it under) and, in
+  // sequence parallelism, made in a buffer of its own: x's gathered rows
+  // wait for backwardWeights.
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardWeights() override;
+  void releaseActivations() override {
+    rows_.release();
+    dxRows_.release();
+  }
   size_t twinCount() const override { return (in_ + (bias_ ? 1 : 0)) * blocks_ * units_ * unit_; }
   size_t shareCount(int rank) const override { return (in_ + (bias_ ? 1 : 0)) * outputs(rank); }
   void fromTwin(std::span<const float> twin, std::span<float> mine) const override;
@@ -57,6 +65,9 @@ class ColumnParallelLinear final : public Layer {
   TensorGroup group_;
   std::span<const float> x_;
   Tracked<float> rows_;  // sequence parallel: every rank's rows of x, then of dL/dx
+  std::span<const float> dy_;  // the last backwardInput's
+  size_t backwardRows_ = 0;
+  Tracked<float> dxRows_;  // backwardInput, sequence parallel: every rank's rows of dL/dx
 };
 
 class RowParallelLinear final : public Layer {
@@ -71,6 +82,8 @@ class RowParallelLinear final : public Layer {
   std::vector<ParamSpec> params() const override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardWeights() override;
   void releaseActivations() override { rows_.release(); }
   size_t twinCount() const override { return out_ * units_ * unit_ + (bias_ ? out_ : 0); }
   size_t shareCount(int rank) const override { return out_ * inputs(rank) + (bias_ ? out_ : 0); }
@@ -85,6 +98,8 @@ class RowParallelLinear final : public Layer {
   TensorGroup group_;
   std::span<const float> x_;
   Tracked<float> rows_;  // sequence parallel: the output's rows before the scatter, then dL/dy's gathered
+  std::span<const float> dy_;  // the last backwardInput's, every rank's rows under sequence parallelism
+  size_t backwardRows_ = 0;
 };
 
 }  // namespace loom::train

@@ -43,4 +43,18 @@ void Residual::backward(std::span<const float> dy, std::span<float> dx, size_t r
   if (recompute_) releaseActivations();
 }
 
+void Residual::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
+  if (recompute_) branch_.forward(x_, rows);
+  dxBranch_.resize(rows * inFeatures());
+  branch_.backwardInput(dy, dxBranch_.span(), rows);
+  if (!dx.empty()) {
+    for (size_t i = 0; i < rows * inFeatures(); ++i) dx[i] = dy[i] + dxBranch_[i];
+  }
+}
+
+void Residual::backwardWeights() {
+  branch_.backwardWeights();
+  if (recompute_) releaseActivations();
+}
+
 }  // namespace loom::train

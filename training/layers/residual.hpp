@@ -33,6 +33,10 @@ class Residual final : public Layer {
   void markReplicated(std::span<uint8_t> mask) const override { branch_.markReplicated(mask); }
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  // The branch's two halves (Sequence::backwardInput, ::backwardWeights);
+  // with recompute the activations run again live until the second.
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
+  void backwardWeights() override;
   void releaseActivations() override {
     branch_.releaseActivations();
     dxBranch_.release();

@@ -23,7 +23,10 @@
 //             micro-batches as the schedule has in flight there, and the
 //             activation account shows GPipe's m against 1F1B's stages - s);
 //   backward  writes the chunk's gradients, which are summed over the
-//             micro-batches in order as single sums them;
+//             micro-batches in order as single sums them; a zero-bubble
+//             table (zb-h1) runs it as two halves, B (dL/dx, sent at once)
+//             and, later, W (the gradients, summed as above), the stash
+//             kept until both are done;
 //   exchange  sends go out on a Loom stream per kind (the data copied first,
 //             so the stash can move on), receives block until they arrive.
 //
@@ -97,6 +100,8 @@ struct Stash {
   std::span<const float> output;
   std::vector<int32_t> labels;  // the last chunk's
   int micro = -1;               // -1: free
+  bool sent = false;            // dL/dx sent (or, on the first chunk, not needed)
+  bool weightsPending = false;  // B ran, W has not
 };
 
 // This data-parallel rank's part of a chunk's optimizer under ZeRO-1: the
@@ -311,7 +316,9 @@ class MeshTrainer final : public Trainer {
     for (const Action& a : actions_) {
       switch (a.op) {
         case Action::Op::Forward: forward(a.micro, chunkAt(a.chunk)); break;
-        case Action::Op::Backward: backward(a.micro, chunkAt(a.chunk)); break;
+        case Action::Op::Backward:
+        case Action::Op::BackwardInput:
+        case Action::Op::BackwardWeights: backward(a.micro, chunkAt(a.chunk), a.op); break;
         case Action::Op::Exchange: exchange(a.transfers); break;
       }
     }
@@ -366,7 +373,10 @@ class MeshTrainer final : public Trainer {
     report.seconds = end - start;
     double busy = 0;
     for (const auto& e : events_) {
-      if (e.kind == Event::Forward || e.kind == Event::Backward || e.kind == Event::Optimizer) busy += e.end - e.start;
+      if (e.kind == Event::Forward || e.kind == Event::Backward || e.kind == Event::Weights ||
+          e.kind == Event::Optimizer) {
+        busy += e.end - e.start;
+      }
     }
     report.idleShare = report.seconds > 0 ? std::max(0.0, 1.0 - busy / report.seconds) : 0.0;
     report.bytes = bytes_;
@@ -420,7 +430,9 @@ class MeshTrainer final : public Trainer {
     events_.push_back({Event::Forward, micro, chunk.index, from, monotonicSeconds()});
   }
 
-  void backward(int micro, Chunk<T>& chunk) {
+  // A whole backward (Op::Backward), or one of its halves: B
+  // (BackwardInput), dL/dx alone, or W (BackwardWeights), the gradients.
+  void backward(int micro, Chunk<T>& chunk, Action::Op op) {
     const double from = monotonicSeconds();
     Stash& stash = stashFor(chunk, micro);
     const bool several = chunk.sum.size() > 0, last = static_cast<size_t>(micro) + 1 == split_.perRank;
@@ -443,15 +455,40 @@ class MeshTrainer final : public Trainer {
         bytes_.dp += grads.size_bytes();
       }
     };
-    const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, Bf16Window::Pass::Backward) : sum;
+    if (op == Action::Op::BackwardWeights) {
+      const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, Bf16Window::Pass::Backward) : sum;
+      stash.layers.backwardWeights(&hooks);
+      stash.weightsPending = false;
+      releaseIfDone(stash);
+      events_.push_back({Event::Weights, micro, chunk.index, from, monotonicSeconds()});
+      return;
+    }
     std::span<float> dx;
     if (chunk.index > 0) {
       stash.dx.resize(edgeRows() * stash.layers.inFeatures());
       dx = stash.dx.span();
     }
-    stash.layers.backward(stash.dy.span(), dx, chunk.index == 0 ? rows() : edgeRows(), &hooks);
-    if (chunk.index == 0) stash.micro = -1;  // nothing of it is sent
+    const size_t inRows = chunk.index == 0 ? rows() : edgeRows();
+    if (op == Action::Op::Backward) {
+      const Sequence::Hooks hooks = mixed() ? windowed(chunk, stash, &sum, Bf16Window::Pass::Backward) : sum;
+      stash.layers.backward(stash.dy.span(), dx, inRows, &hooks);
+    } else {
+      const Sequence::Hooks widened = windowed(chunk, stash, nullptr, Bf16Window::Pass::Input);
+      stash.layers.backwardInput(stash.dy.span(), dx, inRows, mixed() ? &widened : nullptr);
+      stash.weightsPending = true;
+    }
+    if (chunk.index == 0) {  // nothing of it is sent
+      stash.sent = true;
+      releaseIfDone(stash);
+    }
     events_.push_back({Event::Backward, micro, chunk.index, from, monotonicSeconds()});
+  }
+
+  // A stash is free once its dL/dx is sent and its gradients written.
+  static void releaseIfDone(Stash& stash) {
+    if (!stash.sent || stash.weightsPending) return;
+    stash.micro = -1;
+    stash.sent = false;
   }
 
   void exchange(const std::vector<Transfer>& transfers) {
@@ -473,7 +510,10 @@ class MeshTrainer final : public Trainer {
         Tracked<float>& copy = outbox_[outboxUsed_++];  // the same buffer as last step's send in this place
         copy.resize(data.size());
         std::copy(data.begin(), data.end(), copy.data());
-        if (!activation) stash.micro = -1;  // its last use
+        if (!activation) {  // its last use, unless its W is still to run
+          stash.sent = true;
+          releaseIfDone(stash);
+        }
         comm.send(copy.span(), t.peer, activation ? &activationStream_ : &gradientStream_);
         bytes_.pp += data.size_bytes();
         events_.push_back({Event::Send, t.micro, chunk.index, from, monotonicSeconds()});

@@ -10,7 +10,7 @@
 namespace loom::train {
 namespace {
 
-constexpr const char* kSchedules[] = {"gpipe", "1f1b", "interleaved"};
+constexpr const char* kSchedules[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
 
 using Op = Action::Op;
 using Kind = Transfer::Kind;
@@ -27,6 +27,32 @@ std::vector<Action> computations(ScheduleKind kind, const PipelineShape& shape, 
   if (kind == ScheduleKind::GPipe) {
     for (int i = 0; i < m; ++i) out.push_back(compute(Op::Forward, i, s));
     for (int i = 0; i < m; ++i) out.push_back(compute(Op::Backward, i, s));
+    return out;
+  }
+  if (kind == ScheduleKind::ZeroBubbleH1) {
+    // 1F1B's F and B; each B's W waits until s W's are pending, and the
+    // drain runs a W after each B, then the ones held back.
+    const int warmup = std::min(m, p - s - 1);
+    std::deque<int> pending;
+    const auto backward = [&](int i) {
+      out.push_back(compute(Op::BackwardInput, i, s));
+      pending.push_back(i);
+    };
+    const auto weights = [&] {
+      out.push_back(compute(Op::BackwardWeights, pending.front(), s));
+      pending.pop_front();
+    };
+    for (int i = 0; i < warmup; ++i) out.push_back(compute(Op::Forward, i, s));
+    for (int i = 0; i < m - warmup; ++i) {
+      out.push_back(compute(Op::Forward, warmup + i, s));
+      backward(i);
+      if (static_cast<int>(pending.size()) > s) weights();
+    }
+    for (int i = m - warmup; i < m; ++i) {
+      backward(i);
+      weights();
+    }
+    while (!pending.empty()) weights();
     return out;
   }
   const auto micro = [&](int k) { return k / (p * v) * p + k % p; };
@@ -49,7 +75,7 @@ std::vector<Transfer> needs(const Action& a, const PipelineShape& shape) {
   if (a.op == Op::Forward && a.chunk > 0) {
     return {{Kind::Activation, false, shape.owner(a.chunk - 1), a.micro, a.chunk - 1}};
   }
-  if (a.op == Op::Backward && a.chunk < last) {
+  if ((a.op == Op::Backward || a.op == Op::BackwardInput) && a.chunk < last) {
     return {{Kind::Gradient, false, shape.owner(a.chunk + 1), a.micro, a.chunk}};
   }
   return {};
@@ -57,8 +83,25 @@ std::vector<Transfer> needs(const Action& a, const PipelineShape& shape) {
 std::vector<Transfer> makes(const Action& a, const PipelineShape& shape) {
   const int last = shape.modelChunks() - 1;
   if (a.op == Op::Forward && a.chunk < last) return {{Kind::Activation, true, shape.owner(a.chunk + 1), a.micro, a.chunk}};
-  if (a.op == Op::Backward && a.chunk > 0) return {{Kind::Gradient, true, shape.owner(a.chunk - 1), a.micro, a.chunk - 1}};
+  if ((a.op == Op::Backward || a.op == Op::BackwardInput) && a.chunk > 0) {
+    return {{Kind::Gradient, true, shape.owner(a.chunk - 1), a.micro, a.chunk - 1}};
+  }
   return {};
+}
+
+// Whether `op` ends a micro-batch's use of its stash on a chunk (and
+// writes the chunk's parameter gradients).
+bool endsUse(Op op) { return op == Op::Backward || op == Op::BackwardWeights; }
+
+const char* opName(Op op) {
+  switch (op) {
+    case Op::Forward: return "forward";
+    case Op::Backward: return "backward";
+    case Op::BackwardInput: return "B";
+    case Op::BackwardWeights: return "W";
+    case Op::Exchange: break;
+  }
+  return "exchange";
 }
 
 std::string describe(const Transfer& t) {
@@ -73,7 +116,7 @@ ScheduleKind parseSchedule(const std::string& name) {
   for (size_t i = 0; i < std::size(kSchedules); ++i) {
     if (name == kSchedules[i]) return static_cast<ScheduleKind>(i);
   }
-  throw std::invalid_argument("--schedule " + name + ": not a schedule (gpipe, 1f1b, interleaved)");
+  throw std::invalid_argument("--schedule " + name + ": not a schedule (gpipe, 1f1b, interleaved, zb-h1)");
 }
 
 const char* scheduleName(ScheduleKind kind) { return kSchedules[static_cast<size_t>(kind)]; }
@@ -113,7 +156,7 @@ Schedule makeSchedule(ScheduleKind kind, const PipelineShape& shape) {
 std::vector<int> stashesNeeded(const Schedule& schedule, const PipelineShape& shape, int rank) {
   std::vector<int> inFlight(static_cast<size_t>(shape.chunks)), peak(inFlight.size());
   for (const Action& a : schedule[static_cast<size_t>(rank)]) {
-    if (a.op == Op::Exchange) continue;
+    if (a.op != Op::Forward && !endsUse(a.op)) continue;
     int& n = inFlight[static_cast<size_t>(a.chunk / shape.stages)];
     n += a.op == Op::Forward ? 1 : -1;
     peak[static_cast<size_t>(a.chunk / shape.stages)] = std::max(peak[static_cast<size_t>(a.chunk / shape.stages)], n);
@@ -121,7 +164,7 @@ std::vector<int> stashesNeeded(const Schedule& schedule, const PipelineShape& sh
   return peak;
 }
 
-ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, double forward, double backward) {
+ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, const StepCosts& costs) {
   ScheduleRun run;
   const int p = shape.stages, m = shape.microBatches, chunks = shape.modelChunks();
   if (schedule.size() != static_cast<size_t>(p)) {
@@ -147,7 +190,9 @@ ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, doubl
   std::vector<RankState> ranks(static_cast<size_t>(p));
   run.peakInFlight.assign(static_cast<size_t>(p), std::vector<int>(static_cast<size_t>(shape.chunks)));
   for (auto& r : ranks) r.inFlight.assign(static_cast<size_t>(shape.chunks), 0);
-  std::vector<int> forwards(static_cast<size_t>(chunks * m)), backwards(forwards.size());
+  // Per (chunk, micro-batch): forwards run, dL/dx computed (Backward or
+  // B), parameter gradients written (Backward or W).
+  std::vector<int> forwards(static_cast<size_t>(chunks * m)), inputGrads(forwards.size()), weightGrads(forwards.size());
   std::vector<int> lastBackward(static_cast<size_t>(chunks), -1);
   // Per (kind, from, to): the sends and receives posted and not yet paired,
   // paired in order as a transport pairs them.
@@ -180,29 +225,43 @@ ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, doubl
         const Action& a = actions[st.pc];
         if (a.op != Op::Exchange) {
           const bool fwd = a.op == Op::Forward;
-          const std::string what = std::string(fwd ? "forward" : "backward") + " of micro-batch " +
-                                   std::to_string(a.micro) + " on chunk " + std::to_string(a.chunk);
+          const std::string what = std::string(opName(a.op)) + " of micro-batch " + std::to_string(a.micro) +
+                                   " on chunk " + std::to_string(a.chunk);
           if (a.chunk < 0 || a.chunk >= chunks || a.micro < 0 || a.micro >= m || shape.owner(a.chunk) != rank) {
             error(rank, what + ": not this rank's");
             ++st.pc;
             continue;
           }
           const auto at = static_cast<size_t>(a.chunk * m + a.micro);
-          const bool inputHere = fwd ? a.chunk == 0 || st.received.count({Kind::Activation, a.micro, a.chunk - 1}) != 0
-                                     : forwards[at] > 0 && (a.chunk == chunks - 1 ||
-                                                            st.received.count({Kind::Gradient, a.micro, a.chunk}) != 0);
-          if (!inputHere) error(rank, what + " runs before its input is here");
-          if (!fwd && a.micro <= lastBackward[static_cast<size_t>(a.chunk)]) {
-            error(rank, what + " runs after micro-batch " + std::to_string(lastBackward[static_cast<size_t>(a.chunk)]) +
-                            "'s: the gradients would be summed out of order");
+          bool inputHere = false;
+          if (fwd) {
+            inputHere = a.chunk == 0 || st.received.count({Kind::Activation, a.micro, a.chunk - 1}) != 0;
+          } else if (a.op == Op::BackwardWeights) {
+            inputHere = inputGrads[at] > 0;  // W reads what its B kept
+          } else {
+            inputHere = forwards[at] > 0 &&
+                        (a.chunk == chunks - 1 || st.received.count({Kind::Gradient, a.micro, a.chunk}) != 0);
           }
-          if (!fwd) lastBackward[static_cast<size_t>(a.chunk)] = a.micro;
-          ++(fwd ? forwards : backwards)[at];
+          if (!inputHere) error(rank, what + " runs before its input is here");
+          if (endsUse(a.op)) {
+            if (a.micro <= lastBackward[static_cast<size_t>(a.chunk)]) {
+              error(rank, what + " runs after micro-batch " +
+                              std::to_string(lastBackward[static_cast<size_t>(a.chunk)]) +
+                              "'s: the gradients would be summed out of order");
+            }
+            lastBackward[static_cast<size_t>(a.chunk)] = a.micro;
+            ++weightGrads[at];
+          }
+          if (fwd) ++forwards[at];
+          if (a.op == Op::Backward || a.op == Op::BackwardInput) ++inputGrads[at];
           int& n = st.inFlight[static_cast<size_t>(a.chunk / p)];
-          n += fwd ? 1 : -1;
+          if (fwd || endsUse(a.op)) n += fwd ? 1 : -1;
           int& peak = run.peakInFlight[static_cast<size_t>(rank)][static_cast<size_t>(a.chunk / p)];
           peak = std::max(peak, n);
-          const double cost = fwd ? forward : backward;
+          const double cost = fwd                                 ? costs.forward
+                              : a.op == Op::Backward              ? costs.input + costs.weights
+                              : a.op == Op::BackwardInput         ? costs.input
+                                                                  : costs.weights;
           st.clock += cost;
           st.busy += cost;
           ++st.pc;
@@ -223,7 +282,7 @@ ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, doubl
             if (t.send) {
               const int made = t.kind == Kind::Activation ? t.edge : t.edge + 1;
               const auto at = static_cast<size_t>(made * m + t.micro);
-              if (made < 0 || made >= chunks || (t.kind == Kind::Activation ? forwards[at] : backwards[at]) == 0) {
+              if (made < 0 || made >= chunks || (t.kind == Kind::Activation ? forwards[at] : inputGrads[at]) == 0) {
                 error(rank, describe(t) + " before it was computed");
               }
             }
@@ -260,10 +319,11 @@ ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, doubl
   for (int c = 0; c < chunks; ++c) {
     for (int i = 0; i < m; ++i) {
       const auto at = static_cast<size_t>(c * m + i);
-      if (forwards[at] != 1 || backwards[at] != 1) {
+      if (forwards[at] != 1 || inputGrads[at] != 1 || weightGrads[at] != 1) {
         error(shape.owner(c), "micro-batch " + std::to_string(i) + " on chunk " + std::to_string(c) + " runs forward " +
-                                  std::to_string(forwards[at]) + " and backward " + std::to_string(backwards[at]) +
-                                  " times, not once each");
+                                  std::to_string(forwards[at]) + ", backward to its input " +
+                                  std::to_string(inputGrads[at]) + " and to its weights " +
+                                  std::to_string(weightGrads[at]) + " times, not once each");
       }
     }
   }

@@ -17,11 +17,19 @@
 //   Interleaved 1F1B (Megatron, Narayanan et al. SC21)  1F1B over v chunks
 //        per rank, micro-batches in groups of `stages` per chunk, warm-up
 //        (stages - s - 1) x 2 + (v - 1) x stages; m a multiple of stages.
+//   ZB-H1 (Zero Bubble, Qi et al. ICLR 2024)  backward split in two: B,
+//        dL/dx, which the stage before waits for, and W, the parameters'
+//        gradients, which nobody waits for. 1F1B's order of F and B, with
+//        stage s holding back its W's until s of them are pending, so that
+//        the W's fill the drain where 1F1B's stages wait for gradients;
+//        a stage then holds at most `stages` micro-batches (1F1B's first
+//        stage's peak) and, with F, B and W of equal length, the bubble
+//        shrinks from 1F1B's (p - 1)(F + B + W) to (p - 1)(F + B - W).
 //
 // Each stage's bubble is (stages - 1) / m of its busy time for the first
 // two and (stages - 1) / (v m) for the third. Every rank runs its
-// micro-batches' backward in ascending order on each chunk, so gradients
-// are summed in the order the single-process reference sums them.
+// micro-batches' backward (or W) in ascending order on each chunk, so
+// gradients are summed in the order the single-process reference sums them.
 //
 // Communication sits between computations as exchanges: the sends of what
 // the last computation made and the receive of what the next one needs.
@@ -39,8 +47,8 @@
 
 namespace loom::train {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
-// "gpipe", "1f1b", "interleaved"; std::invalid_argument naming the value otherwise.
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+// "gpipe", "1f1b", "interleaved", "zb-h1"; std::invalid_argument naming the value otherwise.
 ScheduleKind parseSchedule(const std::string& name);
 const char* scheduleName(ScheduleKind kind);
 
@@ -62,10 +70,11 @@ struct Transfer {
 };
 
 struct Action {
-  enum class Op { Forward, Backward, Exchange };
+  // Backward is B and W at once; a zero-bubble table runs them apart.
+  enum class Op { Forward, Backward, BackwardInput, BackwardWeights, Exchange };
   Op op;
-  int micro = 0;                   // Forward, Backward
-  int chunk = 0;                   // Forward, Backward: the model chunk
+  int micro = 0;                   // every computation
+  int chunk = 0;                   // every computation: the model chunk
   std::vector<Transfer> transfers;  // Exchange: posted together
 };
 
@@ -76,8 +85,15 @@ using Schedule = std::vector<std::vector<Action>>;
 // run (interleaved: chunks >= 2 and m a multiple of stages; the others one chunk).
 Schedule makeSchedule(ScheduleKind kind, const PipelineShape& shape);
 
-// What running a schedule shows, computations taking `forward` and
-// `backward` time units each and transfers none: a receive finishes once
+// How long each computation takes; a whole backward takes input + weights.
+struct StepCosts {
+  double forward = 1;
+  double input = 1;    // B
+  double weights = 1;  // W
+};
+
+// What running a schedule shows, computations taking `costs` and
+// transfers none: a receive finishes once
 // its send is posted, sends pair with receives in order per (kind, sender,
 // receiver), and a rank blocked on a receive that can never come is a
 // deadlock.
@@ -87,10 +103,11 @@ struct ScheduleRun {
   std::vector<std::vector<int>> peakInFlight;  // [rank][local chunk]: most micro-batches forward but not backward
   double makespan = 0;
 };
-ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, double forward, double backward);
+ScheduleRun simulate(const Schedule& schedule, const PipelineShape& shape, const StepCosts& costs);
 
 // The most micro-batches in flight on each of `rank`'s chunks at once (its
-// activation stashes), from the table alone.
+// activation stashes: from a forward to the backward, or the W, that ends
+// its use), from the table alone.
 std::vector<int> stashesNeeded(const Schedule& schedule, const PipelineShape& shape, int rank);
 
 }  // namespace loom::train

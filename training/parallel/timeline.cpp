@@ -9,7 +9,7 @@
 namespace loom::train {
 namespace {
 
-constexpr const char* kNames[] = {"forward", "backward", "send", "receive", "optimizer", "gather"};
+constexpr const char* kNames[] = {"forward", "backward", "send", "receive", "optimizer", "gather", "weights"};
 
 std::string microseconds(double seconds) {
   char text[32];

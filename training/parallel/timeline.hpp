@@ -11,8 +11,9 @@ namespace loom::train {
 
 struct TimelineEvent {
   // Gather: ZeRO's parameter all-gather of unit `chunk`, from its launch to
-  // the moment the compute waited for it.
-  enum class Kind { Forward, Backward, Send, Receive, Optimizer, Gather };
+  // the moment the compute waited for it. Under a zero-bubble schedule
+  // Backward is B (dL/dx) and Weights is W (the parameters' gradients).
+  enum class Kind { Forward, Backward, Send, Receive, Optimizer, Gather, Weights };
   Kind kind;
   int micro;     // -1 where none
   int chunk;     // -1 where none
