@@ -526,7 +526,7 @@ TEST(Layers, SplitBackwardIsTheWholeBackwardBitForBit) {
     };
     const auto bits = [](const std::vector<float>& v) {
       std::vector<uint32_t> out(v.size());
-      std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+      if (!v.empty()) std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
       return out;
     };
     // The reference: the whole backward of each micro-batch.
