@@ -778,6 +778,50 @@ TEST(LoomTrain, ZerosParameterGathersOverlapTheNextForward) {
   }
 }
 
+// The mesh's data-parallel replicas reduce their gradients during the
+// backward, by the trainer's order and not by timing: in the --timeline of
+// every rank, each step's reductions (ddp's all-reduces, ZeRO-1's reduces to
+// the owners of each part; 16 KiB buckets make several) were launched
+// while one of that step's backwards (or, under ZB-H1, W's) was running,
+// and waited for after.
+TEST(LoomTrain, TheMeshsReplicasReduceDuringTheBackward) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--data-parallel", "ddp"}, std::vector<std::string>{"--data-parallel", "zero1"},
+        std::vector<std::string>{"--data-parallel", "zero1", "--schedule", "zb-h1"}}) {
+    const std::string trace = ::testing::TempDir() + "loom-train-reduce-" + std::to_string(::getpid()) + ".json";
+    std::vector<std::string> argv{LOOM_TRAIN_BIN, "--model", "gpt", "--steps", "4", "--batch", "16", "--eval", "0",
+                                  "--layers", "2", "--dim", "32", "--heads", "4", "--seq", "16", "--micro-batches",
+                                  "4", "--mode", "3d", "--dp", "2", "--pp", "2", "--tp", "1", "--bucket-kb", "16",
+                                  "--first-bucket-kb", "16", "--timeline", trace};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const auto run = runProcess(argv);
+    ASSERT_EQ(run.exitCode, 0) << run.output;
+    const std::string text = loom::test::readFile(trace);
+    std::filesystem::remove(trace);
+    struct Span {
+      double start, end;
+    };
+    std::map<int, std::vector<Span>> backwards, reduces;  // by rank
+    for (const auto& m : loom::test::searchAll(
+             text, "\\{\"name\": \"[a-z]+[ 0-9]*\", \"cat\": \"(backward|weights|reduce)\", \"ph\": \"X\", \"pid\": 0, "
+                   "\"tid\": ([0-9]+), \"ts\": ([0-9.]+), \"dur\": ([0-9.]+)")) {
+      const Span s{std::stod(m[3]), std::stod(m[3]) + std::stod(m[4])};
+      (m[1] == "reduce" ? reduces : backwards)[std::stoi(m[2])].push_back(s);
+    }
+    ASSERT_EQ(reduces.size(), 4u) << text;
+    for (const auto& [rank, spans] : reduces) {
+      EXPECT_EQ(spans.size(), 4u) << flags[1] << " rank " << rank;  // one a step
+      for (const Span& r : spans) {
+        const bool during = std::any_of(backwards[rank].begin(), backwards[rank].end(),
+                                        [&](const Span& b) { return b.start < r.start && r.start < b.end; });
+        EXPECT_TRUE(during) << flags[1] << " rank " << rank << ": reduce launched at " << r.start
+                            << " us outside every backward";
+      }
+    }
+  }
+}
+
 // Every mode with collectives reports, each step, the time from its first
 // collective's launch to its last one's end and the part of it the rank
 // waited for: more than nothing, and never more than the whole. (A

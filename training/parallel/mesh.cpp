@@ -13,7 +13,10 @@
 //                   table says (schedule.hpp);
 //   data parallel   the D replicas of one (stage, tensor rank), each running
 //                   M / D of the step's micro-batches; their gradients are
-//                   all-reduced (summed) once the step's backward is done.
+//                   summed bucket by bucket (units.hpp, --bucket-kb) on a
+//                   stream as each chunk's last micro-batch finishes a
+//                   bucket's layers: all-reduced, or under ZeRO-1 reduced
+//                   to the owners of its parts.
 //
 // The pipeline engine runs this rank's row of the table:
 //
@@ -49,6 +52,7 @@
 #include "training/parallel/micro_batch.hpp"
 #include "training/parallel/partition.hpp"
 #include "training/parallel/trainer.hpp"
+#include "training/parallel/units.hpp"
 #include "training/parallel/update.hpp"
 
 namespace loom::train {
@@ -132,10 +136,12 @@ struct Chunk {
   Tracked<T> grads;
   Tracked<float> sum;    // the micro-batches' gradient sum in float32, when there are several
   OptimizerShard shard;  // what this rank's optimizer steps (all of it without ZeRO-1)
-  // ZeRO-1: the chunk padded to D equal parts, where the replicas' gradients
-  // are reduce-scattered and the stepped parts all-gathered, in place.
+  // ZeRO-1: the chunk padded to D equal parts, where each owner receives
+  // the replicas' sum of its part's gradients and the stepped parts are
+  // all-gathered, in place.
   Tracked<T> padded;
   Update<T> update;
+  std::vector<Unit> buckets;        // the replicas' reductions, last layers first (units.hpp)
   std::vector<Bf16Home> homes;      // bf16: each layer's slices, which the window widens
   std::vector<uint8_t> replicated;  // tensor parallel: 1 where every tensor rank holds the parameter
   std::vector<std::unique_ptr<Stash>> stashes;
@@ -327,21 +333,26 @@ class MeshTrainer final : public Trainer {
     gradientStream_.synchronize();
     outboxUsed_ = 0;
     if (monotonicSeconds() - sendsFrom > 1e-6) events_.push_back({Event::Send, -1, -1, sendsFrom, monotonicSeconds()});
-    double dpWaited = 0;
+    // The replicas' reductions were launched bucket by bucket in each
+    // chunk's last backward (backward()), but for ZeRO-1's tied copies: it
+    // sums them before the replicas do (the same sum, reassociated), so
+    // their buckets go now. The optimizer waits for them all.
     if (zero1()) {
-      // ZeRO-1 sums the tied copies before the replicas do (the same sum, reassociated).
       sumTiedGradients();
-      for (auto& chunk : chunks_) reduceScatter(*chunk);
-    } else {
-      // The replicas' all-reduces were launched layer by layer in each
-      // chunk's last backward (backward()); the optimizer waits for them.
-      if (dpLaunch_) {
-        const double dpFrom = monotonicSeconds();
-        dpStream_.synchronize();
-        dpWaited = monotonicSeconds() - dpFrom;
+      for (auto& chunk : chunks_) {
+        for (const Unit& b : chunk->buckets) {
+          if (holdsTie(*chunk, b)) reduceReplicas(*chunk, b);
+        }
       }
-      sumTiedGradients();
     }
+    double dpWaited = 0;
+    if (dpLaunch_) {
+      const double dpFrom = monotonicSeconds();
+      dpStream_.synchronize();
+      dpWaited = monotonicSeconds() - dpFrom;
+      events_.push_back({Event::Reduce, -1, -1, *dpLaunch_, monotonicSeconds()});
+    }
+    if (!zero1()) sumTiedGradients();
 
     StepReport report;
     report.samples = config_.batch;
@@ -438,21 +449,21 @@ class MeshTrainer final : public Trainer {
     const bool several = chunk.sum.size() > 0, last = static_cast<size_t>(micro) + 1 == split_.perRank;
     // Several micro-batches are summed in float32 in order (bf16: rounded
     // into the gradients once, after the last), as single sums them.
-    // The last micro-batch's layers are complete: without ZeRO-1 the
-    // replicas all-reduce each at once, on a stream, while the backward goes
-    // on (as ddp's buckets do; elementwise, so the same sums as one call).
+    // The last micro-batch completes the buckets: the replicas reduce each
+    // at once, on a stream, while the backward goes on (as ddp's buckets
+    // do; elementwise, so the same sums as one call a chunk).
     Sequence::Hooks sum;
+    size_t nextBucket = 0;
     sum.afterBackward = [&](size_t layer) {
       const auto& slice = stash.layers.slices()[layer];
       if (several) {
         sumMicroBatch(chunk.grads.span().subspan(slice.offset, slice.count),
                       chunk.sum.span().subspan(slice.offset, slice.count), micro == 0, last);
       }
-      if (last && mesh_.dp > 1 && !zero1() && slice.count > 0) {
-        if (!dpLaunch_) dpLaunch_ = monotonicSeconds();
-        const auto grads = chunk.reduced().subspan(slice.offset, slice.count);
-        dpComm_.allReduce(grads, loomSum, &dpStream_);
-        bytes_.dp += grads.size_bytes();
+      while (last && mesh_.dp > 1 && nextBucket < chunk.buckets.size() &&
+             chunk.buckets[nextBucket].firstLayer >= layer) {
+        const Unit& b = chunk.buckets[nextBucket++];
+        if (!zero1() || !holdsTie(chunk, b)) reduceReplicas(chunk, b);
       }
     };
     if (op == Action::Op::BackwardWeights) {
@@ -553,6 +564,7 @@ class MeshTrainer final : public Trainer {
     if (zero1()) chunk->padded.resize(chunk->shard.stride * static_cast<size_t>(mesh_.dp));
     chunk->index = index;
     if (split_.perRank > 1) chunk->sum.resize(count);
+    chunk->buckets = planUnits(copies.front().slices(), config_.firstBucketBytes, config_.bucketBytes, sizeof(T));
     for (Sequence& seq : copies) {
       chunk->stashes.push_back(std::make_unique<Stash>(std::move(seq), account));
       if constexpr (std::is_same_v<T, float>) chunk->stashes.back()->layers.bind(chunk->params.span(), chunk->grads.span());
@@ -719,16 +731,30 @@ class MeshTrainer final : public Trainer {
     return chunk.padded.span().subspan(static_cast<size_t>(mesh_.dpRank) * chunk.shard.stride, chunk.shard.stride);
   }
 
-  // ZeRO-1 (Rajbhandari et al. 2020) on the data-parallel axis: the
-  // replicas' gradients summed, each keeping its part (the chunk padded to
-  // D equal parts with zeros)...
-  void reduceScatter(Chunk<T>& chunk) {
+  // The replicas' sum of bucket `b` of the chunk's gradients, on their
+  // stream: all-reduced, or under ZeRO-1 (Rajbhandari et al. 2020) into the
+  // parts of the padded chunk whose owners step them, a reduce to the owner
+  // of each part the bucket touches (the sums a reduce-scatter of the whole
+  // chunk makes, in rank order when deterministic).
+  void reduceReplicas(Chunk<T>& chunk, const Unit& b) {
+    if (!dpLaunch_) dpLaunch_ = monotonicSeconds();
     const auto grads = chunk.reduced();
-    std::copy(grads.begin(), grads.end(), chunk.padded.data());  // the padding stays zero
-    dpComm_.reduceScatter(std::span<const T>(chunk.padded.span()), ownPart(chunk));
-    bytes_.dp += chunk.padded.size() * sizeof(T);
+    bytes_.dp += b.count * sizeof(T);
+    if (!zero1()) return dpComm_.allReduce(grads.subspan(b.offset, b.count), loomSum, &dpStream_);
+    const size_t stride = chunk.shard.stride;
+    for (size_t at = b.offset, end = b.offset + b.count; at < end;) {
+      const size_t owner = at / stride, upTo = std::min(end, (owner + 1) * stride);
+      dpComm_.reduce(std::span<const T>(grads.subspan(at, upTo - at)), chunk.padded.span().subspan(at, upTo - at),
+                     static_cast<int>(owner), loomSum, &dpStream_);
+      at = upTo;
+    }
   }
-  // ...and after the step, every part gathered back into every replica.
+  // Whether bucket `b` of `chunk` holds a tied copy (the embedding or the head).
+  bool holdsTie(const Chunk<T>& chunk, const Unit& b) const {
+    if (!tied_) return false;
+    return (chunk.index == 0 && b.firstLayer == 0) ||
+           (chunk.index == shape_.modelChunks() - 1 && b.lastLayer + 1 == chunk.layout().layers());
+  }
   void allGather(Chunk<T>& chunk) {
     const auto mine = ownPart(chunk);
     std::copy_n(chunk.params.data() + chunk.shard.first, chunk.shard.count, mine.data());

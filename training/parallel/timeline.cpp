@@ -9,7 +9,7 @@
 namespace loom::train {
 namespace {
 
-constexpr const char* kNames[] = {"forward", "backward", "send", "receive", "optimizer", "gather", "weights"};
+constexpr const char* kNames[] = {"forward", "backward", "send", "receive", "optimizer", "gather", "weights", "reduce"};
 
 std::string microseconds(double seconds) {
   char text[32];

@@ -13,7 +13,9 @@ struct TimelineEvent {
   // Gather: ZeRO's parameter all-gather of unit `chunk`, from its launch to
   // the moment the compute waited for it. Under a zero-bubble schedule
   // Backward is B (dL/dx) and Weights is W (the parameters' gradients).
-  enum class Kind { Forward, Backward, Send, Receive, Optimizer, Gather, Weights };
+  // Reduce: the mesh's data-parallel reductions of a step, from the first
+  // one's launch to the end of the wait for them all.
+  enum class Kind { Forward, Backward, Send, Receive, Optimizer, Gather, Weights, Reduce };
   Kind kind;
   int micro;     // -1 where none
   int chunk;     // -1 where none
