@@ -7,6 +7,7 @@
 
 #include "training/math/exp.hpp"
 #include "training/math/gemm.hpp"
+#include "training/math/vector_loops.hpp"
 
 namespace loom::train {
 
@@ -26,6 +27,36 @@ CausalSelfAttention::CausalSelfAttention(size_t channels, size_t heads, size_t c
   }
 }
 
+namespace {
+
+// One head's T x T scores, scaled, made the causal softmax of each row in
+// place (row t keeps columns 0..t, the rest 0).
+LOOM_VECTOR_LOOPS void causalSoftmax(float* att, size_t T, float scale) {
+  for (size_t t = 0; t < T; ++t) {
+    float* row = att + t * T;
+    float max = -INFINITY;
+    for (size_t t2 = 0; t2 <= t; ++t2) max = std::max(max, row[t2] * scale);
+    for (size_t t2 = 0; t2 <= t; ++t2) row[t2] = expFloat(row[t2] * scale - max);  // vectorizes
+    float sum = 0;
+    for (size_t t2 = 0; t2 <= t; ++t2) sum += row[t2];  // in order
+    const float inverse = 1.0f / sum;
+    for (size_t t2 = 0; t2 < T; ++t2) row[t2] = t2 <= t ? row[t2] * inverse : 0.0f;
+  }
+}
+
+// dL/dA (ds, in place) into dL/d(scores): each row through the softmax's Jacobian, scaled.
+LOOM_VECTOR_LOOPS void causalSoftmaxBackward(const float* att, float* ds, size_t T, float scale) {
+  for (size_t t = 0; t < T; ++t) {
+    const float* a = att + t * T;
+    float* d = ds + t * T;
+    float weighted = 0;
+    for (size_t t2 = 0; t2 <= t; ++t2) weighted += a[t2] * d[t2];
+    for (size_t t2 = 0; t2 < T; ++t2) d[t2] = t2 <= t ? a[t2] * (d[t2] - weighted) * scale : 0.0f;
+  }
+}
+
+}  // namespace
+
 void CausalSelfAttention::forward(std::span<const float> x, std::span<float> y, size_t rows) {
   if (rows % context_ != 0) {
     throw std::invalid_argument(std::to_string(rows) + " rows are not whole sequences of " + std::to_string(context_));
@@ -39,16 +70,7 @@ void CausalSelfAttention::forward(std::span<const float> x, std::span<float> y, 
       const float* q = x.data() + b * T * 3 * C + h * hs;
       float* att = att_.data() + (b * H + h) * T * T;
       gemm(Transpose::No, Transpose::Yes, T, T, hs, q, q + C, att, {3 * C, 3 * C, T});
-      for (size_t t = 0; t < T; ++t) {
-        float* row = att + t * T;
-        float max = -INFINITY;
-        for (size_t t2 = 0; t2 <= t; ++t2) max = std::max(max, row[t2] * scale);
-        for (size_t t2 = 0; t2 <= t; ++t2) row[t2] = expFloat(row[t2] * scale - max);  // vectorizes
-        float sum = 0;
-        for (size_t t2 = 0; t2 <= t; ++t2) sum += row[t2];  // in order
-        const float inverse = 1.0f / sum;
-        for (size_t t2 = 0; t2 < T; ++t2) row[t2] = t2 <= t ? row[t2] * inverse : 0.0f;
-      }
+      causalSoftmax(att, T, scale);
       gemm(Transpose::No, Transpose::No, T, hs, T, att, q + 2 * C, y.data() + b * T * C + h * hs, {T, 3 * C, C});
     }
   }
@@ -68,13 +90,7 @@ void CausalSelfAttention::backward(std::span<const float> dy, std::span<float> d
       float* dq = dx.data() + b * T * 3 * C + h * hs;
       gemm(Transpose::No, Transpose::Yes, T, T, hs, dout, q + 2 * C, ds, {C, 3 * C, T});    // dA
       gemm(Transpose::Yes, Transpose::No, T, hs, T, att, dout, dq + 2 * C, {T, C, 3 * C});  // dV
-      for (size_t t = 0; t < T; ++t) {
-        const float* a = att + t * T;
-        float* d = ds + t * T;
-        float weighted = 0;
-        for (size_t t2 = 0; t2 <= t; ++t2) weighted += a[t2] * d[t2];
-        for (size_t t2 = 0; t2 < T; ++t2) d[t2] = t2 <= t ? a[t2] * (d[t2] - weighted) * scale : 0.0f;
-      }
+      causalSoftmaxBackward(att, ds, T, scale);
       gemm(Transpose::No, Transpose::No, T, hs, T, ds, q + C, dq, {T, 3 * C, 3 * C});       // dQ
       gemm(Transpose::Yes, Transpose::No, T, hs, T, ds, q, dq + C, {T, 3 * C, 3 * C});      // dK
     }

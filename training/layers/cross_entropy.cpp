@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "training/math/exp.hpp"
+#include "training/math/vector_loops.hpp"
 
 namespace loom::train {
 
-double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
+LOOM_VECTOR_LOOPS double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
                     std::span<float> dlogits) {
   double loss = 0;
   const float scale = 1.0f / static_cast<float>(rows);
@@ -35,7 +36,7 @@ double crossEntropy(std::span<const float> logits, std::span<const int32_t> targ
   return loss / static_cast<double>(rows);
 }
 
-double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
+LOOM_VECTOR_LOOPS double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
                     const TensorGroup& group, std::span<float> dlogits) {
   const Share share = shareOf(classes, group.size, group.rank);
   const size_t n = share.count;

@@ -31,11 +31,6 @@ void Embedding::forward(std::span<const float> x, std::span<float> y, size_t row
   }
 }
 
-void Embedding::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  backwardInput(dy, dx, rows);
-  backwardWeights();
-}
-
 void Embedding::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
   dy_ = dy;
   rows_ = rows;

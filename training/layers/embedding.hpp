@@ -7,7 +7,7 @@
 
 namespace loom::train {
 
-class Embedding final : public Layer {
+class Embedding final : public SplitLayer {
  public:
   Embedding(size_t vocab, size_t context, size_t channels) : vocab_(vocab), context_(context), channels_(channels) {}
   std::string name() const override { return "embedding"; }
@@ -18,7 +18,6 @@ class Embedding final : public Layer {
   // Throws std::invalid_argument for a token id outside the vocabulary.
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
   // The ids get no gradient: dx, if any, is zeroed.
-  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardWeights() override;
 

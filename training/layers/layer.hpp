@@ -91,4 +91,15 @@ class Layer {
   std::span<float> grads_;
 };
 
+// A layer whose backward is its two halves back to back, which it must define.
+class SplitLayer : public Layer {
+ public:
+  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) final {
+    backwardInput(dy, dx, rows);
+    backwardWeights();
+  }
+  void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override = 0;
+  void backwardWeights() override = 0;
+};
+
 }  // namespace loom::train

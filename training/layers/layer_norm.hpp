@@ -12,7 +12,7 @@
 
 namespace loom::train {
 
-class LayerNorm final : public Layer {
+class LayerNorm final : public SplitLayer {
  public:
   LayerNorm(size_t features, MemoryAccount& account, const TensorGroup* rowsSplitOver = nullptr)
       : features_(features), mean_(account, Category::Activations), rstd_(account, Category::Activations),
@@ -23,7 +23,6 @@ class LayerNorm final : public Layer {
   std::vector<ParamSpec> params() const override { return {{"weight", features_}, {"bias", features_}}; }
   void init(Random& random) override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
-  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardWeights() override;
   void releaseActivations() override {

@@ -24,11 +24,6 @@ void Linear::forward(std::span<const float> x, std::span<float> y, size_t rows) 
   if (bias_) addBias(y, params_.data() + in_ * out_, rows, out_);
 }
 
-void Linear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  backwardInput(dy, dx, rows);
-  backwardWeights();
-}
-
 void Linear::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
   dy_ = dy;
   rows_ = rows;

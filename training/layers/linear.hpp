@@ -6,7 +6,7 @@
 
 namespace loom::train {
 
-class Linear final : public Layer {
+class Linear final : public SplitLayer {
  public:
   Linear(size_t in, size_t out, bool bias = true) : in_(in), out_(out), bias_(bias) {}
   std::string name() const override { return "linear"; }
@@ -15,7 +15,6 @@ class Linear final : public Layer {
   std::vector<ParamSpec> params() const override;
   void init(Random& random) override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
-  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardWeights() override;
 

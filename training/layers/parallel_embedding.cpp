@@ -60,11 +60,6 @@ void VocabParallelEmbedding::forward(std::span<const float> x, std::span<float> 
   }
 }
 
-void VocabParallelEmbedding::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  backwardInput(dy, dx, rows);
-  backwardWeights();
-}
-
 void VocabParallelEmbedding::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
   dy_ = dy;
   backwardRows_ = rows;

@@ -13,7 +13,7 @@
 
 namespace loom::train {
 
-class VocabParallelEmbedding final : public Layer {
+class VocabParallelEmbedding final : public SplitLayer {
  public:
   VocabParallelEmbedding(size_t vocab, size_t context, size_t channels, TensorGroup group, MemoryAccount& account)
       : vocab_(vocab), context_(context), channels_(channels), group_(group), rows_(account, Category::Activations) {}
@@ -24,7 +24,6 @@ class VocabParallelEmbedding final : public Layer {
   std::vector<ParamSpec> params() const override;
   // Throws std::invalid_argument for a token id outside the vocabulary.
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
-  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardWeights() override;
   void releaseActivations() override { rows_.release(); }

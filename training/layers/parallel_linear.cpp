@@ -134,11 +134,6 @@ void RowParallelLinear::forward(std::span<const float> x, std::span<float> y, si
   if (bias_) addBias(y, params_.data() + in * out_, mine, out_);
 }
 
-void RowParallelLinear::backward(std::span<const float> dy, std::span<float> dx, size_t rows) {
-  backwardInput(dy, dx, rows);
-  backwardWeights();
-}
-
 void RowParallelLinear::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
   const size_t in = inFeatures();
   if (group_.sequence) {  // g''s backward: every rank's rows of dL/dy

@@ -70,7 +70,7 @@ class ColumnParallelLinear final : public Layer {
   Tracked<float> dxRows_;  // backwardInput, sequence parallel: every rank's rows of dL/dx
 };
 
-class RowParallelLinear final : public Layer {
+class RowParallelLinear final : public SplitLayer {
  public:
   // Inputs are `units` x `unit`, dealt out by units as the column-parallel
   // layer before dealt its outputs; outputs are `out`, whole on every rank.
@@ -81,7 +81,6 @@ class RowParallelLinear final : public Layer {
   size_t outRows(size_t rows) const override { return group_.sequence ? rows / static_cast<size_t>(group_.size) : rows; }
   std::vector<ParamSpec> params() const override;
   void forward(std::span<const float> x, std::span<float> y, size_t rows) override;
-  void backward(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) override;
   void backwardWeights() override;
   void releaseActivations() override { rows_.release(); }

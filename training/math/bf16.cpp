@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "training/math/vector_loops.hpp"
+
 namespace loom::train {
 namespace {
 
@@ -12,12 +14,12 @@ void sameLength(size_t a, size_t b, const char* what) {
 
 }  // namespace
 
-void widen(std::span<const bf16> from, std::span<float> to) {
+LOOM_VECTOR_LOOPS void widen(std::span<const bf16> from, std::span<float> to) {
   sameLength(from.size(), to.size(), "widen");
   for (size_t i = 0; i < from.size(); ++i) to[i] = widen(from[i]);
 }
 
-void narrow(std::span<const float> from, std::span<bf16> to) {
+LOOM_VECTOR_LOOPS void narrow(std::span<const float> from, std::span<bf16> to) {
   sameLength(from.size(), to.size(), "narrow");
   for (size_t i = 0; i < from.size(); ++i) to[i] = narrow(from[i]);
 }

@@ -4,8 +4,23 @@
 #include <cmath>
 #include <numbers>
 
+#include "training/math/vector_loops.hpp"
+
 namespace loom::train {
 namespace {
+
+// AdamW's update of n parameters from their moments m and v.
+LOOM_VECTOR_LOOPS void adamw(float* params, const float* grads, float* m, float* v, size_t n, const AdamWSettings& s,
+                             float stepSize, float decay, float rootScale) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = grads[i];
+    params[i] *= decay;
+    m[i] = m[i] * s.beta1 + g * (1.0f - s.beta1);
+    v[i] = v[i] * s.beta2 + (1.0f - s.beta2) * (g * g);
+    const float denom = std::sqrt(v[i]) / rootScale + s.eps;
+    params[i] -= stepSize * (m[i] / denom);
+  }
+}
 
 class AdamW final : public Optimizer {
  public:
@@ -25,16 +40,8 @@ class AdamW final : public Optimizer {
     const AdamWSettings& s = settings_;
     const auto stepSize = static_cast<float>(static_cast<double>(lr) / correct1_);
     const float decay = 1.0f - lr * s.weightDecay;
-    float* m = state_.data() + at;
-    float* v = state_.data() + count_ + at;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const float g = grads[i];
-      params[i] *= decay;
-      m[i] = m[i] * s.beta1 + g * (1.0f - s.beta1);
-      v[i] = v[i] * s.beta2 + (1.0f - s.beta2) * (g * g);
-      const float denom = std::sqrt(v[i]) / rootScale_ + s.eps;
-      params[i] -= stepSize * (m[i] / denom);
-    }
+    adamw(params.data(), grads.data(), state_.data() + at, state_.data() + count_ + at, params.size(), s, stepSize,
+          decay, rootScale_);
   }
   std::span<float> state() override { return state_.span(); }
   size_t components() const override { return 2; }
