@@ -11,8 +11,8 @@
 
 namespace loom::train {
 
-LOOM_VECTOR_LOOPS double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
-                    std::span<float> dlogits) {
+LOOM_VECTOR_LOOPS double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows,
+                                      size_t classes, std::span<float> dlogits) {
   double loss = 0;
   const float scale = 1.0f / static_cast<float>(rows);
   for (size_t r = 0; r < rows; ++r) {
@@ -36,8 +36,8 @@ LOOM_VECTOR_LOOPS double crossEntropy(std::span<const float> logits, std::span<c
   return loss / static_cast<double>(rows);
 }
 
-LOOM_VECTOR_LOOPS double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows, size_t classes,
-                    const TensorGroup& group, std::span<float> dlogits) {
+LOOM_VECTOR_LOOPS double crossEntropy(std::span<const float> logits, std::span<const int32_t> targets, size_t rows,
+                                      size_t classes, const TensorGroup& group, std::span<float> dlogits) {
   const Share share = shareOf(classes, group.size, group.rank);
   const size_t n = share.count;
   std::vector<float> max(rows), sums(2 * rows);  // sums: each row's sum of exponentials, then its target's logit

@@ -10,7 +10,7 @@ namespace loom::train {
 namespace {
 
 // y = (x - mean) / sqrt(var + eps) * w + b per row, keeping each row's mean and 1 / sqrt(var + eps).
-LOOM_VECTOR_LOOPS void normalize(const float* x, const float* params, float* y, float* means, float* rstds,
+LOOM_VECTOR_LOOPS void layerNormForward(const float* x, const float* params, float* y, float* means, float* rstds,
                                  size_t rows, size_t features) {
   const float* w = params;
   const float* b = params + features;
@@ -32,7 +32,7 @@ LOOM_VECTOR_LOOPS void normalize(const float* x, const float* params, float* y, 
 }
 
 // dL/dx of every row.
-LOOM_VECTOR_LOOPS void inputGradient(const float* x, const float* w, const float* dy, const float* means,
+LOOM_VECTOR_LOOPS void layerNormInputGradient(const float* x, const float* w, const float* dy, const float* means,
                                      const float* rstds, float* dx, size_t rows, size_t features) {
   const auto n = static_cast<float>(features);
   for (size_t r = 0; r < rows; ++r) {
@@ -58,7 +58,7 @@ LOOM_VECTOR_LOOPS void inputGradient(const float* x, const float* w, const float
 }
 
 // dL/dw and dL/db, summed over the rows in order.
-LOOM_VECTOR_LOOPS void weightGradient(const float* x, const float* dy, const float* means, const float* rstds,
+LOOM_VECTOR_LOOPS void layerNormWeightGradient(const float* x, const float* dy, const float* means, const float* rstds,
                                       float* grads, size_t rows, size_t features) {
   float* dw = grads;
   float* db = grads + features;
@@ -85,17 +85,18 @@ void LayerNorm::forward(std::span<const float> x, std::span<float> y, size_t row
   x_ = x;
   mean_.resize(rows);
   rstd_.resize(rows);
-  normalize(x.data(), params_.data(), y.data(), mean_.data(), rstd_.data(), rows, features_);
+  layerNormForward(x.data(), params_.data(), y.data(), mean_.data(), rstd_.data(), rows, features_);
 }
 
 void LayerNorm::backwardInput(std::span<const float> dy, std::span<float> dx, size_t rows) {
   dy_ = dy;
   rows_ = rows;
-  if (!dx.empty()) inputGradient(x_.data(), params_.data(), dy.data(), mean_.data(), rstd_.data(), dx.data(), rows, features_);
+  if (dx.empty()) return;
+  layerNormInputGradient(x_.data(), params_.data(), dy.data(), mean_.data(), rstd_.data(), dx.data(), rows, features_);
 }
 
 void LayerNorm::backwardWeights() {
-  weightGradient(x_.data(), dy_.data(), mean_.data(), rstd_.data(), grads_.data(), rows_, features_);
+  layerNormWeightGradient(x_.data(), dy_.data(), mean_.data(), rstd_.data(), grads_.data(), rows_, features_);
   rowsSplitOver_.allReduce(grads_);
 }
 
