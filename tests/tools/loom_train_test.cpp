@@ -1199,6 +1199,8 @@ TEST(LoomTrain, BadFlagsAreNamed) {
       {{"--mode", "pp", "--schedule", "zigzag"}, "--schedule zigzag: not a schedule (gpipe, 1f1b, interleaved, zb-h1)"},
       {{"--mode", "ddp", "--chunks", "2"}, "--chunks: only with --mode pp"},
       {{"--mode", "pp", "-N", "2", "--chunks", "2", "--data-limit", "600"}, "--chunks 2: --schedule 1f1b runs one chunk"},
+      {{"--mode", "pp", "-N", "2", "--schedule", "zb-h1", "--chunks", "2", "--data-limit", "600"},
+       "--chunks 2: --schedule zb-h1 runs one chunk"},
       {{"--mode", "pp", "-N", "2", "--schedule", "interleaved", "--chunks", "2", "--micro-batches", "3", "--batch",
         "60", "--data-limit", "600"},
        "--micro-batches 3: --schedule interleaved needs a multiple of the 2 stages"},
