@@ -778,6 +778,47 @@ TEST(LoomTrain, ZerosParameterGathersOverlapTheNextForward) {
   }
 }
 
+// ZeRO-3 gathers every unit before its forward and again before its
+// backward, but for the forward's last unit, which the backward starts with
+// at once: it is kept, as FSDP keeps it. In the --timeline of every rank,
+// each step gathers U units for the forward and U - 1 for the backward.
+TEST(LoomTrain, Zero3KeepsTheForwardsLastUnitForTheBackward) {
+  if (!haveText()) GTEST_SKIP() << "dict-devil is not installed";
+  const std::string trace = ::testing::TempDir() + "loom-train-zero3-" + std::to_string(::getpid()) + ".json";
+  const auto run = runProcess({LOOM_TRAIN_BIN, "--model", "gpt", "--mode", "zero3", "-N", "2", "--steps", "4", "--batch",
+                               "8", "--eval", "0", "--layers", "2", "--dim", "32", "--heads", "4", "--seq", "16",
+                               "--timeline", trace});
+  ASSERT_EQ(run.exitCode, 0) << run.output;
+  const std::string text = loom::test::readFile(trace);
+  std::filesystem::remove(trace);
+  std::map<int, std::vector<std::pair<double, std::string>>> byRank;  // (start, category)
+  for (const auto& m : loom::test::searchAll(text, "\\{\"name\": \"[a-z]+[ 0-9]*\", \"cat\": \"(gather|optimizer)\", "
+                                                   "\"ph\": \"X\", \"pid\": 0, \"tid\": ([0-9]+), \"ts\": ([0-9.]+), "
+                                                   "\"dur\": ([0-9.]+), \"args\": \\{\"micro_batch\": -?[0-9]+, \"chunk\": ([0-9-]+)")) {
+    byRank[std::stoi(m[2])].push_back({std::stod(m[3]), m[1] + " " + m[5]});
+  }
+  ASSERT_EQ(byRank.size(), 2u) << text;
+  for (auto& [rank, events] : byRank) {
+    std::sort(events.begin(), events.end());
+    std::vector<size_t> perStep{0};
+    std::set<std::string> units;
+    for (const auto& [start, what] : events) {
+      if (what.rfind("optimizer", 0) == 0) {
+        perStep.push_back(0);
+        continue;
+      }
+      ++perStep.back();
+      units.insert(what);
+    }
+    perStep.pop_back();  // after the last step's optimizer
+    ASSERT_EQ(perStep.size(), 4u) << "rank " << rank;
+    EXPECT_EQ(units.size(), 7u) << "rank " << rank;  // embedding, 2 x 2 residual branches, final norm, head
+    for (size_t k = 0; k < perStep.size(); ++k) {
+      EXPECT_EQ(perStep[k], 2 * units.size() - 1) << "rank " << rank << " step " << k + 1;
+    }
+  }
+}
+
 // The mesh's data-parallel replicas reduce their gradients during the
 // backward, by the trainer's order and not by timing: in the --timeline of
 // every rank, each step's reductions (ddp's all-reduces, ZeRO-1's reduces to

@@ -20,8 +20,9 @@
 //            order once the stream has it.
 //   stage 3  parameters too live only as shards: a unit is all-gathered
 //            into a staging buffer before its forward, freed after it,
-//            gathered again before its backward and freed after its
-//            gradients are reduce-scattered. Gathers run on a second
+//            gathered again before its backward (the forward's last unit
+//            is kept instead) and freed after its gradients are
+//            reduce-scattered. Gathers run on a second
 //            communicator (a split of the first) and stream, one unit ahead
 //            of the compute.
 //
@@ -251,6 +252,7 @@ class Zero final : public Trainer {
     paramStage_[u].resize(padded(u));
     launched();
     gathers_->allGather(std::span<const T>(shardOf(shardParams_, u)), paramStage_[u].span(), &*gatherStream_);
+    gatherLaunched_[u] = monotonicSeconds();
   }
   // The unit after u in the pass (forward: lower unit index; backward: higher), if any.
   std::optional<size_t> next(size_t u, bool forward) const {
@@ -272,6 +274,10 @@ class Zero final : public Trainer {
     if (stage_ != 3) return awaitGather(uu);  // stages 1-2: the parameters gathered after the last step
     if (paramStage_[uu].size() == 0) gather(uu);
     wait(*gatherStream_);
+    if (gatherLaunched_[uu] != 0) {  // the timeline's span of its gather, launch to landing
+      events_.push_back({Event::Gather, -1, static_cast<int>(uu), gatherLaunched_[uu], monotonicSeconds()});
+      gatherLaunched_[uu] = 0;
+    }
     if (auto n = next(uu, forward); n && paramStage_[*n].size() == 0) gather(*n);
     const auto params = paramStage_[uu].span().first(unit.count);
     if (forward) {  // a forward reads parameters only: no gradient buffer yet
@@ -295,9 +301,13 @@ class Zero final : public Trainer {
     }
     gradStage_[u].resize(padded(u));
   }
+  // Stage 3: a unit's parameters are freed after its forward, but for the
+  // forward's last unit (unit 0), where the backward starts at once: kept
+  // for it, as FSDP keeps its last unit, instead of gathered again with
+  // nothing to hide the gather under.
   void leaveForward(size_t layer) {
     const long u = unitOf_[layer];
-    if (u < 0 || layer != units_[static_cast<size_t>(u)].lastLayer) return;
+    if (u <= 0 || layer != units_[static_cast<size_t>(u)].lastLayer) return;
     paramStage_[static_cast<size_t>(u)].release();  // free after use
   }
 
