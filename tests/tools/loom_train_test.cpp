@@ -733,6 +733,26 @@ TEST(LoomTrain, HeldOutLossSamplesAndMfuBetweenSteps) {
   std::filesystem::remove(json);
 }
 
+// The spans of a --timeline trace (writeChromeTrace), by rank, in the
+// trace's order: each event's name, category, start and end in
+// microseconds, and chunk (-1 where it has none, as idle spans).
+struct TraceSpan {
+  std::string name, cat;
+  double start, end;
+  int chunk;
+};
+std::map<int, std::vector<TraceSpan>> traceSpans(const std::string& text) {
+  std::map<int, std::vector<TraceSpan>> out;
+  for (const auto& m : loom::test::searchAll(
+           text, "\\{\"name\": \"([a-z]+[ 0-9]*)\", \"cat\": \"([a-z]+)\", \"ph\": \"X\", \"pid\": 0, "
+                 "\"tid\": ([0-9]+), \"ts\": ([0-9.]+), \"dur\": ([0-9.]+)(, \"args\": \\{\"micro_batch\": "
+                 "-?[0-9]+, \"chunk\": (-?[0-9]+))?")) {
+    const double start = std::stod(m[4]);
+    out[std::stoi(m[3])].push_back({m[1], m[2], start, start + std::stod(m[5]), m[7].empty() ? -1 : std::stoi(m[7])});
+  }
+  return out;
+}
+
 // ZeRO-1 and 2 overlap the parameter all-gathers after a step with the next
 // step's forward, by the trainer's order and not by timing: in the
 // --timeline of every rank, every unit's gather for step k + 1 was launched
@@ -748,15 +768,12 @@ TEST(LoomTrain, ZerosParameterGathersOverlapTheNextForward) {
     ASSERT_EQ(run.exitCode, 0) << run.output;
     const std::string text = loom::test::readFile(trace);
     std::filesystem::remove(trace);
-    struct Span {
-      double start, end;
-    };
-    std::map<int, std::vector<Span>> forwards, gathers;  // by rank
-    for (const auto& m : loom::test::searchAll(
-             text, "\\{\"name\": \"(gather|forward 0)\", \"cat\": \"[a-z]+\", \"ph\": \"X\", \"pid\": 0, "
-                   "\"tid\": ([0-9]+), \"ts\": ([0-9.]+), \"dur\": ([0-9.]+)")) {
-      const Span s{std::stod(m[3]), std::stod(m[3]) + std::stod(m[4])};
-      (m[1] == "gather" ? gathers : forwards)[std::stoi(m[2])].push_back(s);
+    std::map<int, std::vector<TraceSpan>> forwards, gathers;  // by rank
+    for (const auto& [rank, spans] : traceSpans(text)) {
+      for (const TraceSpan& span : spans) {
+        if (span.name == "gather") gathers[rank].push_back(span);
+        if (span.name == "forward 0") forwards[rank].push_back(span);
+      }
     }
     ASSERT_EQ(forwards.size(), 2u) << text;
     for (auto& [rank, steps] : forwards) {
@@ -764,7 +781,7 @@ TEST(LoomTrain, ZerosParameterGathersOverlapTheNextForward) {
       size_t units = 0;
       for (size_t k = 1; k < steps.size(); ++k) {
         size_t launched = 0, waitedInside = 0;
-        for (const Span& g : gathers[rank]) {
+        for (const TraceSpan& g : gathers[rank]) {
           if (g.start <= steps[k - 1].start || g.start >= steps[k].start) continue;
           ++launched;
           if (g.end > steps[k].start) ++waitedInside;
@@ -791,24 +808,23 @@ TEST(LoomTrain, Zero3KeepsTheForwardsLastUnitForTheBackward) {
   ASSERT_EQ(run.exitCode, 0) << run.output;
   const std::string text = loom::test::readFile(trace);
   std::filesystem::remove(trace);
-  std::map<int, std::vector<std::pair<double, std::string>>> byRank;  // (start, category)
-  for (const auto& m : loom::test::searchAll(text, "\\{\"name\": \"[a-z]+[ 0-9]*\", \"cat\": \"(gather|optimizer)\", "
-                                                   "\"ph\": \"X\", \"pid\": 0, \"tid\": ([0-9]+), \"ts\": ([0-9.]+), "
-                                                   "\"dur\": ([0-9.]+), \"args\": \\{\"micro_batch\": -?[0-9]+, \"chunk\": ([0-9-]+)")) {
-    byRank[std::stoi(m[2])].push_back({std::stod(m[3]), m[1] + " " + m[5]});
-  }
+  const auto byRank = traceSpans(text);
   ASSERT_EQ(byRank.size(), 2u) << text;
-  for (auto& [rank, events] : byRank) {
-    std::sort(events.begin(), events.end());
+  for (const auto& [rank, spans] : byRank) {
+    std::vector<TraceSpan> events;
+    for (const TraceSpan& span : spans) {
+      if (span.cat == "gather" || span.cat == "optimizer") events.push_back(span);
+    }
+    std::sort(events.begin(), events.end(), [](const TraceSpan& a, const TraceSpan& b) { return a.start < b.start; });
     std::vector<size_t> perStep{0};
-    std::set<std::string> units;
-    for (const auto& [start, what] : events) {
-      if (what.rfind("optimizer", 0) == 0) {
+    std::set<int> units;
+    for (const TraceSpan& span : events) {
+      if (span.cat == "optimizer") {
         perStep.push_back(0);
         continue;
       }
       ++perStep.back();
-      units.insert(what);
+      units.insert(span.chunk);
     }
     perStep.pop_back();  // after the last step's optimizer
     ASSERT_EQ(perStep.size(), 4u) << "rank " << rank;
@@ -840,22 +856,19 @@ TEST(LoomTrain, TheMeshsReplicasReduceDuringTheBackward) {
     ASSERT_EQ(run.exitCode, 0) << run.output;
     const std::string text = loom::test::readFile(trace);
     std::filesystem::remove(trace);
-    struct Span {
-      double start, end;
-    };
-    std::map<int, std::vector<Span>> backwards, reduces;  // by rank
-    for (const auto& m : loom::test::searchAll(
-             text, "\\{\"name\": \"[a-z]+[ 0-9]*\", \"cat\": \"(backward|weights|reduce)\", \"ph\": \"X\", \"pid\": 0, "
-                   "\"tid\": ([0-9]+), \"ts\": ([0-9.]+), \"dur\": ([0-9.]+)")) {
-      const Span s{std::stod(m[3]), std::stod(m[3]) + std::stod(m[4])};
-      (m[1] == "reduce" ? reduces : backwards)[std::stoi(m[2])].push_back(s);
+    std::map<int, std::vector<TraceSpan>> backwards, reduces;  // by rank
+    for (const auto& [rank, spans] : traceSpans(text)) {
+      for (const TraceSpan& span : spans) {
+        if (span.cat == "reduce") reduces[rank].push_back(span);
+        if (span.cat == "backward" || span.cat == "weights") backwards[rank].push_back(span);
+      }
     }
     ASSERT_EQ(reduces.size(), 4u) << text;
     for (const auto& [rank, spans] : reduces) {
       EXPECT_EQ(spans.size(), 4u) << flags[1] << " rank " << rank;  // one a step
-      for (const Span& r : spans) {
+      for (const TraceSpan& r : spans) {
         const bool during = std::any_of(backwards[rank].begin(), backwards[rank].end(),
-                                        [&](const Span& b) { return b.start < r.start && r.start < b.end; });
+                                        [&](const TraceSpan& b) { return b.start < r.start && r.start < b.end; });
         EXPECT_TRUE(during) << flags[1] << " rank " << rank << ": reduce launched at " << r.start
                             << " us outside every backward";
       }
