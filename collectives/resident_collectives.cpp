@@ -18,6 +18,7 @@ namespace {
 
 std::atomic<uint64_t> queued{0};
 std::atomic<uint64_t> inWindows{0};
+std::atomic<uint64_t> readInPlace{0};
 
 bool onDevice(memory::MemoryKind kind, size_t bytes) {
   return bytes == 0 || kind == memory::MemoryKind::CudaDevice;
@@ -36,52 +37,103 @@ struct Piece {
   size_t count = 0;  // elements of each block
 };
 
-// Where rank r's part of block b of a piece's input is, for the read step:
-// in r's scratch slot (published), or in r's window (read in place).
-using Source = std::function<const std::byte*(int r, int b)>;
+// Where every rank's part of a piece lies, for the read step: rank r's
+// block b at base + b x pitch, and in two shots its reduced share in its
+// result, at the share's offset. Two kinds: places this rank knows when it
+// queues the call (Known: the slots, or the windows), and places the ranks
+// published for the kernels to load when they run (Published).
+class Parts {
+ public:
+  virtual ~Parts() = default;
+  // dst <- op over every rank's block `block`, `at` bytes into it.
+  virtual void reduce(const Collective& c, cpu::ReduceOp op, size_t block, size_t at, void* dst, size_t count,
+                      void* stream) const = 0;
+  // dst <- rank r's block `block` (its result: `result`), `at` bytes in.
+  virtual void copy(int r, bool result, size_t block, size_t at, void* dst, size_t bytes, void* stream) const = 0;
+};
 
-// The read step of `c`'s piece `p`, for this rank: from every rank's input
-// as `source` finds it, queued on `stream`.
-void read(const ResidentArea& area, const Collective& c, const Piece& p, const Source& source, void* stream) {
-  DeviceKernels& kernels = deviceKernels();
-  // A PreMulSum's inputs were scaled as they were published: the read sums.
-  const cpu::ReduceOp op = c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
+class Known final : public Parts {
+ public:
+  // Rank r's input's first block, its result (two shots), the blocks' pitch.
+  using Place = std::function<const std::byte*(int r)>;
+  Known(int ranks, Place input, Place result, size_t pitch)
+      : ranks_(ranks), input_(std::move(input)), result_(std::move(result)), pitch_(pitch) {}
+  void reduce(const Collective& c, cpu::ReduceOp op, size_t block, size_t at, void* dst, size_t count,
+              void* stream) const override {
+    std::vector<const void*> sources(static_cast<size_t>(ranks_));
+    for (int r = 0; r < ranks_; ++r) sources[static_cast<size_t>(r)] = input_(r) + block * pitch_ + at;
+    deviceKernels().reduce(c.type, op, sources, dst, count, 1.0, stream);
+  }
+  void copy(int r, bool result, size_t block, size_t at, void* dst, size_t bytes, void* stream) const override {
+    const std::byte* from = result ? result_(r) + at : input_(r) + block * pitch_ + at;
+    deviceKernels().copy(dst, from, bytes, stream);
+  }
+
+ private:
+  int ranks_;
+  Place input_, result_;
+  size_t pitch_;
+};
+
+class Published final : public Parts {
+ public:
+  Published(const ResidentArea& area, uint64_t sequence) : sequence_(sequence) {
+    for (int r = 0; r < area.size(); ++r) places_.push_back(area.published(r, sequence));
+  }
+  void reduce(const Collective& c, cpu::ReduceOp op, size_t block, size_t at, void* dst, size_t count,
+              void* stream) const override {
+    deviceKernels().reduceFrom(c.type, op, places_, sequence_, block, at, dst, count, stream);
+  }
+  void copy(int r, bool result, size_t block, size_t at, void* dst, size_t bytes, void* stream) const override {
+    deviceKernels().copyFrom(dst, places_[static_cast<size_t>(r)], sequence_, result, block, at, bytes, stream);
+  }
+
+ private:
+  uint64_t sequence_;
+  std::vector<const PublishedPiece*> places_;
+};
+
+// What the read step sums: a PreMulSum's inputs were scaled as they were
+// published.
+cpu::ReduceOp readOp(const Collective& c) {
+  return c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
+}
+
+// The read step of `c`'s piece `p`, for this rank: from every rank's part,
+// queued on `stream`.
+void read(const ResidentArea& area, const Collective& c, const Piece& p, const Parts& parts, void* stream) {
+  const cpu::ReduceOp op = readOp(c);
   const int n = area.size();
   const int me = area.rank();
   const size_t bytes = p.count * c.typeSize;              // of each block's piece
   const size_t into = p.first * c.typeSize;                // of the piece into each block
   const auto block = [&](int r) { return static_cast<size_t>(r) * c.blockBytes(); };  // in the user's buffer
-  // Every rank's part of block b, in rank order.
-  const auto all = [&](int b) {
-    std::vector<const void*> sources(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = source(r, b);
-    return sources;
-  };
+  const auto mine = static_cast<size_t>(me);
   switch (c.kind) {
     case CollectiveKind::AllReduce:
-      kernels.reduce(c.type, op, all(0), c.recv + into, p.count, 1.0, stream);
+      parts.reduce(c, op, 0, 0, c.recv + into, p.count, stream);
       break;
     case CollectiveKind::Reduce:
-      if (me == c.root) kernels.reduce(c.type, op, all(0), c.recv + into, p.count, 1.0, stream);
+      if (me == c.root) parts.reduce(c, op, 0, 0, c.recv + into, p.count, stream);
       break;
     case CollectiveKind::ReduceScatter:
-      kernels.reduce(c.type, op, all(me), c.recv + into, p.count, 1.0, stream);
+      parts.reduce(c, op, mine, 0, c.recv + into, p.count, stream);
       break;
     case CollectiveKind::AllGather:
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, source(r, 0), bytes, stream);
+      for (int r = 0; r < n; ++r) parts.copy(r, false, 0, 0, c.recv + block(r) + into, bytes, stream);
       break;
     case CollectiveKind::Broadcast:
-      kernels.copy(c.recv + into, source(c.root, 0), bytes, stream);
+      parts.copy(c.root, false, 0, 0, c.recv + into, bytes, stream);
       break;
     case CollectiveKind::AlltoAll:
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, source(r, me), bytes, stream);
+      for (int r = 0; r < n; ++r) parts.copy(r, false, mine, 0, c.recv + block(r) + into, bytes, stream);
       break;
     case CollectiveKind::Gather:
       if (me != c.root) break;
-      for (int r = 0; r < n; ++r) kernels.copy(c.recv + block(r) + into, source(r, 0), bytes, stream);
+      for (int r = 0; r < n; ++r) parts.copy(r, false, 0, 0, c.recv + block(r) + into, bytes, stream);
       break;
     case CollectiveKind::Scatter:
-      kernels.copy(c.recv + into, source(c.root, me), bytes, stream);
+      parts.copy(c.root, false, mine, 0, c.recv + into, bytes, stream);
       break;
   }
 }
@@ -93,41 +145,34 @@ std::pair<size_t, size_t> shareOf(size_t count, int r, int n) {
   return {at(r), at(r + 1)};
 }
 
-// Where rank r's piece lies for a two-shot read: its input, or its reduced
-// share (at the share's own offset) for the others to copy.
-using PieceOf = std::function<std::byte*(int r)>;
-
 // The read step of an all-reduce's piece of `count` elements in two shots:
 // rank r owns share r (a contiguous n-th, as even as the count allows); it
 // reduces its share of every rank's input in rank order (the one-shot read's
-// bits, element for element) into `out`, averaged there, puts it where its
-// peers read results when that is not `out` itself (its scratch slot, where
-// its share of its input was: no other rank reads that part), and says
-// "reduced"; then it copies every other rank's share out of that rank's
-// result. A rank reads about 2x the piece instead of n x, for one more round
-// of flags.
-void readTwoShots(const ResidentArea& area, const Collective& c, size_t count, std::byte* out, const PieceOf& input,
-                  const PieceOf& result, uint64_t sequence, void* stream) {
+// bits, element for element) into `out`, averaged there, puts it in its
+// result (`myResult`, where its peers read it) when that is not `out`
+// itself (its scratch slot, where its share of its input was: no other rank
+// reads that part), and says "reduced"; then it copies every other rank's
+// share out of that rank's result. A rank reads about 2x the piece instead
+// of n x, for one more round of flags.
+void readTwoShots(const ResidentArea& area, const Collective& c, size_t count, std::byte* out, const Parts& parts,
+                  std::byte* myResult, uint64_t sequence, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   DeviceKernels& kernels = deviceKernels();
-  const cpu::ReduceOp op = c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
   const int n = area.size();
   const int me = area.rank();
   const auto [first, end] = shareOf(count, me, n);
   if (end > first) {
     const size_t at = first * c.typeSize;
-    std::vector<const void*> sources(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) sources[static_cast<size_t>(r)] = input(r) + at;
-    kernels.reduce(c.type, op, sources, out + at, end - first, 1.0, stream);
+    parts.reduce(c, readOp(c), 0, at, out + at, end - first, stream);
     if (c.reduction.average) kernels.average(c.type, out + at, end - first, n, stream);
-    if (result(me) != out) rt.copy(result(me) + at, out + at, (end - first) * c.typeSize, stream);
+    if (myResult != out) rt.copy(myResult + at, out + at, (end - first) * c.typeSize, stream);
   }
   for (int r = 0; r < n; ++r) rt.writeValue(stream, area.reducedFrom(r, me), sequence);  // its own word too
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     rt.waitValue(stream, area.reducedFrom(me, r), sequence);
     const auto [from, to] = shareOf(count, r, n);
-    if (to > from) kernels.copy(out + from * c.typeSize, result(r) + from * c.typeSize, (to - from) * c.typeSize, stream);
+    if (to > from) parts.copy(r, true, 0, from * c.typeSize, out + from * c.typeSize, (to - from) * c.typeSize, stream);
   }
 }
 
@@ -139,19 +184,44 @@ bool twoShot(const ResidentArea& area, const Collective& c) {
          c.count * c.typeSize >= area.twoShotFromBytes();
 }
 
-// One piece as one resident call: publish, read, release.
-void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots, void* stream) {
+// Whether this rank offers its own input to be read in place, where the
+// ranks publish their places (threads of one process): its send buffer on
+// the area's device (which every rank's reaches), read as it lies (no
+// PreMulSum scaling on the way in) and not overlapping its result (a rank
+// must not write its result where a peer may still read its input; in place
+// calls go through the scratch). Each rank answers for itself: its readers
+// load whichever place it published.
+bool offersInPlace(const ResidentArea& area, const Collective& c, bool twoShots) {
+  if (!area.sharesAddresses() || c.sendBytes == 0 || c.reduction.op == cpu::ReduceOp::PreMulSum) return false;
+  const bool overlaps = c.recvBytes != 0 && c.recv < c.send + c.sendBytes && c.send < c.recv + c.recvBytes;
+  if (overlaps) return false;
+  cuda::DeviceRuntime& rt = cuda::runtime();
+  // In two shots its peers copy its reduced share out of its result.
+  return rt.deviceOf(c.send) == area.device() && (!twoShots || rt.deviceOf(c.recv) == area.device());
+}
+
+// One piece as one resident call: publish, read, release. `inPlace`: this
+// rank's part is read where it lies (offersInPlace); `last`: the call's last
+// piece, after which such a rank waits until every peer has read its input.
+void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots, bool inPlace, bool last,
+              void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int n = area.size();
   const int me = area.rank();
-  const uint64_t sequence = area.beginCall();
-  // Publish: nobody still reads this call's slot (last used two calls ago);
-  // the input's piece in; said so to each rank.
+  const bool waitReaders = inPlace && last;
+  const uint64_t sequence = area.beginCall(waitReaders);
+  const size_t bytes = p.count * c.typeSize;  // of each block's piece
+  // Publish: nobody still reads this call's slot, nor its published places
+  // (last used two calls ago); the input's piece in; said so to each rank.
   for (int r = 0; sequence > 2 && r < n; ++r) {
     if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence - 2);
   }
-  if (c.sendBytes != 0) {
-    const size_t bytes = p.count * c.typeSize;
+  PublishedPiece place;
+  if (inPlace) {
+    place.input = reinterpret_cast<uintptr_t>(c.send + p.first * c.typeSize);
+    place.pitch = c.blockBytes();
+    place.result = reinterpret_cast<uintptr_t>(c.recv + p.first * c.typeSize);
+  } else if (c.sendBytes != 0) {
     const std::byte* from = c.send + p.first * c.typeSize;
     const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(n) : 1;
     std::byte* to = area.slot(me, sequence);
@@ -166,6 +236,17 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     } else {
       rt.copy(to, from, bytes, stream);
     }
+    place.input = place.result = reinterpret_cast<uintptr_t>(to);
+    place.pitch = bytes;
+  }
+  if (area.sharesAddresses() && c.sendBytes != 0) {
+    // Into its own line, the sequence last, before "arrived": each write on
+    // the stream follows the ones before it.
+    PublishedPiece* entry = area.published(me, sequence);
+    rt.writeValue(stream, &entry->input, place.input);
+    rt.writeValue(stream, &entry->pitch, place.pitch);
+    rt.writeValue(stream, &entry->result, place.result);
+    rt.writeValue(stream, &entry->sequence, sequence);
   }
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.writeValue(stream, area.arrivedFrom(r, me), sequence);
@@ -174,12 +255,16 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
+  const auto slot = [&](int r) -> const std::byte* { return area.slot(r, sequence); };
+  const Known inSlots(n, slot, slot, bytes);
+  const std::optional<Published> published =
+      area.sharesAddresses() ? std::optional<Published>(std::in_place, area, sequence) : std::nullopt;
+  const Parts& parts = published ? static_cast<const Parts&>(*published) : inSlots;
   if (twoShots) {
-    const PieceOf slot = [&](int r) { return area.slot(r, sequence); };
-    readTwoShots(area, c, p.count, c.recv + p.first * c.typeSize, slot, slot, sequence, stream);
+    std::byte* out = c.recv + p.first * c.typeSize;
+    readTwoShots(area, c, p.count, out, parts, inPlace ? out : area.slot(me, sequence), sequence, stream);
   } else {
-    const size_t bytes = p.count * c.typeSize;
-    read(area, c, p, [&](int r, int b) { return area.slot(r, sequence) + static_cast<size_t>(b) * bytes; }, stream);
+    read(area, c, p, parts, stream);
   }
   // An average divides the sum, as the host path does (two shots divided
   // each share).
@@ -190,6 +275,12 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   // Release: done reading, told to each owner and to the host's watch.
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
+  }
+  // An input read in place stays the peers' until each is done with it (and
+  // with every piece before, which it read first): the work after the call
+  // on this stream may overwrite it.
+  for (int r = 0; waitReaders && r < n; ++r) {
+    if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence);
   }
   rt.writeValue(stream, area.finished(), sequence);
 }
@@ -227,18 +318,16 @@ void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindow
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
+  // Straight from the windows: every rank's input (and in two shots its
+  // result) where it lies in its window.
+  const auto at = [](const SymmetricWindows::Place& in) {
+    return [&in](int r) -> const std::byte* { return in.window->peers[static_cast<size_t>(r)].base + in.offset; };
+  };
+  const Known windows(n, at(place), twoShotsInto ? at(*twoShotsInto) : at(place), c.blockBytes());
   if (twoShotsInto) {
-    // Straight from the windows: the shares are read from every rank's
-    // input and copied out of every rank's result, both in windows.
-    const auto at = [](const SymmetricWindows::Place& in) {
-      return [&in](int r) { return in.window->peers[static_cast<size_t>(r)].base + in.offset; };
-    };
-    readTwoShots(area, c, c.count, c.recv, at(place), at(*twoShotsInto), sequence, stream);
+    readTwoShots(area, c, c.count, c.recv, windows, c.recv, sequence, stream);
   } else {
-    const Source input = [&](int r, int b) {
-      return place.window->peers[static_cast<size_t>(r)].base + place.offset + static_cast<size_t>(b) * c.blockBytes();
-    };
-    read(area, c, Piece{.first = 0, .count = c.count}, input, stream);
+    read(area, c, Piece{.first = 0, .count = c.count}, windows, stream);
     if (c.reduction.average) deviceKernels().average(c.type, c.recv, c.count, n, stream);
   }
   for (int r = 0; r < n; ++r) {
@@ -275,14 +364,19 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(area.size()) : 1;
   const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
   const bool twoShots = twoShot(area, c);
+  const bool inPlace = offersInPlace(area, c, twoShots);
   for (size_t first = 0; first < c.count; first += perPiece) {
-    runPiece(area, c, Piece{.first = first, .count = std::min(perPiece, c.count - first)}, twoShots, stream);
+    const size_t count = std::min(perPiece, c.count - first);
+    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, first + count == c.count, stream);
   }
   queued.fetch_add(1, std::memory_order_relaxed);
+  if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t residentCalls() { return queued.load(std::memory_order_relaxed); }
 
 uint64_t residentCallsInWindows() { return inWindows.load(std::memory_order_relaxed); }
+
+uint64_t residentCallsOfferedInPlace() { return readInPlace.load(std::memory_order_relaxed); }
 
 }  // namespace loom::coll

@@ -9,9 +9,15 @@
 //            (two slots alternate, so their words in this rank's flag line
 //            reach the piece's sequence - 2), its input is copied into it,
 //            and behind the copy the sequence is written into every other
-//            rank's line ("arrived");
+//            rank's line ("arrived"). Where the ranks are threads of one
+//            process, the rank first writes where its part lies into its
+//            own line (comm/published_piece.hpp): its slot, or, where its
+//            input does not overlap its result and needs no scaling, its
+//            own buffer, copied nowhere; such a rank then waits after the
+//            call's last piece until every peer is done reading it;
 //   read:    once every other rank's "arrived" in its own line reaches the
-//            sequence, the rank reads what it needs from the slots: one
+//            sequence, the rank reads what it needs from the slots (or the
+//            published places, which its kernels load when they run): one
 //            reduction kernel over every rank's (all-reduce, the root's
 //            reduce, a reduce-scatter's own block of each), or copies (all-
 //            gather, broadcast, all-to-all, gather, scatter); an all-reduce
@@ -61,5 +67,8 @@ uint64_t residentCalls();
 // Of those, the calls that read their peers' inputs in place, in symmetric
 // windows (comm/symmetric_windows.hpp).
 uint64_t residentCallsInWindows();
+// Of those, the calls of ranks of one process whose rank offered its own
+// input to be read where it lies, not through its scratch.
+uint64_t residentCallsOfferedInPlace();
 
 }  // namespace loom::coll

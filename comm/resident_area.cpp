@@ -32,8 +32,13 @@ constexpr size_t kSentToAt = 4 * kDoneByAt;
 constexpr size_t kTakenByAt = 5 * kDoneByAt;
 constexpr size_t kSentAt = 6 * kDoneByAt;
 constexpr size_t kReceivedAt = 7 * kDoneByAt;
+// Two entries, the calls alternating between them.
+constexpr size_t kPublishedAt = 8 * kDoneByAt;
+constexpr size_t kPublishedBytes = 2 * sizeof(PublishedPiece);
 static_assert(kFinishedAt + sizeof(uint64_t) <= kSentToAt);
-static_assert(kReceivedAt + kDoneByAt <= ResidentArea::kFlagBytes);
+static_assert(kReceivedAt + kDoneByAt <= kPublishedAt);
+static_assert(kPublishedAt + kPublishedBytes <= ResidentArea::kFlagBytes);
+static_assert(ResidentArea::kFlagBytes % 256 == 0, "the scratch after the line stays aligned for the kernels");
 
 }  // namespace
 
@@ -52,6 +57,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   if (ok) {
     try {
       own_ = static_cast<std::byte*>(runtime_.allocDevice(bytes));
+      device_ = runtime_.deviceOf(own_);
       const std::vector<std::byte> zeros(kFlagBytes);
       runtime_.copyNow(own_, zeros.data(), kFlagBytes);
       mine.area = cardOf(own_, bytes);
@@ -68,9 +74,11 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
     std::memcpy(&first, cards.data(), sizeof first);
     twoShotFromBytes_ = first.twoShotFromBytes;
   }
+  sharesAddresses_ = true;
   for (int r = 0; r < n && ok; ++r) {
     Card card;
     std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
+    sharesAddresses_ = sharesAddresses_ && card.area.pid == mine.area.pid;
     if (card.scratchBytes != scratchBytes) {
       LOOM_INFO(Init, "no resident collectives: rank %d has %llu bytes of scratch (LOOM_DEVICE_SCRATCH_BYTES), this rank %zu",
                 r, static_cast<unsigned long long>(card.scratchBytes), scratchBytes);
@@ -93,7 +101,11 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   if (!ready_) {
     for (PeerView& peer : peers_) peer = PeerView{};
   }
-  LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank)", ready_ ? "ready" : "off", scratchBytes);
+  // Every rank saw the same cards, so every rank agrees; pids of one node's
+  // processes differ.
+  sharesAddresses_ = sharesAddresses_ && ready_;
+  LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank%s)", ready_ ? "ready" : "off", scratchBytes,
+            sharesAddresses_ ? ", ranks of one process: buffers read in place" : "");
 }
 
 ResidentArea::~ResidentArea() {
@@ -167,6 +179,10 @@ uint64_t* ResidentArea::reducedFrom(int owner, int writer) const {
 }
 
 uint64_t* ResidentArea::finished() const { return reinterpret_cast<uint64_t*>(own_ + kFinishedAt); }
+
+PublishedPiece* ResidentArea::published(int owner, uint64_t sequence) const {
+  return reinterpret_cast<PublishedPiece*>(peers_[static_cast<size_t>(owner)].base + kPublishedAt) + sequence % 2;
+}
 
 uint64_t* ResidentArea::sentTo(int owner, int sender) const {
   return reinterpret_cast<uint64_t*>(peers_[static_cast<size_t>(owner)].base + kSentToAt) + sender;

@@ -30,6 +30,7 @@
 
 #include "base/device/ipc.hpp"
 #include "comm/device_card.hpp"
+#include "comm/published_piece.hpp"
 
 namespace loom {
 
@@ -39,7 +40,7 @@ class ResidentArea {
  public:
   // Per rank: the flags' line, then the collectives' scratch, then the
   // point-to-point slots (two per receiver).
-  static constexpr size_t kFlagBytes = 1024;
+  static constexpr size_t kFlagBytes = 1280;
   static constexpr size_t kP2pSlotBytes = size_t{512} << 10;
   // The most ranks one reduction pass folds (collectives/cuda/kernels.hpp).
   static constexpr int kMaxRanks = 16;
@@ -61,6 +62,14 @@ class ResidentArea {
   // All-reduces of 3 or more ranks whose call holds at least this many bytes
   // run in two shots (0: never); the same on every rank.
   uint64_t twoShotFromBytes() const { return twoShotFromBytes_; }
+  // Whether every rank is a thread of this process, so that a pointer is
+  // the same to all of them: the ranks then publish where each piece's part
+  // lies (published()) and a rank's own device buffers may be read in place
+  // (the same on every rank).
+  bool sharesAddresses() const { return sharesAddresses_; }
+  // The device this rank's area is on (its buffers there reach every rank's
+  // device, as the area does).
+  int device() const { return device_; }
 
   // The words of rank `owner`'s flag line, as this rank's device reaches
   // them: `arrivedFrom(owner, writer)` holds the sequence of the last call
@@ -77,6 +86,11 @@ class ResidentArea {
   uint64_t* reducedFrom(int owner, int writer) const;
   // The last call this rank's stream has finished (its own line).
   uint64_t* finished() const;
+  // Where rank `owner` put its part of call `sequence`'s piece, in its own
+  // line (sharesAddresses() only): two entries that the calls alternate, as
+  // the scratch slots do, so that a rank publishes the next call while its
+  // readers still read this one.
+  PublishedPiece* published(int owner, uint64_t sequence) const;
 
   // Point-to-point (comm/engine/resident_p2p.hpp): a message goes as pieces
   // of at most kP2pSlotBytes through the sender's two slots for its
@@ -126,6 +140,8 @@ class ResidentArea {
   int rank_ = 0;
   size_t scratchBytes_ = 0;
   uint64_t twoShotFromBytes_ = 0;
+  bool sharesAddresses_ = false;
+  int device_ = -1;
   std::byte* own_ = nullptr;  // this rank's allocation
   std::vector<PeerView> peers_;
   bool ready_ = false;

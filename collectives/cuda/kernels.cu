@@ -52,7 +52,7 @@ __device__ inline size_t gridStride() { return size_t(gridDim.x) * blockDim.x; }
 
 // Elements [begin, end), one per thread per step.
 template <class T, ReduceOp Op>
-__global__ void reduceElements(Sources s, void* dst, size_t begin, size_t end, typename Element<T>::Acc factor) {
+__device__ void foldElements(const Sources& s, void* dst, size_t begin, size_t end, typename Element<T>::Acc factor) {
   using S = typename Element<T>::Stored;
   using A = typename Element<T>::Acc;
   for (size_t i = begin + firstIndex(); i < end; i += gridStride()) {
@@ -64,7 +64,7 @@ __global__ void reduceElements(Sources s, void* dst, size_t begin, size_t end, t
 
 // 16-byte vectors [0, vectors) of every source (all 16-byte aligned).
 template <class T, ReduceOp Op>
-__global__ void reduceVectors(Sources s, void* dst, size_t vectors, typename Element<T>::Acc factor) {
+__device__ void foldVectors(const Sources& s, void* dst, size_t vectors, typename Element<T>::Acc factor) {
   using S = typename Element<T>::Stored;
   using A = typename Element<T>::Acc;
   constexpr int kPer = 16 / sizeof(S);
@@ -86,6 +86,82 @@ __global__ void reduceVectors(Sources s, void* dst, size_t vectors, typename Ele
     memcpy(&raw, in, 16);
     static_cast<uint4*>(dst)[v] = raw;
   }
+}
+
+template <class T, ReduceOp Op>
+__global__ void reduceElements(Sources s, void* dst, size_t begin, size_t end, typename Element<T>::Acc factor) {
+  foldElements<T, Op>(s, dst, begin, end, factor);
+}
+
+template <class T, ReduceOp Op>
+__global__ void reduceVectors(Sources s, void* dst, size_t vectors, typename Element<T>::Acc factor) {
+  foldVectors<T, Op>(s, dst, vectors, factor);
+}
+
+__device__ inline bool alignedOnDevice(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Where the ranks' places are: pointers into their flag lines.
+struct Places {
+  const PublishedPiece* p[kMaxSources];
+  int n;
+};
+
+// A published place, loaded as it is now (volatile: other ranks' streams
+// wrote it, and no copy from before the wait may be used); null where it is
+// not for call `sequence`.
+__device__ inline const char* placeOnDevice(const PublishedPiece* entry, uint64_t sequence, bool result, size_t block,
+                                            size_t at) {
+  const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(entry);
+  if (words[3] != sequence) return nullptr;
+  const uint64_t base = result ? words[2] : words[0];
+  return reinterpret_cast<const char*>(base) + block * words[1] + at;
+}
+
+// The fold of every rank's published block: each thread block's first
+// thread loads the places (and whether 16-byte vectors fit all of them),
+// then the block folds as the kernels above do.
+template <class T, ReduceOp Op>
+__global__ void reducePublished(Places places, uint64_t sequence, size_t block, size_t at, void* dst, size_t count) {
+  using S = typename Element<T>::Stored;
+  using A = typename Element<T>::Acc;
+  __shared__ Sources s;
+  __shared__ int shape;  // 0: nothing to read; 1: vectors, then elements; 2: elements
+  if (threadIdx.x == 0) {
+    s.n = places.n;
+    bool vectors = alignedOnDevice(dst);
+    shape = 1;
+    for (int k = 0; k < places.n; ++k) {
+      s.p[k] = placeOnDevice(places.p[k], sequence, false, block, at);
+      if (s.p[k] == nullptr) shape = 0;
+      vectors = vectors && alignedOnDevice(s.p[k]);
+    }
+    if (shape != 0 && !vectors) shape = 2;
+  }
+  __syncthreads();
+  if (shape == 0) return;
+  size_t done = 0;
+  if (shape == 1) {
+    const size_t vectors = count * sizeof(S) / 16;
+    foldVectors<T, Op>(s, dst, vectors, A(1));
+    done = vectors * 16 / sizeof(S);
+  }
+  foldElements<T, Op>(s, dst, done, count, A(1));
+}
+
+// `bytes` from a published place: 16 bytes at a time where both ends allow.
+__global__ void copyPublished(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block,
+                              size_t at, size_t bytes) {
+  const char* src = placeOnDevice(place, sequence, result, block, at);
+  if (src == nullptr || src == dst) return;
+  size_t done = 0;
+  if (alignedOnDevice(src) && alignedOnDevice(dst)) {
+    const size_t vectors = bytes / 16;
+    for (size_t v = firstIndex(); v < vectors; v += gridStride()) {
+      static_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
+    }
+    done = vectors * 16;
+  }
+  for (size_t i = done + firstIndex(); i < bytes; i += gridStride()) static_cast<char*>(dst)[i] = src[i];
 }
 
 template <class T>
@@ -129,6 +205,19 @@ void launchReduce(const Sources& s, void* dst, size_t count, double scalar, cuda
 
 using Launcher = void (*)(const Sources&, void*, size_t, double, cudaStream_t);
 
+template <class T, ReduceOp Op>
+void launchReducePublished(const Places& places, uint64_t sequence, size_t block, size_t at, void* dst, size_t count,
+                           cudaStream_t stream) {
+  // Blocks for the vectors' count: where the places turn out misaligned, the
+  // elements' loop strides over the rest.
+  const size_t work = count * sizeof(typename Element<T>::Stored) / 16;
+  reducePublished<T, Op><<<blocksFor(work == 0 ? count : work), kThreads, 0, stream>>>(places, sequence, block, at,
+                                                                                      dst, count);
+  check(cudaGetLastError(), "launching a reduction kernel over published places");
+}
+
+using PublishedLauncher = void (*)(const Places&, uint64_t, size_t, size_t, void*, size_t, cudaStream_t);
+
 #define LOOM_ROW(T)                                                                                   \
   {launchReduce<T, ReduceOp::Sum>, launchReduce<T, ReduceOp::Prod>, launchReduce<T, ReduceOp::Min>, \
    launchReduce<T, ReduceOp::Max>, launchReduce<T, ReduceOp::PreMulSum>}
@@ -138,6 +227,17 @@ const Launcher kLaunchers[loomNumTypes][5] = {LOOM_ROW(int8_t),  LOOM_ROW(uint8_
                                               LOOM_ROW(uint32_t), LOOM_ROW(int64_t), LOOM_ROW(uint64_t),
                                               LOOM_ROW(Half),    LOOM_ROW(float),   LOOM_ROW(double),
                                               LOOM_ROW(Bfloat16)};
+#undef LOOM_ROW
+
+// PreMulSum's column is Sum's: a published input is scaled already.
+#define LOOM_ROW(T)                                                                                       \
+  {launchReducePublished<T, ReduceOp::Sum>, launchReducePublished<T, ReduceOp::Prod>,                     \
+   launchReducePublished<T, ReduceOp::Min>, launchReducePublished<T, ReduceOp::Max>,                      \
+   launchReducePublished<T, ReduceOp::Sum>}
+
+const PublishedLauncher kPublishedLaunchers[loomNumTypes][5] = {
+    LOOM_ROW(int8_t), LOOM_ROW(uint8_t), LOOM_ROW(int32_t), LOOM_ROW(uint32_t), LOOM_ROW(int64_t),
+    LOOM_ROW(uint64_t), LOOM_ROW(Half), LOOM_ROW(float), LOOM_ROW(double), LOOM_ROW(Bfloat16)};
 #undef LOOM_ROW
 
 template <class T>
@@ -158,6 +258,7 @@ void loadReduce() {
   cudaFuncAttributes attributes{};
   (void)cudaFuncGetAttributes(&attributes, reduceVectors<T, Op>);
   (void)cudaFuncGetAttributes(&attributes, reduceElements<T, Op>);
+  (void)cudaFuncGetAttributes(&attributes, reducePublished<T, Op>);
   (void)cudaGetLastError();
 }
 
@@ -178,6 +279,8 @@ void loadAllOps() {
 void loadKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
+    cudaFuncAttributes attributes{};
+    (void)cudaFuncGetAttributes(&attributes, copyPublished);
     loadAllOps<int8_t>();
     loadAllOps<uint8_t>();
     loadAllOps<int32_t>();
@@ -229,6 +332,31 @@ void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void
 void copy(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0 || dst == src) return;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
+}
+
+void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
+                uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) {
+  if (static_cast<unsigned>(type) >= loomNumTypes) {
+    throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(type)) + " is not a loomDataType_t");
+  }
+  if (places.empty() || places.size() > kMaxSources) {
+    throw Error(loomInvalidArgument, "a device reduction folds 1 to " + std::to_string(kMaxSources) +
+                                         " sources in one pass, not " + std::to_string(places.size()));
+  }
+  if (count == 0) return;
+  Places all{};
+  all.n = static_cast<int>(places.size());
+  for (size_t k = 0; k < places.size(); ++k) all.p[k] = places[k];
+  kPublishedLaunchers[type][static_cast<int>(op)](all, sequence, block, at, dst, count,
+                                                  static_cast<cudaStream_t>(stream));
+}
+
+void copyFrom(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
+              size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  copyPublished<<<blocksFor(bytes / 16 == 0 ? bytes : bytes / 16), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      dst, place, sequence, result, block, at, bytes);
+  check(cudaGetLastError(), "launching a copy from a published place");
 }
 
 }  // namespace loom::coll::cuda

@@ -592,6 +592,178 @@ TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPath
   }
 }
 
+// Ranks that are threads of one process publish where each piece's input
+// lies, and a rank whose send buffer does not overlap its result offers it
+// to be read in place: every collective, out of place, past one scratch slot
+// (2 MiB: two pieces of 600001 int32), exact, with nothing copied into a
+// scratch (the fake's stream copies count them) and every rank that has an
+// input counted as offering it; ranks that mix in place (through their
+// scratch) and out of place in one call, exact; and an input read in place
+// stays its readers' until they are done: each rank overwrites its send
+// buffer on its stream right after the call, and every result is still exact.
+TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  constexpr size_t kCount = 600001;
+  const auto sum = [](int n, size_t i) {
+    int32_t s = 0;
+    for (int q = 0; q < n; ++q) s += value(q, i);
+    return s;
+  };
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    const auto nn = static_cast<size_t>(n);
+    const int root = n - 1;
+    const uint64_t copied = loom::cuda::fakeBytesCopied();
+    const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
+    const uint64_t before = loom::coll::residentCalls();
+    // The stream copies onStreams itself makes: each rank's input in, its result out.
+    uint64_t ownCopies = 0;
+    const auto run = [&](size_t sendCount, size_t recvCount, auto&&... rest) {
+      ownCopies += nn * (sendCount + recvCount) * 4;
+      onStreams(n, sendCount, recvCount, rest...);
+    };
+    run(kCount, kCount,
+              [](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomAllReduce(s, r, c, loomInt32, loomSum, comm, st);
+              },
+              value, [&](int, size_t i) { return sum(n, i); });
+    run(kCount, kCount,
+              [root](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomReduce(s, r, c, loomInt32, loomSum, root, comm, st);
+              },
+              value, [&](int, size_t i) { return sum(n, i); }, [root](int r) { return r == root; });
+    run(kCount * nn, kCount,
+              [nn](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomReduceScatter(s, r, c / nn, loomInt32, loomSum, comm, st);
+              },
+              value, [&](int rank, size_t i) { return sum(n, static_cast<size_t>(rank) * kCount + i); });
+    run(kCount, kCount * nn,
+              [](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomAllGather(s, r, c, loomInt32, comm, st);
+              },
+              value, [](int, size_t i) { return value(static_cast<int>(i / kCount), i % kCount); });
+    run(kCount, kCount,
+              [root](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomBroadcast(s, r, c, loomInt32, root, comm, st);
+              },
+              value, [root](int, size_t i) { return value(root, i); });
+    run(kCount * nn, kCount * nn,
+              [nn](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomAlltoAll(s, r, c / nn, loomInt32, comm, st);
+              },
+              value, [](int rank, size_t i) {
+                return value(static_cast<int>(i / kCount), static_cast<size_t>(rank) * kCount + i % kCount);
+              });
+    run(kCount, kCount * nn,
+              [root](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomGather(s, r, c, loomInt32, root, comm, st);
+              },
+              value, [](int, size_t i) { return value(static_cast<int>(i / kCount), i % kCount); },
+              [root](int r) { return r == root; });
+    run(kCount * nn, kCount,
+              [root, nn](const void* s, void* r, size_t c, int, loomComm_t comm, loomStream_t st) {
+                return loomScatter(s, r, c / nn, loomInt32, root, comm, st);
+              },
+              value, [root](int rank, size_t i) { return value(root, static_cast<size_t>(rank) * kCount + i); });
+    EXPECT_EQ(loom::coll::residentCalls() - before, 8 * nn) << "calls that took the host's path";
+    // Every rank of the six calls where every rank sends; the root alone of
+    // a broadcast's and a scatter's.
+    EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, 6 * nn + 2);
+    EXPECT_EQ(loom::cuda::fakeBytesCopied() - copied, ownCopies) << "bytes copied into a scratch";
+
+    // Even ranks in place (through their scratch), odd ones out of place.
+    const uint64_t mixed = loom::coll::residentCallsOfferedInPlace();
+    auto comms = loom::test::initThreadComms(n);
+    onThreads(n, [&](int r) {
+      Stream stream;
+      std::vector<int32_t> in(kCount), out(kCount, -1);
+      for (size_t i = 0; i < kCount; ++i) in[i] = value(r, i);
+      DeviceBuffer send(kCount * 4), recv(kCount * 4);
+      void* result = r % 2 == 0 ? send.data() : recv.data();
+      runtime().copy(send.data(), in.data(), kCount * 4, stream.handle());
+      ASSERT_EQ(loomAllReduce(send.data(), result, kCount, loomInt32, loomSum, comms[r], stream.loom()), loomSuccess);
+      runtime().copy(out.data(), result, kCount * 4, stream.handle());
+      ASSERT_TRUE(stream.finishes());
+      size_t wrong = 0;
+      for (size_t i = 0; i < kCount; ++i) {
+        if (out[i] != sum(n, i) && wrong++ < 3) ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
+      }
+    });
+    EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - mixed, nn / 2) << "the odd ranks";
+
+    // The input is overwritten on the rank's stream right after each call: a
+    // reduce, where the ranks that read nothing go on at once while the root
+    // still reads, and an all-reduce.
+    onThreads(n, [&](int r) {
+      Stream stream;
+      std::vector<int32_t> in(kCount), out(kCount, -1);
+      const std::vector<int32_t> garbage(kCount, -7);
+      DeviceBuffer send(kCount * 4), recv(kCount * 4);
+      for (int round = 0; round < 10; ++round) {
+        const bool reduce = round % 2 == 0;
+        for (size_t i = 0; i < kCount; ++i) in[i] = value(r, i + static_cast<size_t>(round));
+        runtime().copy(send.data(), in.data(), kCount * 4, stream.handle());
+        ASSERT_EQ(reduce ? loomReduce(send.data(), recv.data(), kCount, loomInt32, loomSum, root, comms[r], stream.loom())
+                         : loomAllReduce(send.data(), recv.data(), kCount, loomInt32, loomSum, comms[r], stream.loom()),
+                  loomSuccess);
+        runtime().copy(send.data(), garbage.data(), kCount * 4, stream.handle());
+        runtime().copy(out.data(), recv.data(), kCount * 4, stream.handle());
+        ASSERT_TRUE(stream.finishes());
+        size_t wrong = 0;
+        for (size_t i = 0; (!reduce || r == root) && i < kCount; ++i) {
+          if (out[i] != sum(n, i + static_cast<size_t>(round)) && wrong++ < 3) {
+            ADD_FAILURE() << "rank " << r << ", round " << round << ", element " << i << ": " << out[i]
+                          << ": a peer overwrote its input while this rank read it";
+          }
+        }
+      }
+    });
+    loom::test::destroyAll(comms);
+  }
+}
+
+// A rank of one process whose call is let go (its communicator aborted, a
+// peer never came) reads nothing from places its peers published for calls
+// before: its result is left as it was, not filled from a stale place.
+TEST(ResidentCollectives, AReleasedCallReadsNoPlaceLeftFromAnEarlierCall) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  auto comms = loom::test::initThreadComms(2);
+  constexpr size_t kCount = 1024;
+  std::vector<std::unique_ptr<DeviceBuffer>> sends, recvs;
+  for (int r = 0; r < 2; ++r) {
+    sends.push_back(std::make_unique<DeviceBuffer>(kCount * 4));
+    recvs.push_back(std::make_unique<DeviceBuffer>(kCount * 4));
+  }
+  // Two calls that both ranks make (one for each published entry).
+  onThreads(2, [&](int r) {
+    Stream stream;
+    const std::vector<int32_t> ones(kCount, 1);
+    runtime().copy(sends[r]->data(), ones.data(), kCount * 4, stream.handle());
+    for (int call = 0; call < 2; ++call) {
+      ASSERT_EQ(loomAllReduce(sends[r]->data(), recvs[r]->data(), kCount, loomInt32, loomSum, comms[r], stream.loom()),
+                loomSuccess);
+    }
+    ASSERT_TRUE(stream.finishes());
+  });
+  // A third that rank 1 never makes, of 0's, into a result of -1's.
+  Stream stream;
+  const std::vector<int32_t> zeros(kCount, 0), marks(kCount, -1);
+  runtime().copyNow(sends[0]->data(), zeros.data(), kCount * 4);
+  runtime().copyNow(recvs[0]->data(), marks.data(), kCount * 4);
+  for (int call = 0; call < 2; ++call) {
+    ASSERT_EQ(loomAllReduce(sends[0]->data(), recvs[0]->data(), kCount, loomInt32, loomSum, comms[0], stream.loom()),
+              loomSuccess);
+  }
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(runtime().idle(stream.handle())) << "the stream went past a call whose peer never came";
+  EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);
+  EXPECT_TRUE(stream.finishes()) << "the stream still waits for an aborted call";
+  std::vector<int32_t> got(kCount);
+  runtime().copyNow(got.data(), recvs[0]->data(), kCount * 4);
+  EXPECT_EQ(got, marks) << "the released calls read rank 1's places from the calls before";
+  EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
+}
+
 // Symmetric windows (loomCommWindowRegister): a call on a stream whose send
 // buffer lies in one, at the same offset on every rank, reads its peers'
 // inputs where they lie, copying nothing into the scratch: all-reduce (sum,

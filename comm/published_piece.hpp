@@ -1,0 +1,31 @@
+// Where a rank's part of a resident piece lies, as it tells the ranks that
+// read it (comm/resident_area.hpp), where every rank of a communicator is a
+// thread of one process and a pointer means the same to all of them. The
+// publisher's stream writes it into its own flag line, the sequence last,
+// before its "arrived"; the readers' kernels load it when they run, after
+// their wait, so that a rank may offer its own buffer to be read in place,
+// or its scratch slot, without its readers knowing which when they queue
+// the call. Kept free of everything but integers: the device's kernels
+// include it.
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+
+struct PublishedPiece {
+  // The piece's part of the first block.
+  uint64_t input = 0;
+  // Bytes from the piece's part of one block to the next (inputs in blocks).
+  uint64_t pitch = 0;
+  // Where a two-shot all-reduce's reduced share of the piece lies, at the
+  // share's own offset.
+  uint64_t result = 0;
+  // The call these places are for. A reader whose stream a failure let go
+  // before the publisher got there finds an older one and reads nothing.
+  uint64_t sequence = 0;
+};
+
+static_assert(sizeof(PublishedPiece) == 32);
+
+}  // namespace loom
