@@ -212,13 +212,15 @@ TEST(GpuStreams, ACallOnACudaStreamReturnsAtOnceAndLaterWorkSeesItsResult) {
 }
 
 // Every collective and a grouped send/receive, each rank on a stream of its
-// own, buffers on the device, results checked after cudaStreamSynchronize.
+// own, buffers on the device, results checked after cudaStreamSynchronize;
+// the ranks are threads, so out of place their inputs are read where they lie.
 TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
   REQUIRE_GPU();
   using check::Coll;
   for (int n : {2, 3}) {
     auto comms = initThreadComms(n);
     std::barrier done(n);
+    const uint64_t offered = coll::residentCallsOfferedInPlace();
     onThreads(n, [&](int r) {
       cudaStream_t stream = nullptr;
       ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -256,6 +258,9 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
       }
       ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
     });
+    // Threads of one process: the out-of-place calls read their inputs where
+    // they lie (the kernels that load published places), not through the scratch.
+    EXPECT_GT(coll::residentCallsOfferedInPlace() - offered, 0u) << n << " ranks";
     destroyAll(comms);
   }
 }
