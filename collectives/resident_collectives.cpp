@@ -187,14 +187,18 @@ bool twoShot(const ResidentArea& area, const Collective& c) {
 // Whether this rank offers its own input to be read in place, where the
 // ranks publish their places (threads of one process): its send buffer on
 // the area's device (which every rank's reaches), read as it lies (no
-// PreMulSum scaling on the way in) and not overlapping its result (a rank
-// must not write its result where a peer may still read its input; in place
-// calls go through the scratch). Each rank answers for itself: its readers
-// load whichever place it published.
+// PreMulSum scaling on the way in), and, in place, only where no peer reads
+// what the rank writes: an all-reduce's result overwrites the input every
+// peer reads, so it goes through the scratch; in place, an all-gather or a
+// broadcast's root writes its own part onto itself (a copy skipped), a
+// reduce-scatter its own block, which its peers never read, and a reduce,
+// gather or scatter has no other reader of what the root writes (NCCL's
+// layouts, the only overlaps the API lets through). Each rank answers for
+// itself: its readers load whichever place it published.
 bool offersInPlace(const ResidentArea& area, const Collective& c, bool twoShots) {
   if (!area.sharesAddresses() || c.sendBytes == 0 || c.reduction.op == cpu::ReduceOp::PreMulSum) return false;
   const bool overlaps = c.recvBytes != 0 && c.recv < c.send + c.sendBytes && c.send < c.recv + c.recvBytes;
-  if (overlaps) return false;
+  if (overlaps && (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::AlltoAll)) return false;
   cuda::DeviceRuntime& rt = cuda::runtime();
   // In two shots its peers copy its reduced share out of its result.
   return rt.deviceOf(c.send) == area.device() && (!twoShots || rt.deviceOf(c.recv) == area.device());

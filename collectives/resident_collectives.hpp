@@ -12,9 +12,10 @@
 //            rank's line ("arrived"). Where the ranks are threads of one
 //            process, the rank first writes where its part lies into its
 //            own line (comm/published_piece.hpp): its slot, or, where its
-//            input does not overlap its result and needs no scaling, its
-//            own buffer, copied nowhere; such a rank then waits after the
-//            call's last piece until every peer is done reading it;
+//            input needs no scaling and no peer reads what it writes (not
+//            an all-reduce in place), its own buffer, copied nowhere; such a
+//            rank then waits after the call's last piece until every peer
+//            is done reading it;
 //   read:    once every other rank's "arrived" in its own line reaches the
 //            sequence, the rank reads what it needs from the slots (or the
 //            published places, which its kernels load when they run): one

@@ -722,6 +722,106 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
   }
 }
 
+// In place (NCCL's layouts), ranks of one process still offer their inputs
+// where no peer reads what they write: all-gather, reduce-scatter,
+// broadcast, reduce, gather and scatter, past one slot, exact, counted as
+// offered and copying nothing into a scratch; an all-reduce in place, whose
+// result overwrites what every peer reads, goes through the scratch, exact.
+TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerReadsWhatTheyWrite) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  constexpr size_t kCount = 600001;
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    const auto nn = static_cast<size_t>(n);
+    const int root = n - 1;
+    const auto sum = [n](size_t i) {
+      int32_t s = 0;
+      for (int q = 0; q < n; ++q) s += value(q, i);
+      return s;
+    };
+    // One call in place: the buffer's elements, where the input lies in it
+    // and where the call reads and writes (elements), and what the result's
+    // element i must be (checked on `checked` ranks).
+    struct InPlace {
+      std::string name;
+      size_t elements;
+      std::function<size_t(int r)> send, recv;  // offsets in the buffer
+      size_t inputCount;                        // elements of input at send
+      std::function<int32_t(int r, size_t i)> input;
+      std::function<loomResult_t(void* send, void* recv, loomComm_t, loomStream_t)> call;
+      size_t resultCount;
+      std::function<int32_t(int r, size_t i)> expected;
+      std::function<bool(int r)> checked;
+      bool offered;  // by every rank that has an input
+    };
+    const auto all = [](int) { return true; };
+    const auto atRoot = [root](int r) { return r == root; };
+    const auto at = [](size_t elements) { return [elements](int r) { return static_cast<size_t>(r) * elements; }; };
+    const auto zero = [](int) { return size_t{0}; };
+    const std::vector<InPlace> cases{
+        {"all-gather", kCount * nn, at(kCount), zero, kCount, value,
+         [](void* s, void* r, loomComm_t c, loomStream_t st) { return loomAllGather(s, r, kCount, loomInt32, c, st); },
+         kCount * nn, [](int, size_t i) { return value(static_cast<int>(i / kCount), i % kCount); }, all, true},
+        {"reduce-scatter", kCount * nn, zero, at(kCount), kCount * nn, value,
+         [](void* s, void* r, loomComm_t c, loomStream_t st) {
+           return loomReduceScatter(s, r, kCount, loomInt32, loomSum, c, st);
+         },
+         kCount, [&](int r, size_t i) { return sum(static_cast<size_t>(r) * kCount + i); }, all, true},
+        {"broadcast", kCount, zero, zero, kCount, value,
+         [root](void* s, void* r, loomComm_t c, loomStream_t st) { return loomBroadcast(s, r, kCount, loomInt32, root, c, st); },
+         kCount, [root](int, size_t i) { return value(root, i); }, all, true},
+        {"reduce", kCount, zero, zero, kCount, value,
+         [root](void* s, void* r, loomComm_t c, loomStream_t st) {
+           return loomReduce(s, r, kCount, loomInt32, loomSum, root, c, st);
+         },
+         kCount, [&](int, size_t i) { return sum(i); }, atRoot, true},
+        {"gather", kCount * nn, at(kCount), zero, kCount, value,
+         [root](void* s, void* r, loomComm_t c, loomStream_t st) { return loomGather(s, r, kCount, loomInt32, root, c, st); },
+         kCount * nn, [](int, size_t i) { return value(static_cast<int>(i / kCount), i % kCount); }, atRoot, true},
+        {"scatter", kCount * nn, zero, at(kCount), kCount * nn, value,
+         [root](void* s, void* r, loomComm_t c, loomStream_t st) { return loomScatter(s, r, kCount, loomInt32, root, c, st); },
+         kCount, [root](int r, size_t i) { return value(root, static_cast<size_t>(r) * kCount + i); }, all, true},
+        {"all-reduce", kCount, zero, zero, kCount, value,
+         [](void* s, void* r, loomComm_t c, loomStream_t st) {
+           return loomAllReduce(s, r, kCount, loomInt32, loomSum, c, st);
+         },
+         kCount, [&](int, size_t i) { return sum(i); }, all, false}};
+    auto comms = loom::test::initThreadComms(n);
+    for (const InPlace& k : cases) {
+      SCOPED_TRACE(k.name);
+      const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
+      const uint64_t copied = loom::cuda::fakeBytesCopied();
+      onThreads(n, [&](int r) {
+        Stream stream;
+        std::vector<int32_t> in(k.inputCount), out(k.resultCount, -1);
+        for (size_t i = 0; i < k.inputCount; ++i) in[i] = k.input(r, i);
+        DeviceBuffer buffer(k.elements * 4);
+        auto* base = reinterpret_cast<int32_t*>(buffer.data());
+        runtime().copyNow(base + k.send(r), in.data(), k.inputCount * 4);
+        ASSERT_EQ(k.call(base + k.send(r), base + k.recv(r), comms[r], stream.loom()), loomSuccess)
+            << loomGetLastError(comms[r]);
+        ASSERT_TRUE(stream.finishes());
+        if (!k.checked(r)) return;
+        runtime().copyNow(out.data(), base + (k.name == "all-gather" || k.name == "gather" ? 0 : k.recv(r)),
+                          k.resultCount * 4);
+        size_t wrong = 0;
+        for (size_t i = 0; i < k.resultCount; ++i) {
+          if (out[i] != k.expected(r, i) && wrong++ < 3) {
+            ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i] << ", expected " << k.expected(r, i);
+          }
+        }
+      });
+      // The rooted calls' inputs: every rank's for reduce and gather, the
+      // root's alone for broadcast and scatter.
+      const bool rootAlone = k.name == "broadcast" || k.name == "scatter";
+      const uint64_t offerers = k.offered ? (rootAlone ? 1 : nn) : 0;
+      EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, offerers);
+      if (k.offered) EXPECT_EQ(loom::cuda::fakeBytesCopied(), copied) << "bytes copied into a scratch";
+    }
+    loom::test::destroyAll(comms);
+  }
+}
+
 // A rank of one process whose call is let go (its communicator aborted, a
 // peer never came) reads nothing from places its peers published for calls
 // before: its result is left as it was, not filled from a stale place.
