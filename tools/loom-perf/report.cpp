@@ -17,6 +17,18 @@ void writeFile(const std::string& path, const std::string& text, const char* fla
   if (!out.flush()) std::fprintf(stderr, "loom-perf: %s: cannot write '%s'\n", flag, path.c_str());
 }
 
+// A time in microseconds as nccl-tests prints it: two decimals where they
+// fit the column, fewer where they do not (sub-microsecond calls differ in
+// the second).
+std::string timeField(double us) {
+  char field[32];
+  for (const char* format : {"%8.2f", "%8.1f", "%8.0f"}) {
+    if (std::snprintf(field, sizeof field, format, us) <= 8) return field;
+  }
+  std::snprintf(field, sizeof field, "%8.1e", us);
+  return field;
+}
+
 }  // namespace
 
 double busFactor(Coll c, int n) {
@@ -59,16 +71,18 @@ void Report::begin() const {
 
 void Report::add(const Row& row) {
   rows_.push_back(row);
-  std::printf(" %11zu %12zu %8s %9s %5d  %8.1f %7.2f %7.2f %6.0f", row.bytes, row.count, row.type.c_str(),
-              row.redop.c_str(), row.root, row.out.us, algbw(row, row.out), busbw(row, row.out), row.out.wrong);
+  std::printf(" %11zu %12zu %8s %9s %5d  %8s %7.2f %7.2f %6.0f", row.bytes, row.count, row.type.c_str(),
+              row.redop.c_str(), row.root, timeField(row.out.us).c_str(), algbw(row, row.out), busbw(row, row.out),
+              row.out.wrong);
   if (row.in) {
-    std::printf("  %8.1f %7.2f %7.2f %6.0f\n", row.in->us, algbw(row, *row.in), busbw(row, *row.in), row.in->wrong);
+    std::printf("  %8s %7.2f %7.2f %6.0f\n", timeField(row.in->us).c_str(), algbw(row, *row.in), busbw(row, *row.in),
+                row.in->wrong);
   } else {
     std::printf("  %8s %7s %7s %6s\n", "n/a", "n/a", "n/a", "n/a");
   }
   if (o_.perIteration) {
     auto stats = [](const char* label, const Timing& t) {
-      std::printf("#%11s %s: min %.1f  p50 %.1f  p99 %.1f us  cv %.1f%%\n", "", label, t.minUs, t.p50Us, t.p99Us,
+      std::printf("#%11s %s: min %.2f  p50 %.2f  p99 %.2f us  cv %.1f%%\n", "", label, t.minUs, t.p50Us, t.p99Us,
                   100 * t.cv);
     };
     stats("out-of-place iterations", row.out);
