@@ -52,27 +52,40 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
 
+// The n x perRank pieces a step stages, one of each block.
+size_t waysOf(const shm::NodeArea& node, const NodeBlocks& blocks) {
+  return static_cast<size_t>(node.localSize()) * static_cast<size_t>(blocks.perRank);
+}
+
 // A slot holds one piece of each of the n x perRank blocks.
 size_t stepBytesOf(const Plan& plan, const shm::NodeArea& node, const NodeBlocks& blocks) {
-  const size_t ways = static_cast<size_t>(node.localSize()) * static_cast<size_t>(blocks.perRank);
-  return std::max(plan.c.typeSize, wholeElements(node.slotBytes() / ways, plan.c.typeSize));
+  return std::max(plan.c.typeSize, wholeElements(node.slotBytes() / waysOf(node, blocks), plan.c.typeSize));
+}
+
+// How far apart a step's pieces lie where they are staged: a whole small
+// call's pieces side by side, where they all fit the rank's arrival line (as
+// a small all-reduce's input does: no slot's lines to fetch besides the
+// counter's), else a slot's share each.
+size_t strideOf(const Plan& plan, const shm::NodeArea& node, const NodeBlocks& blocks) {
+  const size_t block = std::max(plan.c.typeSize, plan.c.blockBytes());
+  const size_t stepBytes = stepBytesOf(plan, node, blocks);
+  return block <= stepBytes && waysOf(node, blocks) * block <= shm::kArrivalBytes ? block : stepBytes;
 }
 
 // Where local rank q stages its piece of local rank j's k-th block at `step`.
-std::byte* staged(shm::NodeArea& node, const NodeBlocks& blocks, size_t stepBytes, uint64_t step, int q, int j,
-                  int k) {
+std::byte* staged(shm::NodeArea& node, const NodeBlocks& blocks, size_t stride, uint64_t step, int q, int j, int k) {
   const size_t at = static_cast<size_t>(j) * static_cast<size_t>(blocks.perRank) + static_cast<size_t>(k);
-  return node.stage(q, step) + at * stepBytes;
+  return node.stage(q, step, waysOf(node, blocks) * stride) + at * stride;
 }
 
 // This rank's pieces of the blocks the others own, staged for `step`.
-void stageOthers(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, size_t stepBytes, uint64_t step,
+void stageOthers(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, size_t stride, uint64_t step,
                  const Piece& piece) {
   const int me = node.localRank();
   for (int j = 0; j < node.localSize(); ++j) {
     if (j == me) continue;
     for (int k = 0; k < blocks.perRank; ++k) {
-      plan.copy(staged(node, blocks, stepBytes, step, me, j, k), blocks.input + blocks.inputAt(j, k) + piece.offset,
+      plan.copy(staged(node, blocks, stride, step, me, j, k), blocks.input + blocks.inputAt(j, k) + piece.offset,
                 piece.bytes);
     }
   }
@@ -83,22 +96,22 @@ void stageOthers(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks
 void reducePieces(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, std::optional<uint64_t> firstStep) {
   const int n = node.localSize();
   const int me = node.localRank();
-  const size_t stepBytes = stepBytesOf(plan, node, blocks);
-  const Pieces pieces(plan.c.blockBytes(), stepBytes);
+  const Pieces pieces(plan.c.blockBytes(), stepBytesOf(plan, node, blocks));
+  const size_t stride = strideOf(plan, node, blocks);
   const std::span<const void*> sources = node.sources();
   for (size_t i = 0; i < pieces.count(); ++i) {
     const Piece piece = pieces[i];
     const bool arrived = i == 0 && firstStep;
     const uint64_t step = arrived ? *firstStep : node.nextStep();
     if (!arrived) {
-      stageOthers(plan, node, blocks, stepBytes, step, piece);
+      stageOthers(plan, node, blocks, stride, step, piece);
       node.arrive(step, plan.what);
     }
     if (piece.bytes == 0) continue;
     for (int k = 0; k < blocks.perRank; ++k) {
       for (int q = 0; q < n; ++q) {
         sources[static_cast<size_t>(q)] = q == me ? blocks.input + blocks.inputAt(me, k) + piece.offset
-                                                  : staged(node, blocks, stepBytes, step, q, me, k);
+                                                  : staged(node, blocks, stride, step, q, me, k);
       }
       cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + blocks.outputAt(me, k) + piece.offset,
                   elementsIn(piece.bytes, plan.c.typeSize));
@@ -134,7 +147,7 @@ void shmReduceBlocks(const Plan& plan, const NodeBlocks& blocks) {
   }
   node.offerBuffers(blocks.input, blocks.inputBytes, plan.c.recv, outputBytes(node, blocks, plan.c.blockBytes()));
   const uint64_t first = node.nextStep();
-  stageOthers(plan, node, blocks, stepBytes, first, pieces[0]);
+  stageOthers(plan, node, blocks, strideOf(plan, node, blocks), first, pieces[0]);
   node.arrive(first, plan.what);
   if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
     readInPlace(plan, node, *peers, blocks, nullptr);
