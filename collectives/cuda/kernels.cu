@@ -50,9 +50,10 @@ struct Sources {
 __device__ inline size_t firstIndex() { return size_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline size_t gridStride() { return size_t(gridDim.x) * blockDim.x; }
 
-// Elements [begin, end), one per thread per step.
+// The folds, inlined into each kernel so that a kernel's parameters stay
+// where the launch put them. Elements [begin, end), one per thread per step.
 template <class T, ReduceOp Op>
-__device__ void foldElements(const Sources& s, void* dst, size_t begin, size_t end, typename Element<T>::Acc factor) {
+__device__ __forceinline__ void foldElements(const Sources& s, void* dst, size_t begin, size_t end, typename Element<T>::Acc factor) {
   using S = typename Element<T>::Stored;
   using A = typename Element<T>::Acc;
   for (size_t i = begin + firstIndex(); i < end; i += gridStride()) {
@@ -64,7 +65,7 @@ __device__ void foldElements(const Sources& s, void* dst, size_t begin, size_t e
 
 // 16-byte vectors [0, vectors) of every source (all 16-byte aligned).
 template <class T, ReduceOp Op>
-__device__ void foldVectors(const Sources& s, void* dst, size_t vectors, typename Element<T>::Acc factor) {
+__device__ __forceinline__ void foldVectors(const Sources& s, void* dst, size_t vectors, typename Element<T>::Acc factor) {
   using S = typename Element<T>::Stored;
   using A = typename Element<T>::Acc;
   constexpr int kPer = 16 / sizeof(S);
