@@ -245,11 +245,12 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   }
   if (area.sharesAddresses() && c.sendBytes != 0) {
     // Into its own line, the sequence last, before "arrived": each write on
-    // the stream follows the ones before it.
+    // the stream follows the ones before it. The result only where it is
+    // read (two shots).
     PublishedPiece* entry = area.published(me, sequence);
     rt.writeValue(stream, &entry->input, place.input);
     rt.writeValue(stream, &entry->pitch, place.pitch);
-    rt.writeValue(stream, &entry->result, place.result);
+    if (twoShots) rt.writeValue(stream, &entry->result, place.result);
     rt.writeValue(stream, &entry->sequence, sequence);
   }
   for (int r = 0; r < n; ++r) {
