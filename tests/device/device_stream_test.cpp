@@ -822,6 +822,57 @@ TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerR
   }
 }
 
+// Ranks of one process on GPUs of their own that reach each other as peers:
+// a rank offers its input in place only where it lies on the rank's own GPU
+// (its area's, which every rank's kernels reach); a buffer on another GPU
+// goes through the scratch. Exact either way.
+TEST(ResidentCollectives, ARankOffersInPlaceOnlyABufferOnItsOwnGpu) {
+  if (!fake()) GTEST_SKIP() << "the fake device's GPUs";
+  loom::cuda::fakeDeviceGpus(2, true);
+  struct OneGpuAgain {
+    ~OneGpuAgain() { loom::cuda::fakeDeviceGpus(1, true); }
+  } again;
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 70001;
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  std::vector<loomComm_t> comms(kRanks, nullptr);
+  onThreads(kRanks, [&](int r) {
+    runtime().setCurrentDevice(r);
+    EXPECT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], kRanks, id, r), loomSuccess)
+        << loomGetLastError(nullptr);
+  });
+  const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
+  const uint64_t resident = loom::coll::residentCalls();
+  onThreads(kRanks, [&](int r) {
+    runtime().setCurrentDevice(r);
+    Stream stream;
+    // Rank 0's input on GPU 1, rank 1's on its own.
+    runtime().setCurrentDevice(1);
+    DeviceBuffer send(kCount * 4);
+    runtime().setCurrentDevice(r);
+    DeviceBuffer recv(kCount * 4);
+    std::vector<int32_t> in(kCount), out(kCount, -1);
+    for (size_t i = 0; i < kCount; ++i) in[i] = value(r, i);
+    runtime().copyNow(send.data(), in.data(), kCount * 4);
+    ASSERT_EQ(loomAllReduce(send.data(), recv.data(), kCount, loomInt32, loomSum, comms[static_cast<size_t>(r)],
+                            stream.loom()),
+              loomSuccess)
+        << loomGetLastError(comms[static_cast<size_t>(r)]);
+    ASSERT_TRUE(stream.finishes());
+    runtime().copyNow(out.data(), recv.data(), kCount * 4);
+    for (size_t i = 0; i < kCount; ++i) {
+      if (out[i] != value(0, i) + value(1, i)) {
+        ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
+        break;
+      }
+    }
+  });
+  EXPECT_EQ(loom::coll::residentCalls() - resident, 2u) << "calls that took the host's path";
+  EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, 1u) << "rank 1's alone";
+  loom::test::destroyAll(comms);
+}
+
 // A rank of one process whose call is let go (its communicator aborted, a
 // peer never came) reads nothing from places its peers published for calls
 // before: its result is left as it was, not filled from a stale place.
