@@ -19,9 +19,9 @@ std::atomic<uint64_t> hostBytes{0};
 // A published place, as the host reads it when the work runs (written by
 // other ranks' streams, threads of the fake device); null where it is not
 // for call `sequence`.
-const std::byte* placeOf(const PublishedPiece& entry, uint64_t sequence, bool result, size_t block, size_t at) {
+const std::byte* placeOf(const PublishedPiece& entry, uint64_t sequence, size_t block, size_t at) {
   if (__atomic_load_n(&entry.sequence, __ATOMIC_ACQUIRE) != sequence) return nullptr;
-  const uint64_t base = __atomic_load_n(result ? &entry.result : &entry.input, __ATOMIC_RELAXED);
+  const uint64_t base = __atomic_load_n(&entry.input, __ATOMIC_RELAXED);
   const uint64_t pitch = __atomic_load_n(&entry.pitch, __ATOMIC_RELAXED);
   return reinterpret_cast<const std::byte*>(base) + block * pitch + at;
 }
@@ -58,22 +58,12 @@ class HostKernels final : public DeviceKernels {
         stream, [=, all = std::vector<const PublishedPiece*>(places.begin(), places.end())] {
           std::vector<const void*> sources(all.size());
           for (size_t r = 0; r < all.size(); ++r) {
-            sources[r] = placeOf(*all[r], sequence, false, block, at);
+            sources[r] = placeOf(*all[r], sequence, block, at);
             if (sources[r] == nullptr) return;
           }
           cpu::reduce(type, op, sources, dst, count, 1.0);
           hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
         });
-  }
-  void copyFrom(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
-                size_t bytes, void* stream) override {
-    if (bytes == 0) return;
-    loom::cuda::runtime().hostFunction(stream, [=] {
-      const std::byte* src = placeOf(*place, sequence, result, block, at);
-      if (src == nullptr || src == dst) return;
-      std::memcpy(dst, src, bytes);
-      hostBytes.fetch_add(bytes, std::memory_order_relaxed);
-    });
   }
 };
 
@@ -93,10 +83,6 @@ class CudaKernels final : public DeviceKernels {
   void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
                   uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) override {
     if (count != 0) cuda::reduceFrom(type, op, places, sequence, block, at, dst, count, stream);
-  }
-  void copyFrom(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
-                size_t bytes, void* stream) override {
-    if (bytes != 0) cuda::copyFrom(dst, place, sequence, result, block, at, bytes, stream);
   }
 };
 #endif

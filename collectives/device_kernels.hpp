@@ -13,7 +13,7 @@
 #include <span>
 
 #include "collectives/cpu/reduce.hpp"
-#include "comm/published_piece.hpp"
+#include "base/device/published_piece.hpp"
 
 namespace loom::coll {
 
@@ -28,15 +28,13 @@ class DeviceKernels {
   // dst <- src, queued.
   virtual void copy(void* dst, const void* src, size_t bytes, void* stream) = 0;
 
-  // The same two from places the ranks published (comm/published_piece.hpp),
+  // reduce() from places the ranks published (base/device/published_piece.hpp),
   // loaded when the work runs, not when it is queued: rank r's source is
-  // places[r]->input + block x places[r]->pitch + at (`result`:
-  // place->result + at). Where a place it needs is not for call `sequence`
-  // (a stream a failure let go), nothing is done.
+  // places[r]->input + block x places[r]->pitch + at. Where a place is not
+  // for call `sequence` (a stream a failure let go), nothing is done. (A
+  // copy from a place is the runtime's: DeviceRuntime::copyFromPlace.)
   virtual void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
                           uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) = 0;
-  virtual void copyFrom(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
-                        size_t bytes, void* stream) = 0;
 
   // A sum of `ranks` ranks' values made their average in place, queued, as
   // the host path does: floats scaled by 1/ranks, integers divided.

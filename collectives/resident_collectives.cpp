@@ -85,7 +85,7 @@ class Published final : public Parts {
     deviceKernels().reduceFrom(c.type, op, places_, sequence_, block, at, dst, count, stream);
   }
   void copy(int r, bool result, size_t block, size_t at, void* dst, size_t bytes, void* stream) const override {
-    deviceKernels().copyFrom(dst, places_[static_cast<size_t>(r)], sequence_, result, block, at, bytes, stream);
+    cuda::runtime().copyFromPlace(dst, places_[static_cast<size_t>(r)], sequence_, result, block, at, bytes, stream);
   }
 
  private:

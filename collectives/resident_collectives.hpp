@@ -11,7 +11,7 @@
 //            and behind the copy the sequence is written into every other
 //            rank's line ("arrived"). Where the ranks are threads of one
 //            process, the rank first writes where its part lies into its
-//            own line (comm/published_piece.hpp): its slot, or, where its
+//            own line (base/device/published_piece.hpp): its slot, or, where its
 //            input needs no scaling and no peer reads what it writes (not
 //            an all-reduce in place), its own buffer, copied nowhere; such a
 //            rank then waits after the call's last piece until every peer

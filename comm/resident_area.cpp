@@ -35,9 +35,12 @@ constexpr size_t kReceivedAt = 7 * kDoneByAt;
 // Two entries, the calls alternating between them.
 constexpr size_t kPublishedAt = 8 * kDoneByAt;
 constexpr size_t kPublishedBytes = 2 * sizeof(PublishedPiece);
+// Two per receiver, the pieces to it alternating between them.
+constexpr size_t kP2pPublishedAt = kPublishedAt + kPublishedBytes;
+constexpr size_t kP2pPublishedBytes = 2 * ResidentArea::kMaxRanks * sizeof(PublishedPiece);
 static_assert(kFinishedAt + sizeof(uint64_t) <= kSentToAt);
 static_assert(kReceivedAt + kDoneByAt <= kPublishedAt);
-static_assert(kPublishedAt + kPublishedBytes <= ResidentArea::kFlagBytes);
+static_assert(kP2pPublishedAt + kP2pPublishedBytes <= ResidentArea::kFlagBytes);
 static_assert(ResidentArea::kFlagBytes % 256 == 0, "the scratch after the line stays aligned for the kernels");
 
 }  // namespace
@@ -196,6 +199,11 @@ uint64_t* ResidentArea::sent(int to) const { return reinterpret_cast<uint64_t*>(
 
 uint64_t* ResidentArea::received(int from) const { return reinterpret_cast<uint64_t*>(own_ + kReceivedAt) + from; }
 
+PublishedPiece* ResidentArea::p2pPublished(int owner, int receiver, uint64_t piece) const {
+  const size_t entry = 2 * static_cast<size_t>(receiver) + piece % 2;
+  return reinterpret_cast<PublishedPiece*>(peers_[static_cast<size_t>(owner)].base + kP2pPublishedAt) + entry;
+}
+
 std::byte* ResidentArea::p2pSlot(int owner, int receiver, uint64_t piece) const {
   const size_t slot = 2 * static_cast<size_t>(receiver) + piece % 2;
   return peers_[static_cast<size_t>(owner)].base + kFlagBytes + scratchBytes_ + slot * kP2pSlotBytes;
@@ -208,10 +216,11 @@ void* ResidentArea::channelStream(int peer, bool send) {
   return stream;
 }
 
-uint64_t ResidentArea::beginSendPiece(int to) {
+uint64_t ResidentArea::beginSendPiece(int to, bool takenAtEnd) {
   std::lock_guard lock(callsMutex_);
   const uint64_t piece = ++sendPieces_[static_cast<size_t>(to)];
-  pendingPieces_.push_back({.send = true, .peer = to, .piece = piece, .queued = std::chrono::steady_clock::now()});
+  pendingPieces_.push_back(
+      {.send = true, .takenAtEnd = takenAtEnd, .peer = to, .piece = piece, .queued = std::chrono::steady_clock::now()});
   return piece;
 }
 
@@ -234,9 +243,12 @@ std::optional<std::string> ResidentArea::overduePiece(std::chrono::milliseconds 
   for (const PendingPiece& p : pendingPieces_) {
     if (now - p.queued <= timeout) continue;
     // The peer's part, if it is the peer's: a send waits for the receiver to
-    // have taken the piece two before (its slot), a receive for the piece.
-    const bool peersPart = p.send ? p.piece > 2 && runtime_.loadValue(takenBy(rank_, p.peer)) < p.piece - 2
-                                  : runtime_.loadValue(sentTo(rank_, p.peer)) < p.piece;
+    // have taken the piece two before (its slot), or, read in place, this
+    // piece itself; a receive waits for the piece.
+    const uint64_t taken = p.send ? runtime_.loadValue(takenBy(rank_, p.peer)) : 0;
+    const bool peersPart = !p.send        ? runtime_.loadValue(sentTo(rank_, p.peer)) < p.piece
+                           : p.takenAtEnd ? taken < p.piece
+                                          : p.piece > 2 && taken < p.piece - 2;
     if (!peersPart) continue;  // the stream itself is behind: the user's work, not a peer's
     return std::string("resident ") + (p.send ? "send to" : "receive from") + " rank " + std::to_string(p.peer) +
            " on the stream (piece " + std::to_string(p.piece) + "): rank " + std::to_string(p.peer) +

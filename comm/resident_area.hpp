@@ -30,7 +30,7 @@
 
 #include "base/device/ipc.hpp"
 #include "comm/device_card.hpp"
-#include "comm/published_piece.hpp"
+#include "base/device/published_piece.hpp"
 
 namespace loom {
 
@@ -40,7 +40,7 @@ class ResidentArea {
  public:
   // Per rank: the flags' line, then the collectives' scratch, then the
   // point-to-point slots (two per receiver).
-  static constexpr size_t kFlagBytes = 1280;
+  static constexpr size_t kFlagBytes = 2304;
   static constexpr size_t kP2pSlotBytes = size_t{512} << 10;
   // The most ranks one reduction pass folds (collectives/cuda/kernels.hpp).
   static constexpr int kMaxRanks = 16;
@@ -105,9 +105,15 @@ class ResidentArea {
   uint64_t* received(int from) const;
   // Rank `owner`'s slot for `receiver` that piece `piece` uses.
   std::byte* p2pSlot(int owner, int receiver, uint64_t piece) const;
+  // Where rank `owner` put piece `piece` for `receiver` (sharesAddresses()
+  // only), in its own line: its slot, or its buffer to be read in place.
+  // Two entries per receiver, alternating as the slots do.
+  PublishedPiece* p2pPublished(int owner, int receiver, uint64_t piece) const;
   // A piece to or from `peer` is queued: its number (1, 2, ... per ordered
-  // pair and direction), noted with the time for overdue().
-  uint64_t beginSendPiece(int to);
+  // pair and direction), noted with the time for overdue(); `takenAtEnd`: a
+  // send read in place, which waits until the receiver has taken this piece
+  // (not only the one two before).
+  uint64_t beginSendPiece(int to, bool takenAtEnd = false);
   uint64_t beginReceivePiece(int from);
   // The stream of this rank's channel to (`send`) or from `peer`, made on
   // first use on the current device and destroyed with the area: a group's
@@ -157,6 +163,7 @@ class ResidentArea {
   // when they were queued (under callsMutex_).
   struct PendingPiece {
     bool send = false;
+    bool takenAtEnd = false;
     int peer = 0;
     uint64_t piece = 0;
     std::chrono::steady_clock::time_point queued;

@@ -18,6 +18,7 @@
 
 #include "base/bus_id.hpp"
 #include "base/device/cuda_error.hpp"
+#include "base/device/place_copy_kernel.hpp"
 #include "base/device/stream_gate_kernel.hpp"
 #include "base/error.hpp"
 
@@ -301,7 +302,13 @@ class CudaRuntime final : public DeviceRuntime {
   void holdKernel(StreamHandle stream, const uint64_t* word, uint64_t value) override {
     throwIfFailed(queueHold(asStream(stream), word, value), "queueing the stream's wait for Loom");
   }
+  void copyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
+                     size_t bytes, StreamHandle stream) override {
+    throwIfFailed(queueCopyFromPlace(dst, place, sequence, result, block, at, bytes, asStream(stream)),
+                  "queueing a copy from a published place");
+  }
   void loadKernels() override {
+    throwIfFailed(loadCopyFromPlaceKernel(), "loading the copy from a published place");
     throwIfFailed(loadHoldKernel(), "loading the stream gate's kernel");
     for (void (*load)() : kernelLoaders()) load();
   }

@@ -34,6 +34,7 @@ std::atomic<bool> refuseIpc{false};
 std::atomic<StreamHandle> captured{nullptr};
 std::atomic<uint64_t> staged{0};
 std::atomic<uint64_t> copied{0};
+std::atomic<uint64_t> fromPlaces{0};
 thread_local int fakeCurrent = 0;
 
 // The fake device's allocations, by start: each a memfd mapped shared, so
@@ -260,6 +261,20 @@ class FakeRuntime final : public DeviceRuntime {
       counter.fetch_add(bytes, std::memory_order_relaxed);
     });
   }
+  void copyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
+                     size_t bytes, StreamHandle handle) override {
+    if (bytes == 0) return;
+    stream(handle).submit([=] {
+      // Written by other ranks' streams (threads here).
+      if (__atomic_load_n(&place->sequence, __ATOMIC_ACQUIRE) != sequence) return;
+      const uint64_t base = __atomic_load_n(result ? &place->result : &place->input, __ATOMIC_RELAXED);
+      const uint64_t pitch = __atomic_load_n(&place->pitch, __ATOMIC_RELAXED);
+      const auto* src = reinterpret_cast<const std::byte*>(base) + block * pitch + at;
+      if (src == dst) return;
+      std::memcpy(dst, src, bytes);
+      fromPlaces.fetch_add(bytes, std::memory_order_relaxed);
+    });
+  }
   void copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes, size_t rows,
                 StreamHandle handle) override {
     for (size_t i = 0; i < rows; ++i) {
@@ -462,5 +477,6 @@ void fakeCapture(StreamHandle stream) { captured.store(stream, std::memory_order
 
 uint64_t fakeBytesStaged() { return staged.load(std::memory_order_relaxed); }
 uint64_t fakeBytesCopied() { return copied.load(std::memory_order_relaxed); }
+uint64_t fakeBytesCopiedFromPlaces() { return fromPlaces.load(std::memory_order_relaxed); }
 
 }  // namespace loom::cuda

@@ -44,5 +44,8 @@ void fakeCapture(StreamHandle stream);
 // a host buffer in place).
 uint64_t fakeBytesStaged();
 uint64_t fakeBytesCopied();
+// Bytes copied from places other ranks published (copyFromPlace): reads of
+// a peer's slot or buffer, not counted above.
+uint64_t fakeBytesCopiedFromPlaces();
 
 }  // namespace loom::cuda

@@ -40,6 +40,10 @@ class NoRuntime final : public DeviceRuntime {
   void copyNow(void*, const void*, size_t bytes) override {
     if (bytes != 0) noCuda("a device copy");
   }
+  void copyFromPlace(void*, const PublishedPiece*, uint64_t, bool, size_t, size_t, size_t bytes,
+                     StreamHandle) override {
+    if (bytes != 0) noCuda("a device copy");
+  }
   bool idle(StreamHandle) override { return true; }
   void hostFunction(StreamHandle, std::function<void()>) override { noCuda("a CUDA stream"); }
   EventHandle record(StreamHandle) override { noCuda("a CUDA event"); }

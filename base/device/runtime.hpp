@@ -23,6 +23,8 @@
 #include <optional>
 #include <string>
 
+#include "base/device/published_piece.hpp"
+
 namespace loom::cuda {
 
 // What a pointer is, as the runtime sees it.
@@ -90,6 +92,13 @@ class DeviceRuntime {
   // `rows` rows of `rowBytes`, row i from src + i srcPitch to dst + i dstPitch, queued.
   virtual void copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes, size_t rows,
                         StreamHandle stream) = 0;
+  // dst <- `bytes` from a place another rank's stream published
+  // (published_piece.hpp), its words loaded when the copy runs, not when it
+  // is queued: place->input (or ->result) + block x place->pitch + at.
+  // Nothing is copied where the place is not for `sequence` (a stream a
+  // failure let go before the publisher got there).
+  virtual void copyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block,
+                             size_t at, size_t bytes, StreamHandle stream) = 0;
   // dst <- src, returning when done, on a stream of its own that waits for no other.
   virtual void copyNow(void* dst, const void* src, size_t bytes) = 0;
   // Whether everything queued on `stream` is done; throws on the device's error.

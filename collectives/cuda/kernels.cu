@@ -110,12 +110,10 @@ struct Places {
 // A published place, loaded as it is now (volatile: other ranks' streams
 // wrote it, and no copy from before the wait may be used); null where it is
 // not for call `sequence`.
-__device__ inline const char* placeOnDevice(const PublishedPiece* entry, uint64_t sequence, bool result, size_t block,
-                                            size_t at) {
+__device__ inline const char* placeOnDevice(const PublishedPiece* entry, uint64_t sequence, size_t block, size_t at) {
   const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(entry);
   if (words[3] != sequence) return nullptr;
-  const uint64_t base = result ? words[2] : words[0];
-  return reinterpret_cast<const char*>(base) + block * words[1] + at;
+  return reinterpret_cast<const char*>(words[0]) + block * words[1] + at;
 }
 
 // The fold of every rank's published block: each thread block's first
@@ -132,7 +130,7 @@ __global__ void reducePublished(Places places, uint64_t sequence, size_t block, 
     bool vectors = alignedOnDevice(dst);
     shape = 1;
     for (int k = 0; k < places.n; ++k) {
-      s.p[k] = placeOnDevice(places.p[k], sequence, false, block, at);
+      s.p[k] = placeOnDevice(places.p[k], sequence, block, at);
       if (s.p[k] == nullptr) shape = 0;
       vectors = vectors && alignedOnDevice(s.p[k]);
     }
@@ -147,22 +145,6 @@ __global__ void reducePublished(Places places, uint64_t sequence, size_t block, 
     done = vectors * 16 / sizeof(S);
   }
   foldElements<T, Op>(s, dst, done, count, A(1));
-}
-
-// `bytes` from a published place: 16 bytes at a time where both ends allow.
-__global__ void copyPublished(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block,
-                              size_t at, size_t bytes) {
-  const char* src = placeOnDevice(place, sequence, result, block, at);
-  if (src == nullptr || src == dst) return;
-  size_t done = 0;
-  if (alignedOnDevice(src) && alignedOnDevice(dst)) {
-    const size_t vectors = bytes / 16;
-    for (size_t v = firstIndex(); v < vectors; v += gridStride()) {
-      static_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
-    }
-    done = vectors * 16;
-  }
-  for (size_t i = done + firstIndex(); i < bytes; i += gridStride()) static_cast<char*>(dst)[i] = src[i];
 }
 
 template <class T>
@@ -280,8 +262,6 @@ void loadAllOps() {
 void loadKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
-    cudaFuncAttributes attributes{};
-    (void)cudaFuncGetAttributes(&attributes, copyPublished);
     loadAllOps<int8_t>();
     loadAllOps<uint8_t>();
     loadAllOps<int32_t>();
@@ -350,14 +330,6 @@ void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const Published
   for (size_t k = 0; k < places.size(); ++k) all.p[k] = places[k];
   kPublishedLaunchers[type][static_cast<int>(op)](all, sequence, block, at, dst, count,
                                                   static_cast<cudaStream_t>(stream));
-}
-
-void copyFrom(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
-              size_t bytes, void* stream) {
-  if (bytes == 0) return;
-  copyPublished<<<blocksFor(bytes / 16 == 0 ? bytes : bytes / 16), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      dst, place, sequence, result, block, at, bytes);
-  check(cudaGetLastError(), "launching a copy from a published place");
 }
 
 }  // namespace loom::coll::cuda

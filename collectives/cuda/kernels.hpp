@@ -21,7 +21,7 @@
 #include <span>
 
 #include "collectives/cpu/reduce.hpp"
-#include "comm/published_piece.hpp"
+#include "base/device/published_piece.hpp"
 
 namespace loom::coll::cuda {
 
@@ -38,15 +38,13 @@ void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void
 // dst <- src, `bytes` bytes, on `stream` (cudaMemcpyAsync, any direction).
 void copy(void* dst, const void* src, size_t bytes, void* stream);
 
-// reduce() and copy() from places the ranks published, loaded by the kernel
-// when it runs (collectives/device_kernels.hpp): source r is
-// places[r]->input + block x places[r]->pitch + at, or place->result + at.
-// Where a place is not for call `sequence` (a stream a failure let go before
-// its peer published), the kernel writes nothing. At most kMaxSources
-// places; no PreMulSum scaling (a scaled input is published scaled).
+// reduce() from places the ranks published, loaded by the kernel when it
+// runs (collectives/device_kernels.hpp): source r is places[r]->input +
+// block x places[r]->pitch + at. Where a place is not for call `sequence` (a
+// stream a failure let go before its peer published), the kernel writes
+// nothing. At most kMaxSources places; no PreMulSum scaling (a scaled input
+// is published scaled).
 void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
                 uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream);
-void copyFrom(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
-              size_t bytes, void* stream);
 
 }  // namespace loom::coll::cuda

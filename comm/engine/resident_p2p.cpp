@@ -12,27 +12,56 @@ namespace loom {
 namespace {
 
 std::atomic<uint64_t> queued{0};
+std::atomic<uint64_t> readInPlace{0};
 
-// Every piece of `op`, queued on `stream`.
+// Whether a send offers its buffer to be read in place (ranks of one
+// process): on the area's device, and of more than two pieces, a message
+// whose sender waits for its receiver anyway (from its third piece on), so
+// that no send that completed alone before (eager, through the two slots)
+// now waits for its receiver.
+bool sendsInPlace(const ResidentArea& area, const ResidentOp& op) {
+  return op.send && area.sharesAddresses() && op.bytes > 2 * ResidentArea::kP2pSlotBytes &&
+         cuda::runtime().deviceOf(op.buffer) == area.device();
+}
+
+// Every piece of `op`, queued on `stream`. Where the ranks publish their
+// places, a receiver copies from the place its sender published (its slot,
+// or its buffer), loaded when the copy runs; a sender whose buffer is read
+// in place waits after its last piece until the receiver has taken it.
 void queueMessage(ResidentArea& area, const ResidentOp& op, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int me = area.rank();
+  const bool published = area.sharesAddresses();
+  const bool inPlace = sendsInPlace(area, op);
   for (size_t at = 0; at < op.bytes; at += ResidentArea::kP2pSlotBytes) {
     const size_t bytes = std::min(ResidentArea::kP2pSlotBytes, op.bytes - at);
+    const bool last = at + bytes == op.bytes;
     if (op.send) {
-      const uint64_t k = area.beginSendPiece(op.peer);
+      const uint64_t k = area.beginSendPiece(op.peer, inPlace && last);
       if (k > 2) rt.waitValue(stream, area.takenBy(me, op.peer), k - 2);
-      rt.copy(area.p2pSlot(me, op.peer, k), op.buffer + at, bytes, stream);
+      std::byte* slot = area.p2pSlot(me, op.peer, k);
+      if (!inPlace) rt.copy(slot, op.buffer + at, bytes, stream);
+      if (published) {  // the sequence last: each write on the stream follows the ones before it
+        PublishedPiece* entry = area.p2pPublished(me, op.peer, k);
+        rt.writeValue(stream, &entry->input, reinterpret_cast<uintptr_t>(inPlace ? op.buffer + at : slot));
+        rt.writeValue(stream, &entry->sequence, k);
+      }
       rt.writeValue(stream, area.sentTo(op.peer, me), k);
+      if (inPlace && last) rt.waitValue(stream, area.takenBy(me, op.peer), k);  // its buffer is the receiver's till then
       rt.writeValue(stream, area.sent(op.peer), k);
     } else {
       const uint64_t k = area.beginReceivePiece(op.peer);
       rt.waitValue(stream, area.sentTo(me, op.peer), k);
-      rt.copy(op.buffer + at, area.p2pSlot(op.peer, me, k), bytes, stream);
+      if (published) {
+        rt.copyFromPlace(op.buffer + at, area.p2pPublished(op.peer, me, k), k, false, 0, 0, bytes, stream);
+      } else {
+        rt.copy(op.buffer + at, area.p2pSlot(op.peer, me, k), bytes, stream);
+      }
       rt.writeValue(stream, area.takenBy(op.peer, me), k);
       rt.writeValue(stream, area.received(op.peer), k);
     }
   }
+  if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -71,5 +100,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
 }
 
 uint64_t residentPointToPointOps() { return queued.load(std::memory_order_relaxed); }
+
+uint64_t residentSendsReadInPlace() { return readInPlace.load(std::memory_order_relaxed); }
 
 }  // namespace loom

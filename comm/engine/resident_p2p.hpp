@@ -10,6 +10,13 @@
 //   receive piece k: once the sender's k is in this rank's line, copy the
 //                    piece out of the sender's slot and write k into the
 //                    sender's line ("taken").
+// Where the ranks are threads of one process, the sender also publishes
+// each piece's place in its line (base/device/published_piece.hpp) and the
+// receiver copies from that place, loaded when the copy runs: the slot, or,
+// for a message of more than two pieces (whose sender waits for its
+// receiver anyway) from a buffer on the sender's own GPU, the sender's
+// buffer itself, copied nowhere first; such a sender's stream goes on once
+// the receiver has taken the last piece.
 // Every wait is a stream memory operation on the rank's own line. A group's
 // messages go by channel, one per peer and direction, each on a stream of
 // its own forked from the caller's and joined back to it (events), the
@@ -49,5 +56,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
 // Point-to-point ops queued resident in this process: the tests' proof that
 // a message took no host path.
 uint64_t residentPointToPointOps();
+// Of those, the sends whose receiver reads the sender's buffer in place.
+uint64_t residentSendsReadInPlace();
 
 }  // namespace loom

@@ -1188,6 +1188,72 @@ TEST(ResidentSendRecv, EveryGroupingOfEverySizeGoesOnTheStreamExact) {
   }
 }
 
+// Ranks as threads: a message of more than two 512 KiB pieces is copied by
+// its receiver straight from the sender's buffer (nothing copied into a
+// slot), and stays the receiver's until it has taken all of it: the sender
+// overwrites its buffer on its stream right after the send, and the
+// receiver still gets what was sent. A message of two pieces or fewer goes
+// through the slots as before, so that two ranks that each send first and
+// then receive, ungrouped on one stream, both finish (as NCCL's eager sends do).
+TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  constexpr size_t kLargeCount = 600001;  // 5 pieces of int32
+  constexpr size_t kSmallCount = 262144;  // 1 MiB: two pieces
+  auto comms = loom::test::initThreadComms(2);
+  const uint64_t inPlace = loom::residentSendsReadInPlace();
+  const uint64_t copied = loom::cuda::fakeBytesCopied();
+  onThreads(2, [&](int r) {
+    Stream stream;
+    const int peer = 1 - r;
+    std::vector<int32_t> in(kLargeCount), out(kLargeCount, -1);
+    const std::vector<int32_t> garbage(kLargeCount, -7);
+    DeviceBuffer send(kLargeCount * 4), recv(kLargeCount * 4);
+    for (int round = 0; round < 5; ++round) {
+      for (size_t i = 0; i < kLargeCount; ++i) in[i] = value(r, i + static_cast<size_t>(round));
+      runtime().copyNow(send.data(), in.data(), kLargeCount * 4);
+      // Rank 0 sends, rank 1 receives: one way.
+      const loomResult_t result = r == 0 ? loomSend(send.data(), kLargeCount, loomInt32, peer, comms[r], stream.loom())
+                                         : loomRecv(recv.data(), kLargeCount, loomInt32, peer, comms[r], stream.loom());
+      ASSERT_EQ(result, loomSuccess) << loomGetLastError(comms[r]);
+      if (r == 0) runtime().copy(send.data(), garbage.data(), kLargeCount * 4, stream.handle());
+      ASSERT_TRUE(stream.finishes(20s)) << "rank " << r;
+      if (r == 1) {
+        runtime().copyNow(out.data(), recv.data(), kLargeCount * 4);
+        size_t wrong = 0;
+        for (size_t i = 0; i < kLargeCount; ++i) {
+          if (out[i] != value(0, i + static_cast<size_t>(round)) && wrong++ < 3) {
+            ADD_FAILURE() << "round " << round << ", element " << i << ": " << out[i]
+                          << ": the sender overwrote its buffer before the receiver took it";
+          }
+        }
+      }
+    }
+  });
+  EXPECT_EQ(loom::residentSendsReadInPlace() - inPlace, 5u);
+  // Only the garbage the sender wrote over its buffer, five times: nothing into a slot.
+  EXPECT_EQ(loom::cuda::fakeBytesCopied() - copied, 5 * kLargeCount * 4);
+  // Both send first, then receive, ungrouped on one stream: two pieces each, eager.
+  onThreads(2, [&](int r) {
+    Stream stream;
+    DeviceBuffer send(kSmallCount * 4), recv(kSmallCount * 4);
+    std::vector<int32_t> in(kSmallCount), out(kSmallCount, -1);
+    for (size_t i = 0; i < kSmallCount; ++i) in[i] = value(r, i);
+    runtime().copyNow(send.data(), in.data(), kSmallCount * 4);
+    ASSERT_EQ(loomSend(send.data(), kSmallCount, loomInt32, 1 - r, comms[r], stream.loom()), loomSuccess);
+    ASSERT_EQ(loomRecv(recv.data(), kSmallCount, loomInt32, 1 - r, comms[r], stream.loom()), loomSuccess);
+    ASSERT_TRUE(stream.finishes(20s)) << "rank " << r << ": a send of two pieces waited for its receiver";
+    runtime().copyNow(out.data(), recv.data(), kSmallCount * 4);
+    for (size_t i = 0; i < kSmallCount; ++i) {
+      if (out[i] != value(1 - r, i)) {
+        ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
+        break;
+      }
+    }
+  });
+  EXPECT_EQ(loom::residentSendsReadInPlace() - inPlace, 5u) << "a message of two pieces read in place";
+  loom::test::destroyAll(comms);
+}
+
 // A resident receive whose sender never sends: no host thread waits for
 // it, so the watchdog's turn finds it past LOOM_TIMEOUT_MS, revokes the
 // communicator naming the rank, and the stream goes on.

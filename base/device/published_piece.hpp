@@ -1,12 +1,13 @@
 // Where a rank's part of a resident piece lies, as it tells the ranks that
-// read it (comm/resident_area.hpp), where every rank of a communicator is a
+// read it (comm/resident_area.hpp, DeviceRuntime::copyFromPlace and the
+// collectives' reduceFrom), where every rank of a communicator is a
 // thread of one process and a pointer means the same to all of them. The
 // publisher's stream writes it into its own flag line, the sequence last,
 // before its "arrived"; the readers' kernels load it when they run, after
 // their wait, so that a rank may offer its own buffer to be read in place,
 // or its scratch slot, without its readers knowing which when they queue
-// the call. Kept free of everything but integers: the device's kernels
-// include it.
+// the call (or a send's receiver which, for its piece). Kept free of
+// everything but integers: the device's kernels include it.
 #pragma once
 
 #include <cstdint>
