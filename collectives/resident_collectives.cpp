@@ -185,8 +185,8 @@ bool twoShot(const ResidentArea& area, const Collective& c) {
 }
 
 // Whether this rank offers its own input to be read in place, where the
-// ranks publish their places (threads of one process): its send buffer on
-// the area's device (which every rank's reaches), read as it lies (no
+// ranks publish their places (threads of one process): its send buffer
+// where every rank's kernels reach it (ResidentArea::peersReach), read as it lies (no
 // PreMulSum scaling on the way in), and, in place, only where no peer reads
 // what the rank writes: an all-reduce's result overwrites the input every
 // peer reads, so it goes through the scratch; in place, an all-gather or a
@@ -199,9 +199,8 @@ bool offersInPlace(const ResidentArea& area, const Collective& c, bool twoShots)
   if (!area.sharesAddresses() || c.sendBytes == 0 || c.reduction.op == cpu::ReduceOp::PreMulSum) return false;
   const bool overlaps = c.recvBytes != 0 && c.recv < c.send + c.sendBytes && c.send < c.recv + c.recvBytes;
   if (overlaps && (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::AlltoAll)) return false;
-  cuda::DeviceRuntime& rt = cuda::runtime();
   // In two shots its peers copy its reduced share out of its result.
-  return rt.deviceOf(c.send) == area.device() && (!twoShots || rt.deviceOf(c.recv) == area.device());
+  return area.peersReach(c.send) && (!twoShots || area.peersReach(c.recv));
 }
 
 // One piece as one resident call: publish, read, release. `inPlace`: this

@@ -82,6 +82,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
     Card card;
     std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
     sharesAddresses_ = sharesAddresses_ && card.area.pid == mine.area.pid;
+    oneDevice_ = oneDevice_ && card.area.device == mine.area.device;
     if (card.scratchBytes != scratchBytes) {
       LOOM_INFO(Init, "no resident collectives: rank %d has %llu bytes of scratch (LOOM_DEVICE_SCRATCH_BYTES), this rank %zu",
                 r, static_cast<unsigned long long>(card.scratchBytes), scratchBytes);
@@ -182,6 +183,10 @@ uint64_t* ResidentArea::reducedFrom(int owner, int writer) const {
 }
 
 uint64_t* ResidentArea::finished() const { return reinterpret_cast<uint64_t*>(own_ + kFinishedAt); }
+
+bool ResidentArea::peersReach(const void* p) const {
+  return runtime_.deviceOf(p) == device_ && (oneDevice_ || !runtime_.fromMemoryPool(p));
+}
 
 PublishedPiece* ResidentArea::published(int owner, uint64_t sequence) const {
   return reinterpret_cast<PublishedPiece*>(peers_[static_cast<size_t>(owner)].base + kPublishedAt) + sequence % 2;

@@ -67,9 +67,11 @@ class ResidentArea {
   // lies (published()) and a rank's own device buffers may be read in place
   // (the same on every rank).
   bool sharesAddresses() const { return sharesAddresses_; }
-  // The device this rank's area is on (its buffers there reach every rank's
-  // device, as the area does).
-  int device() const { return device_; }
+  // Whether every rank's kernels may read this rank's device buffer `p`
+  // where it lies: on this rank's device (whose memory every rank's device
+  // reaches, as its area shows), and, where the ranks span several devices,
+  // not from a memory pool, which grants no access to other GPUs unasked.
+  bool peersReach(const void* p) const;
 
   // The words of rank `owner`'s flag line, as this rank's device reaches
   // them: `arrivedFrom(owner, writer)` holds the sequence of the last call
@@ -147,6 +149,7 @@ class ResidentArea {
   size_t scratchBytes_ = 0;
   uint64_t twoShotFromBytes_ = 0;
   bool sharesAddresses_ = false;
+  bool oneDevice_ = true;  // every rank's area on one device
   int device_ = -1;
   std::byte* own_ = nullptr;  // this rank's allocation
   std::vector<PeerView> peers_;

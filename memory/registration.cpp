@@ -10,6 +10,7 @@
 
 #include "base/device/cuda.hpp"
 #include "base/device/peer_access.hpp"
+#include "base/device/runtime.hpp"
 #include "base/device/staging.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
@@ -27,6 +28,7 @@ void Handle::serialize(ByteWriter& w) const {
   w.put(address);
   w.put(device);
   w.put(static_cast<uint8_t>(hasIpc));
+  w.put(static_cast<uint8_t>(pooled));
   w.putBytes(ipc);
 }
 
@@ -45,6 +47,7 @@ Handle Handle::deserialize(ByteReader& r) {
   h.address = r.get<uint64_t>();
   h.device = r.get<uint64_t>();
   h.hasIpc = r.get<uint8_t>() != 0;
+  h.pooled = r.get<uint8_t>() != 0;
   for (std::byte& b : h.ipc) b = r.get<std::byte>();
   return h;
 }
@@ -65,6 +68,7 @@ Handle handleOf(const void* p, size_t bytes) {
   Handle h{.kind = kind, .pid = static_cast<int32_t>(::getpid()), .address = address};
   if (kind != MemoryKind::CudaDevice) return h;
   h.device = cuda::deviceIdOf(p);
+  h.pooled = cuda::runtime().fromMemoryPool(p);
   if (auto exported = cuda::exportIpc(p)) {
     h.hasIpc = true;
     h.ipc = exported->handle;

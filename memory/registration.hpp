@@ -32,6 +32,7 @@ struct Handle {
   uint64_t address = 0;   // of the range in its owner
   uint64_t device = 0;    // CudaDevice: which GPU (cuda::deviceIdOf), 0 unknown
   bool hasIpc = false;    // CudaDevice: `ipc` is the allocation's CUDA IPC handle
+  bool pooled = false;    // CudaDevice: from a memory pool (cudaMallocAsync), which another GPU's kernels cannot read
   cuda::IpcHandle ipc{};
 
   // Whether a process other than the owner can map it.

@@ -46,6 +46,7 @@ Fn driverEntry(const char* name) {
 using WaitValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 using AddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+using PointerAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
 
 WaitValue64 waitValue64() {
   static const auto entry = driverEntry<WaitValue64>("cuStreamWaitValue64");
@@ -132,6 +133,16 @@ class CudaRuntime final : public DeviceRuntime {
     }
     const bool device = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
     return device ? attributes.device : -1;
+  }
+
+  bool fromMemoryPool(const void* p) override {
+    static const auto attribute = driverEntry<PointerAttribute>("cuPointerGetAttribute");
+    // Where the driver cannot say, as if it did: the caller then keeps to
+    // what every kernel may read.
+    if (attribute == nullptr) return true;
+    CUmemoryPool pool = nullptr;
+    const CUresult r = attribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, reinterpret_cast<CUdeviceptr>(p));
+    return r != CUDA_SUCCESS || pool != nullptr;
   }
 
   bool enablePeerAccess(int from, int to) override {

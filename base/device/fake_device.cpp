@@ -31,6 +31,7 @@ std::atomic<bool> fakeOn{false};
 std::atomic<int> fakeGpus{1};
 std::atomic<bool> fakePeers{true};
 std::atomic<bool> refuseIpc{false};
+std::atomic<bool> pooled{false};
 std::atomic<StreamHandle> captured{nullptr};
 std::atomic<uint64_t> staged{0};
 std::atomic<uint64_t> copied{0};
@@ -201,6 +202,7 @@ class FakeRuntime final : public DeviceRuntime {
     const auto found = allocations_.find(p);
     return found ? found->first.gpu : -1;
   }
+  bool fromMemoryPool(const void* p) override { return pooled.load(std::memory_order_acquire) && deviceOf(p) >= 0; }
   bool enablePeerAccess(int from, int to) override { return from == to || fakePeers.load(); }
 
   void* allocDevice(size_t bytes) override {
@@ -472,6 +474,8 @@ void fakeDeviceGpus(int count, bool peerAccess) {
 int fakeGpuCount() { return fakeGpus.load(std::memory_order_acquire); }
 
 void fakeRefuseIpc(bool on) { refuseIpc.store(on, std::memory_order_release); }
+
+void fakeMemoryPools(bool on) { pooled.store(on, std::memory_order_release); }
 
 void fakeCapture(StreamHandle stream) { captured.store(stream, std::memory_order_release); }
 

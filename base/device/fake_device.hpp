@@ -33,6 +33,9 @@ int fakeGpuCount();
 // While on, this process cannot open other processes' fake device memory,
 // as CUDA IPC may refuse to: the tests' failure.
 void fakeRefuseIpc(bool on);
+// While on, every fake device buffer says it came from a memory pool
+// (DeviceRuntime::fromMemoryPool), as cudaMallocAsync's do.
+void fakeMemoryPools(bool on);
 // While set, `stream` says it is being captured into a CUDA graph (as after
 // cudaStreamBeginCapture); nullptr ends it. The capture records nothing:
 // the tests' way to reach the refusals.

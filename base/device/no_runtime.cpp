@@ -23,6 +23,7 @@ class NoRuntime final : public DeviceRuntime {
   PointerKind pointerKind(const void*) override { return PointerKind::Host; }
   bool hostReadsDeviceMemory() const override { return false; }
   int deviceOf(const void*) override { return -1; }
+  bool fromMemoryPool(const void*) override { return false; }
   bool enablePeerAccess(int, int) override { return false; }
   void* allocDevice(size_t) override { noCuda("device memory"); }
   void freeDevice(void*) noexcept override {}

@@ -21,4 +21,10 @@ bool canReachDevice(uint64_t deviceId) {
   return false;
 }
 
+bool canReadInPlace(uint64_t deviceId, bool pooled) {
+  if (!pooled) return canReachDevice(deviceId);
+  DeviceRuntime& rt = runtime();
+  return deviceId != 0 && rt.deviceCount() > 0 && rt.deviceId(rt.currentDevice()) == deviceId;
+}
+
 }  // namespace loom::cuda

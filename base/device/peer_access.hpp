@@ -24,4 +24,10 @@ uint64_t deviceIdOf(const void* p);
 // this process does not see.
 bool canReachDevice(uint64_t deviceId);
 
+// Whether this thread's current device's kernels may read an allocation on
+// the GPU `deviceId` names where it lies: canReachDevice's answer, but for
+// memory from a stream-ordered pool (`pooled`, cudaMallocAsync's), which
+// peer access does not open: only on its own GPU.
+bool canReadInPlace(uint64_t deviceId, bool pooled);
+
 }  // namespace loom::cuda

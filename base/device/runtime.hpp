@@ -69,6 +69,10 @@ class DeviceRuntime {
   // Whether `from`'s kernels may read `to`'s memory, enabling it the first
   // time (from the current device, which must be `from`).
   virtual bool enablePeerAccess(int from, int to) = 0;
+  // Whether device memory `p` came from a stream-ordered memory pool
+  // (cudaMallocAsync): another GPU's kernels read it only where its pool
+  // grants them access (cudaMemPoolSetAccess), whatever peer access allows.
+  virtual bool fromMemoryPool(const void* p) = 0;
 
   // Memory. Device memory on the current device; pinned host memory that
   // every device maps. Both throw when there is no room.

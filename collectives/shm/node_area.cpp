@@ -332,7 +332,7 @@ void NodeArea::resolveBuffers(uint64_t step) {
       const bool device = h->kind == memory::MemoryKind::CudaDevice;
       anyDevice = anyDevice || device;
       allDevice = allDevice && device;
-      reachable = reachable && (!device || loom::cuda::canReachDevice(h->device));
+      reachable = reachable && (!device || loom::cuda::canReadInPlace(h->device, h->pooled));
     }
   }
   deviceOffered_ = anyDevice;

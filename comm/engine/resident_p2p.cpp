@@ -15,13 +15,14 @@ std::atomic<uint64_t> queued{0};
 std::atomic<uint64_t> readInPlace{0};
 
 // Whether a send offers its buffer to be read in place (ranks of one
-// process): on the area's device, and of more than two pieces, a message
+// process): where the receiver's kernels reach it (ResidentArea::peersReach),
+// and of more than two pieces, a message
 // whose sender waits for its receiver anyway (from its third piece on), so
 // that no send that completed alone before (eager, through the two slots)
 // now waits for its receiver.
 bool sendsInPlace(const ResidentArea& area, const ResidentOp& op) {
   return op.send && area.sharesAddresses() && op.bytes > 2 * ResidentArea::kP2pSlotBytes &&
-         cuda::runtime().deviceOf(op.buffer) == area.device();
+         area.peersReach(op.buffer);
 }
 
 // Every piece of `op`, queued on `stream`. Where the ranks publish their

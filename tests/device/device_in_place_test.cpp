@@ -123,6 +123,30 @@ TEST(DeviceInPlace, ThreadsOnGpusOfTheirOwnReadInPlaceOnlyAsPeers) {
   }
 }
 
+// Buffers from memory pools (cudaMallocAsync's), which peer access does not
+// open to other GPUs: ranks on GPUs of their own stage them, even as peers,
+// and read them in place on one GPU; the same sums.
+TEST(DeviceInPlace, PoolBuffersAreReadInPlaceOnlyOnTheirOwnGpu) {
+  if (!fake()) GTEST_SKIP() << "the fake device's pools";
+  struct NoPools {
+    ~NoPools() { cuda::fakeMemoryPools(false); }
+  } noPools;
+  cuda::fakeMemoryPools(true);
+  for (int gpus : {3, 1}) {
+    const FakeGpus shown(gpus, true);
+    const uint64_t staged = cuda::fakeBytesStaged();
+    const uint64_t read = coll::hostKernelBytes();
+    allReduceOnThreads(3, kLarge, -1, false, gpus);
+    if (gpus > 1) {
+      EXPECT_GT(cuda::fakeBytesStaged(), staged) << "pool buffers read across GPUs";
+      EXPECT_EQ(coll::hostKernelBytes(), read);
+    } else {
+      EXPECT_EQ(cuda::fakeBytesStaged(), staged) << "pool buffers on one GPU staged";
+      EXPECT_EQ(coll::hostKernelBytes() - read, 3 * kLarge * sizeof(int32_t));
+    }
+  }
+}
+
 // One thread driving two ranks in one group, NCCL's idiom for a rank per
 // GPU: each call runs on the device current where it was made, not on the
 // one current at loomGroupEnd, nor on a group worker's. Both ranks' buffers

@@ -822,56 +822,80 @@ TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerR
   }
 }
 
-// Ranks of one process on GPUs of their own that reach each other as peers:
-// a rank offers its input in place only where it lies on the rank's own GPU
-// (its area's, which every rank's kernels reach); a buffer on another GPU
-// goes through the scratch. Exact either way.
-TEST(ResidentCollectives, ARankOffersInPlaceOnlyABufferOnItsOwnGpu) {
-  if (!fake()) GTEST_SKIP() << "the fake device's GPUs";
-  loom::cuda::fakeDeviceGpus(2, true);
-  struct OneGpuAgain {
-    ~OneGpuAgain() { loom::cuda::fakeDeviceGpus(1, true); }
-  } again;
-  constexpr int kRanks = 2;
-  constexpr size_t kCount = 70001;
+// One out-of-place all-reduce of `n` ranks as threads, rank r on fake GPU r
+// % gpus: rank 0's input on the last GPU, the others' on their own; exact,
+// resident, and `offering` ranks offered their inputs in place.
+void runOneAllReduceOnGpus(int gpus, int n, size_t count, uint64_t offering) {
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  std::vector<loomComm_t> comms(kRanks, nullptr);
-  onThreads(kRanks, [&](int r) {
-    runtime().setCurrentDevice(r);
-    EXPECT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], kRanks, id, r), loomSuccess)
+  std::vector<loomComm_t> comms(static_cast<size_t>(n), nullptr);
+  onThreads(n, [&](int r) {
+    runtime().setCurrentDevice(r % gpus);
+    EXPECT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), loomSuccess)
         << loomGetLastError(nullptr);
   });
   const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
   const uint64_t resident = loom::coll::residentCalls();
-  onThreads(kRanks, [&](int r) {
-    runtime().setCurrentDevice(r);
+  onThreads(n, [&](int r) {
+    runtime().setCurrentDevice(r % gpus);
     Stream stream;
-    // Rank 0's input on GPU 1, rank 1's on its own.
-    runtime().setCurrentDevice(1);
-    DeviceBuffer send(kCount * 4);
-    runtime().setCurrentDevice(r);
-    DeviceBuffer recv(kCount * 4);
-    std::vector<int32_t> in(kCount), out(kCount, -1);
-    for (size_t i = 0; i < kCount; ++i) in[i] = value(r, i);
-    runtime().copyNow(send.data(), in.data(), kCount * 4);
-    ASSERT_EQ(loomAllReduce(send.data(), recv.data(), kCount, loomInt32, loomSum, comms[static_cast<size_t>(r)],
+    runtime().setCurrentDevice(r == 0 ? gpus - 1 : r % gpus);
+    DeviceBuffer send(count * 4);
+    runtime().setCurrentDevice(r % gpus);
+    DeviceBuffer recv(count * 4);
+    std::vector<int32_t> in(count), out(count, -1);
+    for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+    runtime().copyNow(send.data(), in.data(), count * 4);
+    ASSERT_EQ(loomAllReduce(send.data(), recv.data(), count, loomInt32, loomSum, comms[static_cast<size_t>(r)],
                             stream.loom()),
               loomSuccess)
         << loomGetLastError(comms[static_cast<size_t>(r)]);
     ASSERT_TRUE(stream.finishes());
-    runtime().copyNow(out.data(), recv.data(), kCount * 4);
-    for (size_t i = 0; i < kCount; ++i) {
-      if (out[i] != value(0, i) + value(1, i)) {
+    runtime().copyNow(out.data(), recv.data(), count * 4);
+    for (size_t i = 0; i < count; ++i) {
+      int32_t sum = 0;
+      for (int q = 0; q < n; ++q) sum += value(q, i);
+      if (out[i] != sum) {
         ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
         break;
       }
     }
   });
-  EXPECT_EQ(loom::coll::residentCalls() - resident, 2u) << "calls that took the host's path";
-  EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, 1u) << "rank 1's alone";
+  EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n)) << "calls that took the host's path";
+  EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, offering);
   loom::test::destroyAll(comms);
 }
+
+// Ranks of one process on GPUs of their own that reach each other as peers:
+// a rank offers its input in place only where it lies on the rank's own GPU
+// (its area's, which every rank's kernels reach); a buffer on another GPU
+// goes through the scratch, and so does one from a memory pool
+// (cudaMallocAsync's), which peer access does not open to other GPUs; on
+// one GPU a pool's buffer is read in place. Exact every time.
+TEST(ResidentCollectives, ARankOffersInPlaceOnlyABufferEveryPeerReaches) {
+  if (!fake()) GTEST_SKIP() << "the fake device's GPUs";
+  struct OneGpuAgain {
+    ~OneGpuAgain() {
+      loom::cuda::fakeDeviceGpus(1, true);
+      loom::cuda::fakeMemoryPools(false);
+    }
+  } again;
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 70001;
+  // GPUs, whether buffers come from pools, and the ranks expected to offer.
+  struct Case {
+    int gpus;
+    bool pools;
+    uint64_t offering;
+  };
+  for (const Case& k : {Case{2, false, 1}, Case{2, true, 0}, Case{1, true, 2}}) {
+    SCOPED_TRACE(std::to_string(k.gpus) + " GPUs, pools " + std::to_string(k.pools));
+    loom::cuda::fakeDeviceGpus(k.gpus, true);
+    loom::cuda::fakeMemoryPools(k.pools);
+    runOneAllReduceOnGpus(k.gpus, kRanks, kCount, k.offering);
+  }
+}
+
 
 // A rank of one process whose call is let go (its communicator aborted, a
 // peer never came) reads nothing from places its peers published for calls
