@@ -16,10 +16,9 @@ std::atomic<uint64_t> readInPlace{0};
 
 // Whether a send offers its buffer to be read in place (ranks of one
 // process): where the receiver's kernels reach it (ResidentArea::peersReach),
-// and of more than two pieces, a message
-// whose sender waits for its receiver anyway (from its third piece on), so
-// that no send that completed alone before (eager, through the two slots)
-// now waits for its receiver.
+// and of more than two pieces, a message whose sender waits for its receiver
+// anyway (from its third piece on), so that no send that completed alone
+// before (eager, through the two slots) now waits for its receiver.
 bool sendsInPlace(const ResidentArea& area, const ResidentOp& op) {
   return op.send && area.sharesAddresses() && op.bytes > 2 * ResidentArea::kP2pSlotBytes &&
          area.peersReach(op.buffer);
