@@ -16,16 +16,6 @@ namespace {
 
 std::atomic<uint64_t> hostBytes{0};
 
-// A published place, as the host reads it when the work runs (written by
-// other ranks' streams, threads of the fake device); null where it is not
-// for call `sequence`.
-const std::byte* placeOf(const PublishedPiece& entry, uint64_t sequence, size_t block, size_t at) {
-  if (__atomic_load_n(&entry.sequence, __ATOMIC_ACQUIRE) != sequence) return nullptr;
-  const uint64_t base = __atomic_load_n(&entry.input, __ATOMIC_RELAXED);
-  const uint64_t pitch = __atomic_load_n(&entry.pitch, __ATOMIC_RELAXED);
-  return reinterpret_cast<const std::byte*>(base) + block * pitch + at;
-}
-
 // The host's kernels, each a host function on the stream.
 class HostKernels final : public DeviceKernels {
  public:
@@ -58,7 +48,7 @@ class HostKernels final : public DeviceKernels {
         stream, [=, all = std::vector<const PublishedPiece*>(places.begin(), places.end())] {
           std::vector<const void*> sources(all.size());
           for (size_t r = 0; r < all.size(); ++r) {
-            sources[r] = placeOf(*all[r], sequence, block, at);
+            sources[r] = placeOnHost(*all[r], sequence, false, block, at);
             if (sources[r] == nullptr) return;
           }
           cpu::reduce(type, op, sources, dst, count, 1.0);

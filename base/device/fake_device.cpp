@@ -35,7 +35,6 @@ std::atomic<bool> pooled{false};
 std::atomic<StreamHandle> captured{nullptr};
 std::atomic<uint64_t> staged{0};
 std::atomic<uint64_t> copied{0};
-std::atomic<uint64_t> fromPlaces{0};
 thread_local int fakeCurrent = 0;
 
 // The fake device's allocations, by start: each a memfd mapped shared, so
@@ -267,14 +266,8 @@ class FakeRuntime final : public DeviceRuntime {
                      size_t bytes, StreamHandle handle) override {
     if (bytes == 0) return;
     stream(handle).submit([=] {
-      // Written by other ranks' streams (threads here).
-      if (__atomic_load_n(&place->sequence, __ATOMIC_ACQUIRE) != sequence) return;
-      const uint64_t base = __atomic_load_n(result ? &place->result : &place->input, __ATOMIC_RELAXED);
-      const uint64_t pitch = __atomic_load_n(&place->pitch, __ATOMIC_RELAXED);
-      const auto* src = reinterpret_cast<const std::byte*>(base) + block * pitch + at;
-      if (src == dst) return;
-      std::memcpy(dst, src, bytes);
-      fromPlaces.fetch_add(bytes, std::memory_order_relaxed);
+      const std::byte* src = placeOnHost(*place, sequence, result, block, at);
+      if (src != nullptr && src != dst) std::memcpy(dst, src, bytes);
     });
   }
   void copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes, size_t rows,
@@ -481,6 +474,5 @@ void fakeCapture(StreamHandle stream) { captured.store(stream, std::memory_order
 
 uint64_t fakeBytesStaged() { return staged.load(std::memory_order_relaxed); }
 uint64_t fakeBytesCopied() { return copied.load(std::memory_order_relaxed); }
-uint64_t fakeBytesCopiedFromPlaces() { return fromPlaces.load(std::memory_order_relaxed); }
 
 }  // namespace loom::cuda

@@ -44,11 +44,9 @@ void fakeCapture(StreamHandle stream);
 // Bytes the fake streams have copied to or from pinned memory (the staged
 // path's buffers): the tests' proof that a call took the staged path; and
 // the bytes of every other copy on a stream (a device buffer to another, to
-// a host buffer in place).
+// a host buffer in place), but for copies from published places (a peer's
+// slot or buffer read where it lies: copyFromPlace).
 uint64_t fakeBytesStaged();
 uint64_t fakeBytesCopied();
-// Bytes copied from places other ranks published (copyFromPlace): reads of
-// a peer's slot or buffer, not counted above.
-uint64_t fakeBytesCopiedFromPlaces();
 
 }  // namespace loom::cuda

@@ -14,11 +14,8 @@ __device__ inline bool aligned16(const void* p) { return reinterpret_cast<uintpt
 
 __global__ void copyFromPlaceKernel(char* dst, const PublishedPiece* place, uint64_t sequence, bool result,
                                     size_t block, size_t at, size_t bytes) {
-  // Volatile: other ranks' streams wrote the place; no copy from before the wait.
-  const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(place);
-  if (words[3] != sequence) return;
-  const char* src = reinterpret_cast<const char*>(result ? words[2] : words[0]) + block * words[1] + at;
-  if (src == dst) return;
+  const char* src = placeOnDevice(place, sequence, result, block, at);
+  if (src == nullptr || src == dst) return;
   const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t done = 0;

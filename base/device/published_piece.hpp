@@ -10,6 +10,7 @@
 // everything but integers: the device's kernels include it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace loom {
@@ -28,5 +29,26 @@ struct PublishedPiece {
 };
 
 static_assert(sizeof(PublishedPiece) == 32);
+
+// Where `place` says its part lies: input (or result) + block x pitch + at;
+// null where it is not for call `sequence`. Loaded as it is now, since other
+// ranks' streams write it: by the host (the fake device's streams, threads)
+// with atomics, by the device's kernels through volatile loads, so that
+// nothing read before the kernel's wait is used.
+#ifdef __CUDACC__
+__device__ inline const char* placeOnDevice(const PublishedPiece* place, uint64_t sequence, bool result, size_t block,
+                                            size_t at) {
+  const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(place);
+  if (words[3] != sequence) return nullptr;
+  return reinterpret_cast<const char*>(result ? words[2] : words[0]) + block * words[1] + at;
+}
+#endif
+inline const std::byte* placeOnHost(const PublishedPiece& place, uint64_t sequence, bool result, size_t block,
+                                    size_t at) {
+  if (__atomic_load_n(&place.sequence, __ATOMIC_ACQUIRE) != sequence) return nullptr;
+  const uint64_t base = __atomic_load_n(result ? &place.result : &place.input, __ATOMIC_RELAXED);
+  const uint64_t pitch = __atomic_load_n(&place.pitch, __ATOMIC_RELAXED);
+  return reinterpret_cast<const std::byte*>(base) + block * pitch + at;
+}
 
 }  // namespace loom

@@ -107,15 +107,6 @@ struct Places {
   int n;
 };
 
-// A published place, loaded as it is now (volatile: other ranks' streams
-// wrote it, and no copy from before the wait may be used); null where it is
-// not for call `sequence`.
-__device__ inline const char* placeOnDevice(const PublishedPiece* entry, uint64_t sequence, size_t block, size_t at) {
-  const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(entry);
-  if (words[3] != sequence) return nullptr;
-  return reinterpret_cast<const char*>(words[0]) + block * words[1] + at;
-}
-
 // The fold of every rank's published block: each thread block's first
 // thread loads the places (and whether 16-byte vectors fit all of them),
 // then the block folds as the kernels above do.
@@ -130,7 +121,7 @@ __global__ void reducePublished(Places places, uint64_t sequence, size_t block, 
     bool vectors = alignedOnDevice(dst);
     shape = 1;
     for (int k = 0; k < places.n; ++k) {
-      s.p[k] = placeOnDevice(places.p[k], sequence, block, at);
+      s.p[k] = placeOnDevice(places.p[k], sequence, false, block, at);
       if (s.p[k] == nullptr) shape = 0;
       vectors = vectors && alignedOnDevice(s.p[k]);
     }

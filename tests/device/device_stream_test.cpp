@@ -816,7 +816,9 @@ TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerR
       const bool rootAlone = k.name == "broadcast" || k.name == "scatter";
       const uint64_t offerers = k.offered ? (rootAlone ? 1 : nn) : 0;
       EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, offerers);
-      if (k.offered) EXPECT_EQ(loom::cuda::fakeBytesCopied(), copied) << "bytes copied into a scratch";
+      if (k.offered) {
+        EXPECT_EQ(loom::cuda::fakeBytesCopied(), copied) << "bytes copied into a scratch";
+      }
     }
     loom::test::destroyAll(comms);
   }
