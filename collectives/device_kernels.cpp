@@ -41,14 +41,14 @@ class HostKernels final : public DeviceKernels {
       hostBytes.fetch_add(bytes, std::memory_order_relaxed);
     });
   }
-  void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
+  void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                   uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) override {
     if (count == 0) return;
     loom::cuda::runtime().hostFunction(
-        stream, [=, all = std::vector<const PublishedPiece*>(places.begin(), places.end())] {
+        stream, [=, all = std::vector<PlaceView>(places.begin(), places.end())] {
           std::vector<const void*> sources(all.size());
           for (size_t r = 0; r < all.size(); ++r) {
-            sources[r] = placeOnHost(*all[r], sequence, false, block, at);
+            sources[r] = placeOnHost(all[r], sequence, false, block, at);
             if (sources[r] == nullptr) return;
           }
           cpu::reduce(type, op, sources, dst, count, 1.0);
@@ -70,7 +70,7 @@ class CudaKernels final : public DeviceKernels {
   void copy(void* dst, const void* src, size_t bytes, void* stream) override {
     if (bytes != 0 && dst != src) cuda::copy(dst, src, bytes, stream);
   }
-  void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
+  void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                   uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) override {
     if (count != 0) cuda::reduceFrom(type, op, places, sequence, block, at, dst, count, stream);
   }

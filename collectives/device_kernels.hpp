@@ -30,10 +30,11 @@ class DeviceKernels {
 
   // reduce() from places the ranks published (base/device/published_piece.hpp),
   // loaded when the work runs, not when it is queued: rank r's source is
-  // places[r]->input + block x places[r]->pitch + at. Where a place is not
-  // for call `sequence` (a stream a failure let go), nothing is done. (A
-  // copy from a place is the runtime's: DeviceRuntime::copyFromPlace.)
-  virtual void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
+  // the base of places[r]'s region + its input + block x its pitch + at.
+  // Where a place is not for call `sequence` (a stream a failure let go),
+  // nothing is done. (A copy from a place is the runtime's:
+  // DeviceRuntime::copyFromPlace.)
+  virtual void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                           uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) = 0;
 
   // A sum of `ranks` ranks' values made their average in place, queued, as

@@ -40,8 +40,9 @@ struct Piece {
 // Where every rank's part of a piece lies, for the read step: rank r's
 // block b at base + b x pitch, and in two shots its reduced share in its
 // result, at the share's offset. Two kinds: places this rank knows when it
-// queues the call (Known: the slots, or the windows), and places the ranks
-// published for the kernels to load when they run (Published).
+// queues the call (Known: the windows), and places the ranks published for
+// the kernels to load when they run (Published: a piece's, each rank's
+// slot or its own buffer).
 class Parts {
  public:
   virtual ~Parts() = default;
@@ -78,7 +79,7 @@ class Known final : public Parts {
 class Published final : public Parts {
  public:
   Published(const ResidentArea& area, uint64_t sequence) : sequence_(sequence) {
-    for (int r = 0; r < area.size(); ++r) places_.push_back(area.published(r, sequence));
+    for (int r = 0; r < area.size(); ++r) places_.push_back(area.view(area.published(r, sequence), r));
   }
   void reduce(const Collective& c, cpu::ReduceOp op, size_t block, size_t at, void* dst, size_t count,
               void* stream) const override {
@@ -90,7 +91,7 @@ class Published final : public Parts {
 
  private:
   uint64_t sequence_;
-  std::vector<const PublishedPiece*> places_;
+  std::vector<PlaceView> places_;
 };
 
 // What the read step sums: a PreMulSum's inputs were scaled as they were
@@ -184,30 +185,45 @@ bool twoShot(const ResidentArea& area, const Collective& c) {
          c.count * c.typeSize >= area.twoShotFromBytes();
 }
 
-// Whether this rank offers its own input to be read in place, where the
-// ranks publish their places (threads of one process): its send buffer
-// where every rank's kernels reach it (ResidentArea::peersReach), read as it lies (no
-// PreMulSum scaling on the way in), and, in place, only where no peer reads
-// what the rank writes: an all-reduce's result overwrites the input every
-// peer reads, so it goes through the scratch; in place, an all-gather or a
-// broadcast's root writes its own part onto itself (a copy skipped), a
-// reduce-scatter its own block, which its peers never read, and a reduce,
-// gather or scatter has no other reader of what the root writes (NCCL's
-// layouts, the only overlaps the API lets through). Each rank answers for
-// itself: its readers load whichever place it published.
-bool offersInPlace(const ResidentArea& area, const Collective& c, bool twoShots) {
-  if (!area.sharesAddresses() || c.sendBytes == 0 || c.reduction.op == cpu::ReduceOp::PreMulSum) return false;
+// Where a rank's peers read its input (and in two shots its result) in
+// place: the places of its own buffers.
+struct InPlace {
+  RegionPlace input, result;
+};
+
+// Whether this rank offers its own input to be read in place, and where:
+// its send buffer where every rank's kernels may read it
+// (ResidentArea::placeForPeers: threads of one process, or processes that
+// opened its allocation), read as it lies (no PreMulSum scaling on the way
+// in), and, in place, only where no peer reads what the rank writes: an
+// all-reduce's result overwrites the input every peer reads, so it goes
+// through the scratch; in place, an all-gather or a broadcast's root writes
+// its own part onto itself (a copy skipped), a reduce-scatter its own
+// block, which its peers never read, and a reduce, gather or scatter has no
+// other reader of what the root writes (NCCL's layouts, the only overlaps
+// the API lets through). Each rank answers for itself: its readers load
+// whichever place it published.
+std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bool twoShots) {
+  if (c.sendBytes == 0 || c.reduction.op == cpu::ReduceOp::PreMulSum) return std::nullopt;
   const bool overlaps = c.recvBytes != 0 && c.recv < c.send + c.sendBytes && c.send < c.recv + c.recvBytes;
-  if (overlaps && (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::AlltoAll)) return false;
-  // In two shots its peers copy its reduced share out of its result.
-  return area.peersReach(c.send) && (!twoShots || area.peersReach(c.recv));
+  if (overlaps && (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::AlltoAll)) return std::nullopt;
+  // In two shots its peers copy its reduced share out of its result. Both
+  // asked (a process's first call on an allocation publishes it).
+  const std::optional<RegionPlace> input = area.placeForPeers(c.send);
+  const std::optional<RegionPlace> result = twoShots ? area.placeForPeers(c.recv) : RegionPlace{};
+  if (!input || !result) return std::nullopt;
+  return InPlace{.input = *input, .result = *result};
 }
 
-// One piece as one resident call: publish, read, release. `inPlace`: this
-// rank's part is read where it lies (offersInPlace); `last`: the call's last
-// piece, after which such a rank waits until every peer has read its input.
-void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots, bool inPlace, bool last,
-              void* stream) {
+// `place` moved `bytes` on.
+RegionPlace past(RegionPlace place, size_t bytes) { return {.region = place.region, .offset = place.offset + bytes}; }
+
+// One piece as one resident call: publish, read, release. `inPlace`: where
+// this rank's part is read where it lies (offersInPlace); `last`: the
+// call's last piece, after which such a rank waits until every peer has read
+// its input.
+void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots,
+              const std::optional<InPlace>& inPlace, bool last, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int n = area.size();
   const int me = area.rank();
@@ -219,11 +235,12 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   for (int r = 0; sequence > 2 && r < n; ++r) {
     if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence - 2);
   }
-  PublishedPiece place;
+  RegionPlace input, result;
+  size_t pitch = 0;
   if (inPlace) {
-    place.input = reinterpret_cast<uintptr_t>(c.send + p.first * c.typeSize);
-    place.pitch = c.blockBytes();
-    place.result = reinterpret_cast<uintptr_t>(c.recv + p.first * c.typeSize);
+    input = past(inPlace->input, p.first * c.typeSize);
+    result = past(inPlace->result, p.first * c.typeSize);
+    pitch = c.blockBytes();
   } else if (c.sendBytes != 0) {
     const std::byte* from = c.send + p.first * c.typeSize;
     const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(n) : 1;
@@ -239,17 +256,18 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     } else {
       rt.copy(to, from, bytes, stream);
     }
-    place.input = place.result = reinterpret_cast<uintptr_t>(to);
-    place.pitch = bytes;
+    input = result = area.areaPlace(to);
+    pitch = bytes;
   }
-  if (area.sharesAddresses() && c.sendBytes != 0) {
+  if (c.sendBytes != 0) {
     // Into its own line, the sequence last, before "arrived": each write on
     // the stream follows the ones before it. The result only where it is
     // read (two shots).
     PublishedPiece* entry = area.published(me, sequence);
-    rt.writeValue(stream, &entry->input, place.input);
-    rt.writeValue(stream, &entry->pitch, place.pitch);
-    if (twoShots) rt.writeValue(stream, &entry->result, place.result);
+    rt.writeValue(stream, &entry->input, input.offset);
+    rt.writeValue(stream, &entry->pitch, pitch);
+    if (twoShots) rt.writeValue(stream, &entry->result, result.offset);
+    rt.writeValue(stream, &entry->regions, regionsOf(input.region, result.region));
     rt.writeValue(stream, &entry->sequence, sequence);
   }
   for (int r = 0; r < n; ++r) {
@@ -259,11 +277,7 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   for (int r = 0; r < n; ++r) {
     if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
   }
-  const auto slot = [&](int r) -> const std::byte* { return area.slot(r, sequence); };
-  const Known inSlots(n, slot, slot, bytes);
-  const std::optional<Published> published =
-      area.sharesAddresses() ? std::optional<Published>(std::in_place, area, sequence) : std::nullopt;
-  const Parts& parts = published ? static_cast<const Parts&>(*published) : inSlots;
+  const Published parts(area, sequence);
   if (twoShots) {
     std::byte* out = c.recv + p.first * c.typeSize;
     readTwoShots(area, c, p.count, out, parts, inPlace ? out : area.slot(me, sequence), sequence, stream);
@@ -355,6 +369,7 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   ResidentArea* resident = comm.resident();
   if (resident == nullptr) throw Error(loomInternalError, "a resident collective on a communicator without its area");
   ResidentArea& area = *resident;
+  area.openPeersRegions();
   if (const auto place = windowOf(comm, c)) {
     // Two shots where the result lies in a window too, for the peers to
     // copy the shares out of.
@@ -368,7 +383,7 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(area.size()) : 1;
   const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
   const bool twoShots = twoShot(area, c);
-  const bool inPlace = offersInPlace(area, c, twoShots);
+  const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots);
   for (size_t first = 0; first < c.count; first += perPiece) {
     const size_t count = std::min(perPiece, c.count - first);
     runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, first + count == c.count, stream);

@@ -2,6 +2,7 @@
 
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <limits>
@@ -9,6 +10,8 @@
 #include <span>
 #include <string>
 
+#include "base/device/ipc.hpp"
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
@@ -21,6 +24,7 @@ struct Card {
   DeviceCard area;
   uint64_t twoShotFromBytes = 0;  // rank 0's is every rank's
   uint64_t scratchBytes = 0;      // every rank's must be the same: peers find slots by it
+  char regions[64] = {};          // rank 0's: the name of the regions' segment (resident_regions.hpp), or empty
 };
 
 // The words of a rank's flag line, one per peer each.
@@ -38,9 +42,14 @@ constexpr size_t kPublishedBytes = 2 * sizeof(PublishedPiece);
 // Two per receiver, the pieces to it alternating between them.
 constexpr size_t kP2pPublishedAt = kPublishedAt + kPublishedBytes;
 constexpr size_t kP2pPublishedBytes = 2 * ResidentArea::kMaxRanks * sizeof(PublishedPiece);
+// This rank's tables of its peers' regions (PlaceView::bases): read by its
+// own kernels only, written by its host.
+constexpr size_t kRegionBasesAt = 2560;
+constexpr size_t kRegionTableBytes = kPlaceRegions * sizeof(uint64_t);
 static_assert(kFinishedAt + sizeof(uint64_t) <= kSentToAt);
 static_assert(kReceivedAt + kDoneByAt <= kPublishedAt);
-static_assert(kP2pPublishedAt + kP2pPublishedBytes <= ResidentArea::kFlagBytes);
+static_assert(kP2pPublishedAt + kP2pPublishedBytes <= kRegionBasesAt);
+static_assert(kRegionBasesAt + ResidentArea::kMaxRanks * kRegionTableBytes <= ResidentArea::kFlagBytes);
 static_assert(ResidentArea::kFlagBytes % 256 == 0, "the scratch after the line stays aligned for the kernels");
 
 }  // namespace
@@ -57,6 +66,19 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   mine.scratchBytes = scratchBytes;
   const size_t bytes = kFlagBytes + scratchBytes + 2 * kP2pSlotBytes * static_cast<size_t>(n);
   bool ok = n <= kMaxRanks;
+  // Processes read each other's buffers in place only through allocations
+  // they keep open (LOOM_CUDA_IPC_CACHE): rank 0 makes the segment they
+  // exchange them through, in case the ranks turn out to be processes.
+  const bool keepsOpened = env::getInt("LOOM_CUDA_IPC_CACHE", 0, 1) == 1;
+  shm::Segment segment;
+  if (ok && rank_ == 0 && n > 1) {
+    try {
+      segment = shm::Segment::create(ResidentRegions::bytesFor(n), shm::Segment::Populate::ByFirstWriter);
+      std::snprintf(mine.regions, sizeof mine.regions, "%s", segment.name().c_str());
+    } catch (const Error& e) {
+      LOOM_INFO(Init, "processes' buffers go through the resident scratch: no segment to exchange them: %s", e.what());
+    }
+  }
   if (ok) {
     try {
       own_ = static_cast<std::byte*>(runtime_.allocDevice(bytes));
@@ -72,11 +94,9 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   std::vector<std::byte> cards(static_cast<size_t>(n) * sizeof(Card));
   std::memcpy(cards.data() + static_cast<size_t>(rank_) * sizeof(Card), &mine, sizeof mine);
   bootstrap.allgather(cards, sizeof(Card));
-  {
-    Card first;
-    std::memcpy(&first, cards.data(), sizeof first);
-    twoShotFromBytes_ = first.twoShotFromBytes;
-  }
+  Card first;
+  std::memcpy(&first, cards.data(), sizeof first);
+  twoShotFromBytes_ = first.twoShotFromBytes;
   sharesAddresses_ = true;
   for (int r = 0; r < n && ok; ++r) {
     Card card;
@@ -97,14 +117,34 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
       ok = false;
     }
   }
+  if (ok && !sharesAddresses_ && keepsOpened && first.regions[0] != '\0') {
+    try {
+      const std::string name(first.regions, strnlen(first.regions, sizeof first.regions));
+      regions_ = std::make_unique<ResidentRegions>(
+          rank_ == 0 ? std::move(segment) : shm::Segment::open(name, ResidentRegions::bytesFor(n)), rank_, n,
+          [this](int owner, uint32_t region, uint64_t base) { runtime_.storeValue(regionBases(owner) + region, base); });
+    } catch (const Error& e) {
+      LOOM_INFO(Init, "this rank's buffers go through the resident scratch: the regions' segment: %s", e.what());
+    }
+  }
+  if (ok) {
+    // Rank r's region 1 is its area, as this rank maps it (0 stays 0).
+    std::vector<uint64_t> bases(static_cast<size_t>(kMaxRanks) * kPlaceRegions, 0);
+    for (int r = 0; r < n; ++r) {
+      bases[static_cast<size_t>(r) * kPlaceRegions + 1] = reinterpret_cast<uintptr_t>(peers_[static_cast<size_t>(r)].base);
+    }
+    runtime_.copyNow(own_ + kRegionBasesAt, bases.data(), bases.size() * sizeof(uint64_t));
+  }
   std::vector<std::byte> verdicts(static_cast<size_t>(n));
   verdicts[static_cast<size_t>(rank_)] = std::byte{ok ? uint8_t{1} : uint8_t{0}};
   bootstrap.allgather(verdicts, 1);
   ready_ = true;
   for (std::byte v : verdicts) ready_ = ready_ && v == std::byte{1};
   if (!ready_) {
+    regions_.reset();
     for (PeerView& peer : peers_) peer = PeerView{};
   }
+  if (regions_ != nullptr) regions_->unlink();  // every rank has opened it by now
   // Every rank saw the same cards, so every rank agrees; pids of one node's
   // processes differ.
   sharesAddresses_ = sharesAddresses_ && ready_;
@@ -128,6 +168,7 @@ ResidentArea::~ResidentArea() {
     // A peer's stream may still write into this rank's line: kept for the
     // process's life (the views of other processes' areas close).
     destroyChannels();
+    regions_.reset();
     for (PeerView& peer : peers_) peer.opened.reset();
     return;
   }
@@ -162,11 +203,13 @@ ResidentArea::~ResidentArea() {
     LOOM_WARN(Init, "a resident send or receive never met its peer: the area is kept, released");
     release();
     destroyChannels();
+    regions_.reset();
     for (PeerView& peer : peers_) peer.opened.reset();
     return;
   }
   destroyChannels();
-  peers_.clear();  // closes the views of other processes' areas
+  regions_.reset();  // closes the peers' buffers it opened
+  peers_.clear();    // closes the views of other processes' areas
   runtime_.freeDevice(own_);
 }
 
@@ -184,8 +227,26 @@ uint64_t* ResidentArea::reducedFrom(int owner, int writer) const {
 
 uint64_t* ResidentArea::finished() const { return reinterpret_cast<uint64_t*>(own_ + kFinishedAt); }
 
-bool ResidentArea::peersReach(const void* p) const {
-  return runtime_.deviceOf(p) == device_ && (oneDevice_ || !runtime_.fromMemoryPool(p));
+std::optional<RegionPlace> ResidentArea::placeForPeers(const void* p) {
+  if (runtime_.deviceOf(p) != device_ || (!oneDevice_ && runtime_.fromMemoryPool(p))) return std::nullopt;
+  if (sharesAddresses_) return RegionPlace{.region = 0, .offset = reinterpret_cast<uintptr_t>(p)};
+  return regions_ != nullptr ? regions_->placeOf(p) : std::nullopt;
+}
+
+RegionPlace ResidentArea::areaPlace(const std::byte* p) const {
+  return {.region = 1, .offset = static_cast<uint64_t>(p - own_)};
+}
+
+void ResidentArea::openPeersRegions() {
+  if (regions_ != nullptr) regions_->openNew();
+}
+
+uint64_t* ResidentArea::regionBases(int owner) const {
+  return reinterpret_cast<uint64_t*>(own_ + kRegionBasesAt + static_cast<size_t>(owner) * kRegionTableBytes);
+}
+
+PlaceView ResidentArea::view(const PublishedPiece* place, int owner) const {
+  return {.place = place, .bases = regionBases(owner)};
 }
 
 PublishedPiece* ResidentArea::published(int owner, uint64_t sequence) const {

@@ -7,6 +7,11 @@
 // flags and waits on its peers', so a waiting stream holds no SM and no host
 // thread takes part in a call.
 //
+// Ranks publish where each piece's part lies (published_piece.hpp): their
+// scratch, or their own buffer where every peer's kernels may read it in
+// place (threads of one process: its address; processes: an allocation
+// every peer has opened through CUDA IPC, resident_regions.hpp).
+//
 // Made where every rank of the communicator is on one node and sees a
 // device; ready only where every rank's device reaches every rank's
 // allocation (its own GPU, or one it may access as a peer) and every rank
@@ -29,8 +34,9 @@
 #include <vector>
 
 #include "base/device/ipc.hpp"
-#include "comm/device_card.hpp"
 #include "base/device/published_piece.hpp"
+#include "comm/device_card.hpp"
+#include "comm/resident_regions.hpp"
 
 namespace loom {
 
@@ -38,9 +44,10 @@ class Bootstrap;
 
 class ResidentArea {
  public:
-  // Per rank: the flags' line, then the collectives' scratch, then the
-  // point-to-point slots (two per receiver).
-  static constexpr size_t kFlagBytes = 2304;
+  // Per rank: the flags' line (with the rank's tables of its peers'
+  // regions), then the collectives' scratch, then the point-to-point slots
+  // (two per receiver).
+  static constexpr size_t kFlagBytes = 10752;
   static constexpr size_t kP2pSlotBytes = size_t{512} << 10;
   // The most ranks one reduction pass folds (collectives/cuda/kernels.hpp).
   static constexpr int kMaxRanks = 16;
@@ -63,15 +70,29 @@ class ResidentArea {
   // run in two shots (0: never); the same on every rank.
   uint64_t twoShotFromBytes() const { return twoShotFromBytes_; }
   // Whether every rank is a thread of this process, so that a pointer is
-  // the same to all of them: the ranks then publish where each piece's part
-  // lies (published()) and a rank's own device buffers may be read in place
-  // (the same on every rank).
+  // the same to all of them (the same on every rank).
   bool sharesAddresses() const { return sharesAddresses_; }
-  // Whether every rank's kernels may read this rank's device buffer `p`
-  // where it lies: on this rank's device (whose memory every rank's device
-  // reaches, as its area shows), and, where the ranks span several devices,
-  // not from a memory pool, which grants no access to other GPUs unasked.
-  bool peersReach(const void* p) const;
+  // Where every rank's kernels may read this rank's device buffer `p` in
+  // place, as a published place names it; nullopt where they may not (yet),
+  // and it goes through the scratch. Threads of one process: the address
+  // itself (region 0), where `p` is on this rank's device (whose memory
+  // every rank's device reaches, as its area shows) and, where the ranks
+  // span several devices, not from a memory pool, which grants no access to
+  // other GPUs unasked. Processes: besides, an allocation every peer has
+  // opened (ResidentRegions::placeOf; never with LOOM_CUDA_IPC_CACHE=0).
+  std::optional<RegionPlace> placeForPeers(const void* p);
+  // Memory of this rank's own area (a slot) as a published place names it.
+  RegionPlace areaPlace(const std::byte* p) const;
+  // Opens the buffers the peers offered since this rank last looked, so
+  // that they may read them in place from a later call on (the reader's
+  // part of ResidentRegions); every call calls it first. Nothing to do
+  // between threads.
+  void openPeersRegions();
+  // A place rank `owner` published, as this rank's kernels reach it: with
+  // this rank's table of the owner's regions.
+  PlaceView view(const PublishedPiece* place, int owner) const;
+  // This rank's table of rank `owner`'s regions, in its own device memory.
+  uint64_t* regionBases(int owner) const;
 
   // The words of rank `owner`'s flag line, as this rank's device reaches
   // them: `arrivedFrom(owner, writer)` holds the sequence of the last call
@@ -89,9 +110,9 @@ class ResidentArea {
   // The last call this rank's stream has finished (its own line).
   uint64_t* finished() const;
   // Where rank `owner` put its part of call `sequence`'s piece, in its own
-  // line (sharesAddresses() only): two entries that the calls alternate, as
-  // the scratch slots do, so that a rank publishes the next call while its
-  // readers still read this one.
+  // line: two entries that the calls alternate, as the scratch slots do, so
+  // that a rank publishes the next call while its readers still read this
+  // one.
   PublishedPiece* published(int owner, uint64_t sequence) const;
 
   // Point-to-point (comm/engine/resident_p2p.hpp): a message goes as pieces
@@ -107,9 +128,9 @@ class ResidentArea {
   uint64_t* received(int from) const;
   // Rank `owner`'s slot for `receiver` that piece `piece` uses.
   std::byte* p2pSlot(int owner, int receiver, uint64_t piece) const;
-  // Where rank `owner` put piece `piece` for `receiver` (sharesAddresses()
-  // only), in its own line: its slot, or its buffer to be read in place.
-  // Two entries per receiver, alternating as the slots do.
+  // Where rank `owner` put piece `piece` for `receiver`, in its own line:
+  // its slot, or its buffer to be read in place. Two entries per receiver,
+  // alternating as the slots do.
   PublishedPiece* p2pPublished(int owner, int receiver, uint64_t piece) const;
   // A piece to or from `peer` is queued: its number (1, 2, ... per ordered
   // pair and direction), noted with the time for overdue(); `takenAtEnd`: a
@@ -153,6 +174,7 @@ class ResidentArea {
   int device_ = -1;
   std::byte* own_ = nullptr;  // this rank's allocation
   std::vector<PeerView> peers_;
+  std::unique_ptr<ResidentRegions> regions_;  // processes only, where every peer's buffers may be opened
   bool ready_ = false;
   std::atomic<uint64_t> sequence_{0};
   std::mutex callsMutex_;

@@ -313,8 +313,8 @@ class CudaRuntime final : public DeviceRuntime {
   void holdKernel(StreamHandle stream, const uint64_t* word, uint64_t value) override {
     throwIfFailed(queueHold(asStream(stream), word, value), "queueing the stream's wait for Loom");
   }
-  void copyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
-                     size_t bytes, StreamHandle stream) override {
+  void copyFromPlace(void* dst, PlaceView place, uint64_t sequence, bool result, size_t block, size_t at, size_t bytes,
+                     StreamHandle stream) override {
     throwIfFailed(queueCopyFromPlace(dst, place, sequence, result, block, at, bytes, asStream(stream)),
                   "queueing a copy from a published place");
   }

@@ -262,11 +262,11 @@ class FakeRuntime final : public DeviceRuntime {
       counter.fetch_add(bytes, std::memory_order_relaxed);
     });
   }
-  void copyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block, size_t at,
-                     size_t bytes, StreamHandle handle) override {
+  void copyFromPlace(void* dst, PlaceView place, uint64_t sequence, bool result, size_t block, size_t at, size_t bytes,
+                     StreamHandle handle) override {
     if (bytes == 0) return;
     stream(handle).submit([=] {
-      const std::byte* src = placeOnHost(*place, sequence, result, block, at);
+      const std::byte* src = placeOnHost(place, sequence, result, block, at);
       if (src != nullptr && src != dst) std::memcpy(dst, src, bytes);
     });
   }

@@ -41,7 +41,7 @@ class NoRuntime final : public DeviceRuntime {
   void copyNow(void*, const void*, size_t bytes) override {
     if (bytes != 0) noCuda("a device copy");
   }
-  void copyFromPlace(void*, const PublishedPiece*, uint64_t, bool, size_t, size_t, size_t bytes,
+  void copyFromPlace(void*, PlaceView, uint64_t, bool, size_t, size_t, size_t bytes,
                      StreamHandle) override {
     if (bytes != 0) noCuda("a device copy");
   }

@@ -12,7 +12,7 @@ constexpr size_t kMaxBlocks = 4096;
 
 __device__ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-__global__ void copyFromPlaceKernel(char* dst, const PublishedPiece* place, uint64_t sequence, bool result,
+__global__ void copyFromPlaceKernel(char* dst, PlaceView place, uint64_t sequence, bool result,
                                     size_t block, size_t at, size_t bytes) {
   const char* src = placeOnDevice(place, sequence, result, block, at);
   if (src == nullptr || src == dst) return;
@@ -31,7 +31,7 @@ __global__ void copyFromPlaceKernel(char* dst, const PublishedPiece* place, uint
 
 }  // namespace
 
-cudaError_t queueCopyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block,
+cudaError_t queueCopyFromPlace(void* dst, PlaceView place, uint64_t sequence, bool result, size_t block,
                                size_t at, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   const size_t work = bytes / 16 == 0 ? bytes : bytes / 16;

@@ -11,7 +11,7 @@
 
 namespace loom::cuda {
 
-cudaError_t queueCopyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block,
+cudaError_t queueCopyFromPlace(void* dst, PlaceView place, uint64_t sequence, bool result, size_t block,
                                size_t at, size_t bytes, cudaStream_t stream);
 // Loads the kernel now (CUDA loads kernels lazily, at their first launch, by default).
 cudaError_t loadCopyFromPlaceKernel();

@@ -98,11 +98,11 @@ class DeviceRuntime {
                         StreamHandle stream) = 0;
   // dst <- `bytes` from a place another rank's stream published
   // (published_piece.hpp), its words loaded when the copy runs, not when it
-  // is queued: place->input (or ->result) + block x place->pitch + at.
+  // is queued: the region's base + input (or result) + block x pitch + at.
   // Nothing is copied where the place is not for `sequence` (a stream a
   // failure let go before the publisher got there).
-  virtual void copyFromPlace(void* dst, const PublishedPiece* place, uint64_t sequence, bool result, size_t block,
-                             size_t at, size_t bytes, StreamHandle stream) = 0;
+  virtual void copyFromPlace(void* dst, PlaceView place, uint64_t sequence, bool result, size_t block, size_t at,
+                             size_t bytes, StreamHandle stream) = 0;
   // dst <- src, returning when done, on a stream of its own that waits for no other.
   virtual void copyNow(void* dst, const void* src, size_t bytes) = 0;
   // Whether everything queued on `stream` is done; throws on the device's error.

@@ -101,9 +101,10 @@ __global__ void reduceVectors(Sources s, void* dst, size_t vectors, typename Ele
 
 __device__ inline bool alignedOnDevice(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Where the ranks' places are: pointers into their flag lines.
+// Where the ranks' places are: their entries in their flag lines, and this
+// rank's tables of their regions.
 struct Places {
-  const PublishedPiece* p[kMaxSources];
+  PlaceView p[kMaxSources];
   int n;
 };
 
@@ -306,7 +307,7 @@ void copy(void* dst, const void* src, size_t bytes, void* stream) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
 }
 
-void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
+void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                 uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) {
   if (static_cast<unsigned>(type) >= loomNumTypes) {
     throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(type)) + " is not a loomDataType_t");

@@ -39,12 +39,12 @@ void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void
 void copy(void* dst, const void* src, size_t bytes, void* stream);
 
 // reduce() from places the ranks published, loaded by the kernel when it
-// runs (collectives/device_kernels.hpp): source r is places[r]->input +
-// block x places[r]->pitch + at. Where a place is not for call `sequence` (a
-// stream a failure let go before its peer published), the kernel writes
-// nothing. At most kMaxSources places; no PreMulSum scaling (a scaled input
+// runs (collectives/device_kernels.hpp): source r is the base of
+// places[r]'s region + its input + block x its pitch + at. Where a place is
+// not for call `sequence` (a stream a failure let go before its peer
+// published), the kernel writes nothing. At most kMaxSources places; no PreMulSum scaling (a scaled input
 // is published scaled).
-void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PublishedPiece* const> places,
+void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                 uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream);
 
 }  // namespace loom::coll::cuda

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,25 +15,24 @@ namespace {
 std::atomic<uint64_t> queued{0};
 std::atomic<uint64_t> readInPlace{0};
 
-// Whether a send offers its buffer to be read in place (ranks of one
-// process): where the receiver's kernels reach it (ResidentArea::peersReach),
-// and of more than two pieces, a message whose sender waits for its receiver
-// anyway (from its third piece on), so that no send that completed alone
-// before (eager, through the two slots) now waits for its receiver.
-bool sendsInPlace(const ResidentArea& area, const ResidentOp& op) {
-  return op.send && area.sharesAddresses() && op.bytes > 2 * ResidentArea::kP2pSlotBytes &&
-         area.peersReach(op.buffer);
+// Where a send offers its buffer to be read in place: where its receiver's
+// kernels may read it (ResidentArea::placeForPeers), and of more than two
+// pieces, a message whose sender waits for its receiver anyway (from its
+// third piece on), so that no send that completed alone before (eager,
+// through the two slots) now waits for its receiver.
+std::optional<RegionPlace> sendsInPlace(ResidentArea& area, const ResidentOp& op) {
+  if (!op.send || op.bytes <= 2 * ResidentArea::kP2pSlotBytes) return std::nullopt;
+  return area.placeForPeers(op.buffer);
 }
 
-// Every piece of `op`, queued on `stream`. Where the ranks publish their
-// places, a receiver copies from the place its sender published (its slot,
-// or its buffer), loaded when the copy runs; a sender whose buffer is read
-// in place waits after its last piece until the receiver has taken it.
+// Every piece of `op`, queued on `stream`. A receiver copies from the place
+// its sender published (its slot, or its buffer), loaded when the copy
+// runs; a sender whose buffer is read in place waits after its last piece
+// until the receiver has taken it.
 void queueMessage(ResidentArea& area, const ResidentOp& op, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int me = area.rank();
-  const bool published = area.sharesAddresses();
-  const bool inPlace = sendsInPlace(area, op);
+  const std::optional<RegionPlace> inPlace = sendsInPlace(area, op);
   for (size_t at = 0; at < op.bytes; at += ResidentArea::kP2pSlotBytes) {
     const size_t bytes = std::min(ResidentArea::kP2pSlotBytes, op.bytes - at);
     const bool last = at + bytes == op.bytes;
@@ -41,22 +41,21 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, void* stream) {
       if (k > 2) rt.waitValue(stream, area.takenBy(me, op.peer), k - 2);
       std::byte* slot = area.p2pSlot(me, op.peer, k);
       if (!inPlace) rt.copy(slot, op.buffer + at, bytes, stream);
-      if (published) {  // the sequence last: each write on the stream follows the ones before it
-        PublishedPiece* entry = area.p2pPublished(me, op.peer, k);
-        rt.writeValue(stream, &entry->input, reinterpret_cast<uintptr_t>(inPlace ? op.buffer + at : slot));
-        rt.writeValue(stream, &entry->sequence, k);
-      }
+      const RegionPlace place =
+          inPlace ? RegionPlace{.region = inPlace->region, .offset = inPlace->offset + at} : area.areaPlace(slot);
+      // The sequence last: each write on the stream follows the ones before it.
+      PublishedPiece* entry = area.p2pPublished(me, op.peer, k);
+      rt.writeValue(stream, &entry->input, place.offset);
+      rt.writeValue(stream, &entry->regions, regionsOf(place.region, 0));
+      rt.writeValue(stream, &entry->sequence, k);
       rt.writeValue(stream, area.sentTo(op.peer, me), k);
       if (inPlace && last) rt.waitValue(stream, area.takenBy(me, op.peer), k);  // its buffer is the receiver's till then
       rt.writeValue(stream, area.sent(op.peer), k);
     } else {
       const uint64_t k = area.beginReceivePiece(op.peer);
       rt.waitValue(stream, area.sentTo(me, op.peer), k);
-      if (published) {
-        rt.copyFromPlace(op.buffer + at, area.p2pPublished(op.peer, me, k), k, false, 0, 0, bytes, stream);
-      } else {
-        rt.copy(op.buffer + at, area.p2pSlot(op.peer, me, k), bytes, stream);
-      }
+      rt.copyFromPlace(op.buffer + at, area.view(area.p2pPublished(op.peer, me, k), op.peer), k, false, 0, 0, bytes,
+                       stream);
       rt.writeValue(stream, area.takenBy(op.peer, me), k);
       rt.writeValue(stream, area.received(op.peer), k);
     }
@@ -73,6 +72,7 @@ bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t byte
 }
 
 void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream) {
+  area.openPeersRegions();
   // The group's channels (peer, direction), each its messages in call order.
   std::map<std::pair<int, bool>, std::vector<const ResidentOp*>> channels;
   for (const ResidentOp& op : ops) {

@@ -470,6 +470,38 @@ TEST(DeviceInPlace, ProcessesOnStreamsReadWindowsAndSendOnTheStream) {
   }
 }
 
+// On CUDA streams across processes, plain device buffers (no window): a
+// rank's peers open its allocations through CUDA IPC (the fake device's
+// memfds) once, and read them in place from then on, so from the third
+// round of the same buffers every call and every send of more than two
+// pieces is read in place with nothing copied into a scratch, every result
+// exact (3 ranks: the all-reduce in two shots, its result read in place
+// too). With LOOM_CUDA_IPC_CACHE=0 nothing stays open, so everything goes
+// through the scratch, exact all the same.
+TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
+  SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  for (int n : {2, 3}) {
+    for (const char* cache : {"1", "0"}) {
+      SCOPED_TRACE(std::to_string(n) + " ranks, LOOM_CUDA_IPC_CACHE=" + cache);
+      const ProcessResult r = runRanks(n, {"140001", "in-place-on-stream"}, {{"LOOM_CUDA_IPC_CACHE", cache}});
+      ASSERT_EQ(r.exitCode, 0) << r.output;
+      // 8 collectives a round, two rounds; the broadcast and the scatter
+      // read only the root's (rank 1's) input.
+      for (int rank = 0; rank < n; ++rank) {
+        const std::string who = "rank " + std::to_string(rank) + ": ";
+        EXPECT_TRUE(contains(r.output, who + "on the stream ok")) << r.output;
+        const std::string calls = rank == 1 ? "16" : "12";
+        const std::string readInPlace = std::string(cache) == "1" ? calls + " of " + calls + " calls, 2 sends"
+                                                                  : "0 of " + calls + " calls, 0 sends";
+        EXPECT_TRUE(contains(r.output, who + "in place from round 2: " + readInPlace)) << r.output;
+        if (fake() && std::string(cache) == "1") {
+          EXPECT_TRUE(contains(r.output, who + "in place from round 2: .*, copied 0 bytes")) << r.output;
+        }
+      }
+    }
+  }
+}
+
 TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   const ProcessResult r = runRanks(3, {std::to_string(kLarge), "host-on-rank-0"});

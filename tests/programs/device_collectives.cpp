@@ -5,9 +5,12 @@
 // and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
 // checked against what every rank can compute, then a line with the bytes that went each way
 // (and the pieces staged calls ran as: collectives/device_staging.hpp).
-//   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 | gpu-per-rank | on-stream]
+//   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 | gpu-per-rank | on-stream |
+//                                       in-place-on-stream]
 // (on-stream: only calls on a stream: in symmetric windows, and a ring of
-// sends and receives; see onStream.)
+// sends and receives; see onStream. in-place-on-stream: rounds of calls on a
+// stream of plain device buffers, read in place once the peers opened them;
+// see inPlaceOnStream.)
 // (refuse-ipc-on-rank-2: on the fake device, rank 2 cannot map its peers' buffers;
 // gpu-per-rank: local rank r on GPU r, of the fake device's GPUs with peer
 // access, or of a machine's GPUs r mod their count.)
@@ -270,6 +273,62 @@ bool sendRing(loomComm_t comm, int rank, int n, size_t count, bool device, int r
   return true;
 }
 
+// A call on a stream whose result lands in a device buffer of int32.
+struct StreamCall {
+  const char* name;
+  std::function<loomResult_t()> run;
+  std::function<int32_t(size_t)> expected;  // element i of the result
+  size_t elements;                          // checked (0: this rank has no result)
+  bool sends = true;                        // this rank's input is read
+};
+
+// Runs `c` and waits for its stream; false on a failure or a wrong element
+// (said on stdout).
+bool runChecked(loomComm_t comm, int rank, const StreamCall& c, loom::test::DeviceBuffer& out,
+                const std::function<bool()>& finish) {
+  if (c.run() != loomSuccess || !finish()) {
+    std::printf("rank %d: %s on the stream failed: %s\n", rank, c.name, loomGetLastError(comm));
+    return false;
+  }
+  std::vector<int32_t> got(out.size() / 4);
+  out.download(got.data());
+  for (size_t i = 0; i < c.elements; ++i) {
+    if (got[i] == c.expected(i)) continue;
+    std::printf("rank %d: %s on the stream: element %zu is %d, not %d\n", rank, c.name, i, got[i], c.expected(i));
+    return false;
+  }
+  return true;
+}
+
+// A ring on `stream`, grouped: this rank sends `elements` of `from` to the
+// next rank and receives the previous rank's into `into`, rank r's element i
+// being 3 x value(r, i) + 1; false on a wrong element or a failure (said on
+// stdout).
+bool ringOnStream(loomComm_t comm, int rank, int n, loom::test::DeviceBuffer& from, loom::test::DeviceBuffer& into,
+                  size_t elements, const std::function<int32_t(int, size_t)>& value, void* stream,
+                  const std::function<bool()>& finish) {
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  std::vector<int32_t> mine(elements), got(elements, -1);
+  for (size_t i = 0; i < elements; ++i) mine[i] = value(rank, i) * 3 + 1;
+  from.upload(mine.data());
+  const auto st = static_cast<loomStream_t>(stream);
+  loomGroupStart();
+  loomSend(from.data(), elements, loomInt32, next, comm, st);
+  loomRecv(into.data(), elements, loomInt32, prev, comm, st);
+  if (loomGroupEnd() != loomSuccess || !finish()) {
+    std::printf("rank %d: the ring on the stream failed: %s\n", rank, loomGetLastError(comm));
+    return false;
+  }
+  into.download(got.data());
+  for (size_t i = 0; i < elements; ++i) {
+    if (got[i] == value(prev, i) * 3 + 1) continue;
+    std::printf("rank %d: the ring on the stream: element %zu is %d, not %d\n", rank, i, got[i],
+                value(prev, i) * 3 + 1);
+    return false;
+  }
+  return true;
+}
+
 // On a CUDA stream (the fake device's, or a GPU's), calls whose send buffers
 // lie in symmetric windows, read in place across processes through the
 // windows' IPC views, and a ring of sends and receives queued on the stream
@@ -292,16 +351,11 @@ bool onStream(loomComm_t comm, int rank, int n, size_t count) {
       return false;
     }
     auto* send = static_cast<std::byte*>(window.data()) + 4096;
-    std::vector<int32_t> in(count * nn), got(count * nn);
+    std::vector<int32_t> in(count * nn);
     for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(rank, i);
     rt.copyNow(send, in.data(), in.size() * 4);
     const auto peerValue = [](int r, size_t i) { return valueOf(r, i); };
-    struct Call {
-      const char* name;
-      std::function<loomResult_t()> run;
-      std::function<int32_t(size_t)> expected;
-      size_t elements;
-    };
+    using Call = StreamCall;
     const auto st = static_cast<loomStream_t>(stream);
     const std::vector<Call> calls{
         {"all-reduce", [&] { return loomAllReduce(send, out.data(), count, loomInt32, loomSum, comm, st); },
@@ -324,46 +378,101 @@ bool onStream(loomComm_t comm, int rank, int n, size_t count) {
          [&](size_t i) { return peerValue(static_cast<int>(i / count), static_cast<size_t>(rank) * count + i % count); },
          count * nn}};
     for (const Call& c : calls) {
-      if (c.run() != loomSuccess || !finish()) {
-        std::printf("rank %d: %s on the stream failed: %s\n", rank, c.name, loomGetLastError(comm));
-        ok = false;
-        continue;
-      }
-      out.download(got.data());
-      for (size_t i = 0; i < c.elements; ++i) {
-        if (got[i] == c.expected(i)) continue;
-        std::printf("rank %d: %s in windows: element %zu is %d, not %d\n", rank, c.name, i, got[i], c.expected(i));
-        ok = false;
-        break;
-      }
+      if (!runChecked(comm, rank, c, out, finish)) ok = false;
     }
     if (loomCommWindowDeregister(comm, win) != loomSuccess) ok = false;
   }
   // A ring on the stream, two messages each way of several pieces.
   {
     const size_t elements = 3 * count + 1;
-    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-    std::vector<int32_t> mine(elements), got(elements, -1);
-    for (size_t i = 0; i < elements; ++i) mine[i] = valueOf(rank, i) * 3 + 1;
     loom::test::DeviceBuffer dout(elements * 4), din(elements * 4);
-    dout.upload(mine.data());
-    const auto st = static_cast<loomStream_t>(stream);
-    loomGroupStart();
-    loomSend(dout.data(), elements, loomInt32, next, comm, st);
-    loomRecv(din.data(), elements, loomInt32, prev, comm, st);
-    if (loomGroupEnd() != loomSuccess || !finish()) {
-      std::printf("rank %d: the ring on the stream failed: %s\n", rank, loomGetLastError(comm));
-      ok = false;
-    } else {
-      din.download(got.data());
-      for (size_t i = 0; i < elements; ++i) {
-        if (got[i] == valueOf(prev, i) * 3 + 1) continue;
-        std::printf("rank %d: the ring on the stream: element %zu is %d\n", rank, i, got[i]);
-        ok = false;
-        break;
-      }
-    }
+    if (!ringOnStream(comm, rank, n, dout, din, elements, valueOf, stream, finish)) ok = false;
   }
+  rt.destroyStream(stream);
+  return ok;
+}
+
+// Four rounds, on a CUDA stream, of every collective (roots 1, out of place)
+// and a ring of sends of more than two 512 KiB pieces, of plain device
+// buffers (no window), the same buffers every round with new values, the
+// ranks in step between rounds (a host all-reduce). A rank's peers read its
+// buffers in place once every peer has opened their allocations
+// (comm/resident_regions.hpp): a rank publishes an allocation in its first
+// call on it, its peers open it at the start of their next call, and it
+// offers it from the call after, so from the third round on here, every
+// call of a rank that sends (all but a broadcast's or a scatter's non-root)
+// is read in place, with nothing copied into the scratch. Says so as
+// "in place from round 2: A of B calls, S sends, copied C bytes"; false on a
+// wrong element.
+bool inPlaceOnStream(loomComm_t comm, int rank, int n, size_t count) {
+  loom::cuda::DeviceRuntime& rt = loom::cuda::runtime();
+  void* stream = rt.createStream();
+  const auto st = static_cast<loomStream_t>(stream);
+  const auto finish = [&] {
+    for (int i = 0; i < 600000 && !rt.idle(stream); ++i) ::usleep(100);
+    return rt.idle(stream);
+  };
+  const size_t nn = static_cast<size_t>(n);
+  const size_t elements = 3 * count + 1;  // of a message: 3 x 560 KB at 140001
+  loom::test::DeviceBuffer send(count * nn * 4), recv(count * nn * 4), message(elements * 4), arrived(elements * 4);
+  std::vector<int32_t> in(count * nn);
+  int round = 0;
+  const auto value = [&](int r, size_t i) { return valueOf(r, i) + round * 5; };
+  const auto sum = [&](size_t i) {
+    int32_t s = 0;
+    for (int r = 0; r < n; ++r) s += value(r, i);
+    return s;
+  };
+  using Call = StreamCall;
+  const bool root = rank == 1;
+  const std::vector<Call> calls{
+      {"all-reduce", [&] { return loomAllReduce(send.data(), recv.data(), count, loomInt32, loomSum, comm, st); }, sum,
+       count, true},
+      {"all-gather", [&] { return loomAllGather(send.data(), recv.data(), count, loomInt32, comm, st); },
+       [&](size_t i) { return value(static_cast<int>(i / count), i % count); }, count * nn, true},
+      {"reduce-scatter",
+       [&] { return loomReduceScatter(send.data(), recv.data(), count, loomInt32, loomMax, comm, st); },
+       [&](size_t i) {
+         int32_t most = value(0, static_cast<size_t>(rank) * count + i);
+         for (int r = 1; r < n; ++r) most = std::max(most, value(r, static_cast<size_t>(rank) * count + i));
+         return most;
+       },
+       count, true},
+      {"all-to-all", [&] { return loomAlltoAll(send.data(), recv.data(), count, loomInt32, comm, st); },
+       [&](size_t i) { return value(static_cast<int>(i / count), static_cast<size_t>(rank) * count + i % count); },
+       count * nn, true},
+      {"broadcast", [&] { return loomBroadcast(send.data(), recv.data(), count, loomInt32, 1, comm, st); },
+       [&](size_t i) { return value(1, i); }, count, root},
+      {"reduce", [&] { return loomReduce(send.data(), recv.data(), count, loomInt32, loomSum, 1, comm, st); }, sum,
+       root ? count : 0, true},
+      {"gather", [&] { return loomGather(send.data(), recv.data(), count, loomInt32, 1, comm, st); },
+       [&](size_t i) { return value(static_cast<int>(i / count), i % count); }, root ? count * nn : 0, true},
+      {"scatter", [&] { return loomScatter(send.data(), recv.data(), count, loomInt32, 1, comm, st); },
+       [&](size_t i) { return value(1, static_cast<size_t>(rank) * count + i); }, count, root}};
+  bool ok = true;
+  uint64_t offered = 0, sending = 0, sends = 0, copied = 0;
+  for (round = 0; round < 4; ++round) {
+    for (size_t i = 0; i < in.size(); ++i) in[i] = value(rank, i);
+    send.upload(in.data());
+    const uint64_t offeredBefore = loom::coll::residentCallsOfferedInPlace();
+    const uint64_t sendsBefore = loom::residentSendsReadInPlace();
+    const uint64_t copiedBefore = loom::cuda::fakeBytesCopied();
+    for (const Call& c : calls) {
+      if (!runChecked(comm, rank, c, recv, finish)) ok = false;
+      if (round >= 2 && c.sends) ++sending;
+    }
+    if (!ringOnStream(comm, rank, n, message, arrived, elements, value, stream, finish)) ok = false;
+    if (round >= 2) {
+      offered += loom::coll::residentCallsOfferedInPlace() - offeredBefore;
+      sends += loom::residentSendsReadInPlace() - sendsBefore;
+      copied += loom::cuda::fakeBytesCopied() - copiedBefore;
+    }
+    int32_t one = 1, ranks = 0;  // every rank through the round before the next
+    if (loomAllReduce(&one, &ranks, 1, loomInt32, loomSum, comm, nullptr) != loomSuccess || ranks != n) ok = false;
+  }
+  std::printf("rank %d: in place from round 2: %llu of %llu calls, %llu sends, copied %llu bytes\n", rank,
+              static_cast<unsigned long long>(offered), static_cast<unsigned long long>(sending),
+              static_cast<unsigned long long>(sends), static_cast<unsigned long long>(copied));
   rt.destroyStream(stream);
   return ok;
 }
@@ -438,6 +547,11 @@ int main(int argc, char** argv) {
   int failures = 0;
   if (mode == "all-reduce-on-stream" || mode == "scratch-differs-on-rank-1") {
     const bool ok = allReduceOnStream(comm, rank, n, count);
+    if (ok) std::printf("rank %d: on the stream ok\n", rank);
+    return loomCommDestroy(comm) == loomSuccess && ok ? 0 : 1;
+  }
+  if (mode == "in-place-on-stream") {
+    const bool ok = inPlaceOnStream(comm, rank, n, count);
     if (ok) std::printf("rank %d: on the stream ok\n", rank);
     return loomCommDestroy(comm) == loomSuccess && ok ? 0 : 1;
   }
