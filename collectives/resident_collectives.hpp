@@ -9,16 +9,17 @@
 //            (two slots alternate, so their words in this rank's flag line
 //            reach the piece's sequence - 2), its input is copied into it,
 //            and behind the copy the sequence is written into every other
-//            rank's line ("arrived"). Where the ranks are threads of one
-//            process, the rank first writes where its part lies into its
-//            own line (base/device/published_piece.hpp): its slot, or, where its
-//            input needs no scaling and no peer reads what it writes (not
-//            an all-reduce in place), its own buffer, copied nowhere; such a
-//            rank then waits after the call's last piece until every peer
-//            is done reading it;
+//            rank's line ("arrived"). The rank first writes where its part
+//            lies into its own line (base/device/published_piece.hpp): its
+//            slot, or, where every peer's kernels may read its input in
+//            place (ResidentArea::placeForPeers: threads of one process;
+//            processes once every peer opened its allocation), it needs no
+//            scaling and no peer reads what it writes (not an all-reduce in
+//            place), its own buffer, copied nowhere; such a rank then waits
+//            after the call's last piece until every peer is done reading it;
 //   read:    once every other rank's "arrived" in its own line reaches the
-//            sequence, the rank reads what it needs from the slots (or the
-//            published places, which its kernels load when they run): one
+//            sequence, the rank reads what it needs from the published
+//            places, which its kernels load when they run: one
 //            reduction kernel over every rank's (all-reduce, the root's
 //            reduce, a reduce-scatter's own block of each), or copies (all-
 //            gather, broadcast, all-to-all, gather, scatter); an all-reduce
@@ -59,7 +60,9 @@ namespace loom::coll {
 // is the call's).
 bool runsResident(const Communicator& comm, const Collective& c);
 
-// Queues `c` on `stream` (a cudaStream_t) as above and returns.
+// Queues `c` on `stream` (a cudaStream_t) as above and returns. Refuses
+// (loomInvalidUsage, naming both ranks) a call on the stream another rank
+// of this process queued the same call on (ResidentArea::claimStream).
 void runResident(Communicator& comm, const Collective& c, void* stream);
 
 // Calls queued resident in this process: the tests' proof that a call took
@@ -68,8 +71,8 @@ uint64_t residentCalls();
 // Of those, the calls that read their peers' inputs in place, in symmetric
 // windows (comm/symmetric_windows.hpp).
 uint64_t residentCallsInWindows();
-// Of those, the calls of ranks of one process whose rank offered its own
-// input to be read where it lies, not through its scratch.
+// Of those, the calls whose rank offered its own input to be read where it
+// lies, not through its scratch.
 uint64_t residentCallsOfferedInPlace();
 
 }  // namespace loom::coll

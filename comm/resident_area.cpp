@@ -54,6 +54,27 @@ static_assert(ResidentArea::kFlagBytes % 256 == 0, "the scratch after the line s
 
 }  // namespace
 
+// What the ranks of one communicator that are threads of this process
+// queued last on each stream: the rank and its call's first sequence.
+struct ResidentArea::StreamClaims {
+  std::mutex mutex;
+  std::map<void*, std::pair<int, uint64_t>> last;
+};
+
+std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* key) {
+  static std::mutex mutex;
+  static auto* all = new std::map<const void*, std::weak_ptr<StreamClaims>>();  // outlives statics
+  std::lock_guard lock(mutex);
+  std::erase_if(*all, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<StreamClaims>& slot = (*all)[key];
+  std::shared_ptr<StreamClaims> claims = slot.lock();
+  if (claims == nullptr) {
+    claims = std::make_shared<StreamClaims>();
+    slot = claims;
+  }
+  return claims;
+}
+
 ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes)
     : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
   const int n = bootstrap.size();
@@ -148,6 +169,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   // Every rank saw the same cards, so every rank agrees; pids of one node's
   // processes differ.
   sharesAddresses_ = sharesAddresses_ && ready_;
+  if (sharesAddresses_) claims_ = claimsOf(peers_[0].base);
   LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank%s)", ready_ ? "ready" : "off", scratchBytes,
             sharesAddresses_ ? ", ranks of one process: buffers read in place" : "");
 }
@@ -322,6 +344,22 @@ std::optional<std::string> ResidentArea::overduePiece(std::chrono::milliseconds 
            " ms (LOOM_TIMEOUT_MS)";
   }
   return std::nullopt;
+}
+
+void ResidentArea::claimStream(void* stream) {
+  // CUDA's special handles (cudaStreamLegacy, cudaStreamPerThread) name a
+  // stream per device or per thread, not one stream.
+  if (claims_ == nullptr || reinterpret_cast<uintptr_t>(stream) <= 2) return;
+  const uint64_t next = sequence_.load(std::memory_order_relaxed) + 1;
+  std::lock_guard lock(claims_->mutex);
+  const auto [at, fresh] = claims_->last.try_emplace(stream, rank_, next);
+  if (!fresh && at->second.first != rank_ && at->second.second == next) {
+    throw Error(loomInvalidUsage, "rank " + std::to_string(rank_) + " queues resident call #" + std::to_string(next) +
+                                      " on the CUDA stream on which rank " + std::to_string(at->second.first) +
+                                      " queued its part of the same call: that part waits for this rank's, which "
+                                      "would wait behind it, and neither would ever run; give each rank its own stream");
+  }
+  at->second = {rank_, next};
 }
 
 uint64_t ResidentArea::beginCall(bool readersAtEnd) {

@@ -148,6 +148,14 @@ class ResidentArea {
   std::byte* slot(int r, uint64_t sequence) const;
   size_t slotBytes() const { return scratchBytes_ / 2; }
 
+  // Claims `stream` for this rank's next resident call, before it is
+  // queued. Refused (loomInvalidUsage, naming both ranks) where another rank
+  // of this communicator, a thread of this process, queued its part of the
+  // same call on that stream: its part waits for this rank's, which would
+  // wait behind it on the stream, and neither would ever run (one thread
+  // driving several ranks through one stream). Each rank needs a stream of
+  // its own.
+  void claimStream(void* stream);
   // A resident call of this rank begins: its sequence (every rank numbers the
   // same calls alike), noted with the time, for overdue(); `readersAtEnd`:
   // the call reads its peers' inputs in place and waits at its end for them
@@ -199,6 +207,11 @@ class ResidentArea {
   std::optional<std::string> overduePiece(std::chrono::milliseconds timeout);  // under callsMutex_
   std::mutex releaseMutex_;
   bool released_ = false;
+  struct StreamClaims;  // the process's ranks' last call on each stream (resident_area.cpp)
+  std::shared_ptr<StreamClaims> claims_;  // threads of one process only
+  // The claims of the communicator whose rank 0's area lies at `key` (the
+  // same address to every thread), shared by its ranks here.
+  static std::shared_ptr<StreamClaims> claimsOf(const void* key);
 };
 
 }  // namespace loom

@@ -1448,6 +1448,47 @@ TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
   EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
 }
 
+// One thread driving two ranks through one stream: rank 0's part of the
+// all-reduce, queued first, waits for rank 1's, which the stream would run
+// only after it. Rank 1's call is refused at once, naming both ranks and
+// the way out, instead of hanging until LOOM_TIMEOUT_MS; an abort lets
+// rank 0's part go. The same calls on a stream each, and the same stream
+// for calls of different sequence (one rank's after the other's), run.
+TEST(ResidentCollectives, TwoRanksQueueingOneCallOnOneStreamAreRefusedByName) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  {
+    auto comms = loom::test::initThreadComms(2);
+    Stream shared;
+    DeviceBuffer a(4096), b(4096);
+    ASSERT_EQ(loomAllReduce(a.data(), a.data(), 1024, loomInt32, loomSum, comms[0], shared.loom()), loomSuccess);
+    EXPECT_EQ(loomAllReduce(b.data(), b.data(), 1024, loomInt32, loomSum, comms[1], shared.loom()), loomInvalidUsage);
+    const std::string said = loomGetLastError(comms[1]);
+    EXPECT_NE(said.find("rank 1 queues resident call #1 on the CUDA stream on which rank 0 queued its part of the "
+                        "same call"),
+              std::string::npos)
+        << said;
+    EXPECT_NE(said.find("give each rank its own stream"), std::string::npos) << said;
+    EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);
+    EXPECT_TRUE(shared.finishes()) << "the stream still waits for an aborted call";
+    EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
+  }
+  auto comms = loom::test::initThreadComms(2);
+  Stream first, second;
+  DeviceBuffer a(4096), b(4096);
+  loomGroupStart();
+  loomAllReduce(a.data(), a.data(), 1024, loomInt32, loomSum, comms[0], first.loom());
+  loomAllReduce(b.data(), b.data(), 1024, loomInt32, loomSum, comms[1], second.loom());
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[0]) << " / " << loomGetLastError(comms[1]);
+  // Rank 1's second call on rank 0's stream, after rank 0's first: another call.
+  ASSERT_EQ(loomAllReduce(b.data(), b.data(), 1024, loomInt32, loomSum, comms[1], first.loom()), loomSuccess)
+      << loomGetLastError(comms[1]);
+  ASSERT_EQ(loomAllReduce(a.data(), a.data(), 1024, loomInt32, loomSum, comms[0], second.loom()), loomSuccess)
+      << loomGetLastError(comms[0]);
+  EXPECT_TRUE(first.finishes());
+  EXPECT_TRUE(second.finishes());
+  loom::test::destroyAll(comms);
+}
+
 // A resident call whose peer is alive but never makes it: no host thread
 // waits for the call, so the watchdog's turn finds it past LOOM_TIMEOUT_MS,
 // revokes the communicator naming the missing rank, and the stream goes on.
