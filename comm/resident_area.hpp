@@ -69,9 +69,6 @@ class ResidentArea {
   // All-reduces of 3 or more ranks whose call holds at least this many bytes
   // run in two shots (0: never); the same on every rank.
   uint64_t twoShotFromBytes() const { return twoShotFromBytes_; }
-  // Whether every rank is a thread of this process, so that a pointer is
-  // the same to all of them (the same on every rank).
-  bool sharesAddresses() const { return sharesAddresses_; }
   // Where every rank's kernels may read this rank's device buffer `p` in
   // place, as a published place names it; nullopt where they may not (yet),
   // and it goes through the scratch. Threads of one process: the address
@@ -177,7 +174,7 @@ class ResidentArea {
   int rank_ = 0;
   size_t scratchBytes_ = 0;
   uint64_t twoShotFromBytes_ = 0;
-  bool sharesAddresses_ = false;
+  bool sharesAddresses_ = false;  // every rank a thread of this process: a pointer is the same to all
   bool oneDevice_ = true;  // every rank's area on one device
   int device_ = -1;
   std::byte* own_ = nullptr;  // this rank's allocation

@@ -36,7 +36,9 @@ loomUniqueId toLoomId(const ncclUniqueId& id) {
 }
 
 // ncclCommRegister's handle: Loom reads host and loomMemAlloc buffers in
-// place without one, so a registration only remembers what it names.
+// place without one, and device buffers on the resident path once every peer
+// has opened their allocation (comm/resident_regions.hpp), so a
+// registration only remembers what it names.
 struct Registration {
   void* buffer;
   size_t bytes;

@@ -1479,6 +1479,10 @@ TEST(ResidentCollectives, TwoRanksQueueingOneCallOnOneStreamAreRefusedByName) {
   loomAllReduce(a.data(), a.data(), 1024, loomInt32, loomSum, comms[0], first.loom());
   loomAllReduce(b.data(), b.data(), 1024, loomInt32, loomSum, comms[1], second.loom());
   ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[0]) << " / " << loomGetLastError(comms[1]);
+  // Each rank's next call reads what its first wrote, on the other stream:
+  // the first calls done before (the user's ordering, as NCCL's).
+  ASSERT_TRUE(first.finishes());
+  ASSERT_TRUE(second.finishes());
   // Rank 1's second call on rank 0's stream, after rank 0's first: another call.
   ASSERT_EQ(loomAllReduce(b.data(), b.data(), 1024, loomInt32, loomSum, comms[1], first.loom()), loomSuccess)
       << loomGetLastError(comms[1]);
