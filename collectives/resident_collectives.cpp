@@ -215,9 +215,6 @@ std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bo
   return InPlace{.input = *input, .result = *result};
 }
 
-// `place` moved `bytes` on.
-RegionPlace past(RegionPlace place, size_t bytes) { return {.region = place.region, .offset = place.offset + bytes}; }
-
 // One piece as one resident call: publish, read, release. `inPlace`: where
 // this rank's part is read where it lies (offersInPlace); `last`: the
 // call's last piece, after which such a rank waits until every peer has read

@@ -45,6 +45,11 @@ struct RegionPlace {
   uint64_t offset = 0;
 };
 
+// `place` moved `bytes` on, in the same region.
+inline constexpr RegionPlace past(RegionPlace place, uint64_t bytes) {
+  return {.region = place.region, .offset = place.offset + bytes};
+}
+
 inline constexpr uint64_t regionsOf(uint32_t input, uint32_t result) { return input | uint64_t{result} << 32; }
 
 // A published place as one reader reaches it: the entry, in the publisher's

@@ -41,8 +41,7 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, void* stream) {
       if (k > 2) rt.waitValue(stream, area.takenBy(me, op.peer), k - 2);
       std::byte* slot = area.p2pSlot(me, op.peer, k);
       if (!inPlace) rt.copy(slot, op.buffer + at, bytes, stream);
-      const RegionPlace place =
-          inPlace ? RegionPlace{.region = inPlace->region, .offset = inPlace->offset + at} : area.areaPlace(slot);
+      const RegionPlace place = inPlace ? past(*inPlace, at) : area.areaPlace(slot);
       // The sequence last: each write on the stream follows the ones before it.
       PublishedPiece* entry = area.p2pPublished(me, op.peer, k);
       rt.writeValue(stream, &entry->input, place.offset);
