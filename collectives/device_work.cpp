@@ -26,7 +26,7 @@ void DeviceWork::average(loomDataType_t type, void* dst, size_t count, int ranks
   kernels_.average(type, dst, count, ranks, comm_.staging.stream().handle());
 }
 
-void DeviceWork::copy(void* dst, const void* src, size_t bytes) {
+void DeviceWork::copy(std::byte* dst, const std::byte* src, size_t bytes) {
   kernels_.copy(dst, src, bytes, comm_.staging.stream().handle());
 }
 

@@ -2,7 +2,8 @@
 // (its peers' buffers mapped through CUDA IPC, or threads' of one process):
 // the device's reduction kernels and copies (device_kernels.hpp), queued on
 // the communicator's copy stream and waited for by finish(), so that an
-// algorithm posts to its peers only what the device has finished.
+// algorithm posts to its peers only what the device has finished. The
+// LocalWork the shared-memory algorithms drive on device buffers.
 #pragma once
 
 #include <loom/loom.h>
@@ -13,11 +14,12 @@
 
 #include "collectives/cpu/reduce.hpp"
 #include "collectives/device_kernels.hpp"
+#include "collectives/local_work.hpp"
 #include "comm/communicator.hpp"
 
 namespace loom::coll {
 
-class DeviceWork {
+class DeviceWork final : public LocalWork {
  public:
   explicit DeviceWork(Communicator& comm);
 
@@ -26,18 +28,17 @@ class DeviceWork {
   // was waited for before the call's task began), so that peers may read
   // this rank's input.
   void waitForInputs();
-  // dst <- op(sources...), `count` elements (cpu/reduce.hpp's rules).
-  void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst, size_t count);
+  // LocalWork: kernels and copies on the copy stream, finish() waits for them;
+  // an abort or the communicator's timeout throws (Communicator::deviceWaitCheck).
+  void copy(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst,
+              size_t count) override;
+  void finish() override;
   // The work around an algorithm on this rank's own buffers: dst <- src x
   // scalar (PreMulSum's input), and a sum of the ranks' values made their
   // average in place (DeviceKernels::average).
   void scale(loomDataType_t type, const void* src, void* dst, size_t count, double scalar);
   void average(loomDataType_t type, void* dst, size_t count, int ranks);
-  // dst <- src.
-  void copy(void* dst, const void* src, size_t bytes);
-  // Returns once everything queued is done; an abort or the communicator's
-  // timeout throws (Communicator::deviceWaitCheck).
-  void finish();
 
  private:
   Communicator& comm_;

@@ -26,24 +26,19 @@ namespace loom::coll {
 namespace {
 
 // After the first step's arrive: every rank's input is readable here, by the
-// CPU, or by this rank's device when `device` is given.
+// CPU or by this rank's device, whichever `work` is.
 void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, const NodeBlocks& blocks,
-                 DeviceWork* device) {
+                 LocalWork& work) {
   const size_t block = plan.c.blockBytes();
   {
     const shm::PeerReads reading(node, plan.what);
     for (int q = 0; q < node.localSize(); ++q) {
       for (int k = 0; k < blocks.perRank; ++k) {
-        std::byte* to = plan.c.recv + blocks.outputAt(q, k);
-        const std::byte* from = peers.send[static_cast<size_t>(q)] + blocks.inputAt(q, k);
-        if (device != nullptr) {
-          device->copy(to, from, block);
-        } else {
-          plan.copy(to, from, block);
-        }
+        work.copy(plan.c.recv + blocks.outputAt(q, k), peers.send[static_cast<size_t>(q)] + blocks.inputAt(q, k),
+                  block);
       }
     }
-    if (device != nullptr) device->finish();
+    work.finish();
   }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
@@ -125,7 +120,8 @@ void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks) {
   stageMine(plan, node, blocks, first, pieces[0]);
   node.arrive(first, plan.what);
   if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-    readInPlace(plan, node, *peers, blocks, nullptr);
+    HostWork work(plan.executor);
+    readInPlace(plan, node, *peers, blocks, work);
     return;
   }
   // Where a rank with device buffers staged nothing, every rank starts over.
@@ -143,8 +139,8 @@ void shmAllGather(const Plan& plan) {
   if (pieces.count() > 1 &&
       readDeviceInPlace(plan, node, blocks.input, blocks.inputBytes, plan.c.recv,
                         outputBytes(node, blocks, plan.c.blockBytes()),
-                        [&](const shm::PeerBuffers& peers, DeviceWork& device) {
-                          readInPlace(plan, node, peers, blocks, &device);
+                        [&](const shm::PeerBuffers& peers, LocalWork& work) {
+                          readInPlace(plan, node, peers, blocks, work);
                         })) {
     return;
   }

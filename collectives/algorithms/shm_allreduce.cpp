@@ -52,8 +52,8 @@ constexpr size_t kLatencyBound = 16 << 10;
 constexpr size_t kL1Block = 8 << 10;
 
 // After the first step's arrive: every rank's input and output are readable
-// here, by the CPU, or by this rank's device when `device` is given.
-void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, DeviceWork* device) {
+// here, by the CPU or by this rank's device, whichever `work` is.
+void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, LocalWork& work) {
   const int n = node.localSize();
   const int me = node.localRank();
   const size_t bytes = plan.c.blockBytes();
@@ -64,13 +64,9 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
   for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + mine.offset;
   if (mine.bytes != 0) {
     const shm::PeerReads reading(node, plan.what);
-    const size_t count = elementsIn(mine.bytes, plan.c.typeSize);
-    if (device != nullptr) {
-      device->reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset, count);
-      device->finish();  // before the peers hear that the slice is there
-    } else {
-      cpu::reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset, count);
-    }
+    work.reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv + mine.offset,
+                elementsIn(mine.bytes, plan.c.typeSize));
+    work.finish();  // before the peers hear that the slice is there
   }
   node.sync(plan.what);  // every slice is final, and every input has been read
 
@@ -80,15 +76,9 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
     for (int q = 0; q < n; ++q) {
       if (q == me) continue;
       const Slice theirs = sliceOf(bytes, plan.c.typeSize, n, q);
-      std::byte* to = plan.c.recv + theirs.offset;
-      const std::byte* from = peers.recv[static_cast<size_t>(q)] + theirs.offset;
-      if (device != nullptr) {
-        device->copy(to, from, theirs.bytes);
-      } else {
-        plan.copy(to, from, theirs.bytes);
-      }
+      work.copy(plan.c.recv + theirs.offset, peers.recv[static_cast<size_t>(q)] + theirs.offset, theirs.bytes);
     }
-    if (device != nullptr) device->finish();
+    work.finish();
   }
   // No rank may return, and reuse its buffers, while another still reads it.
   node.sync(plan.what);
@@ -196,7 +186,7 @@ void shmAllReduce(const Plan& plan) {
   if (touchesDevice(plan.c)) {
     const bool read = readDeviceInPlace(
         plan, node, plan.c.send, plan.c.blockBytes(), plan.c.recv, plan.c.blockBytes(),
-        [&](const shm::PeerBuffers& peers, DeviceWork& device) { readInPlace(plan, node, peers, &device); });
+        [&](const shm::PeerBuffers& peers, LocalWork& work) { readInPlace(plan, node, peers, work); });
     if (!read) onHostBuffers(plan, [&](const Plan& p) { pipelined(p, node, pieces, std::nullopt); });
     return;
   }
@@ -205,7 +195,8 @@ void shmAllReduce(const Plan& plan) {
   stageOthersSlices(plan, node, first, pieces[0]);
   node.arrive(first, plan.what);
   if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-    readInPlace(plan, node, *peers, nullptr);
+    HostWork work(plan.executor);
+    readInPlace(plan, node, *peers, work);
     return;
   }
   // Where a rank with device buffers staged nothing, every rank starts over.

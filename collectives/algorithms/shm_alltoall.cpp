@@ -24,22 +24,16 @@ namespace loom::coll {
 namespace {
 
 // After the first step's arrive: this rank's block of every rank's input,
-// copied by the CPU, or by this rank's device when `device` is given.
-void readBlocksInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, DeviceWork* device) {
+// copied by the CPU or by this rank's device, whichever `work` is.
+void readBlocksInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, LocalWork& work) {
   const size_t block = plan.c.blockBytes();
   const size_t mine = static_cast<size_t>(node.localRank()) * block;
   {
     const shm::PeerReads reading(node, plan.what);
     for (int q = 0; q < node.localSize(); ++q) {
-      std::byte* to = plan.c.recv + static_cast<size_t>(q) * block;
-      const std::byte* from = peers.send[static_cast<size_t>(q)] + mine;
-      if (device != nullptr) {
-        device->copy(to, from, block);
-      } else {
-        plan.copy(to, from, block);
-      }
+      work.copy(plan.c.recv + static_cast<size_t>(q) * block, peers.send[static_cast<size_t>(q)] + mine, block);
     }
-    if (device != nullptr) device->finish();
+    work.finish();
   }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
@@ -98,7 +92,8 @@ void shmAlltoAll(const Plan& plan) {
     stageForPeers(plan, node, first, pieces[0]);
     node.arrive(first, plan.what);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-      readBlocksInPlace(plan, node, *peers, nullptr);
+      HostWork work(plan.executor);
+      readBlocksInPlace(plan, node, *peers, work);
       return;
     }
     // Where a rank with device buffers staged nothing, every rank starts over.
@@ -106,8 +101,8 @@ void shmAlltoAll(const Plan& plan) {
     return;
   }
   if (pieces.count() > 1 && readDeviceInPlace(plan, node, plan.c.send, all, plan.c.recv, all,
-                                               [&](const shm::PeerBuffers& peers, DeviceWork& device) {
-                                                 readBlocksInPlace(plan, node, peers, &device);
+                                               [&](const shm::PeerBuffers& peers, LocalWork& work) {
+                                                 readBlocksInPlace(plan, node, peers, work);
                                                })) {
     return;
   }

@@ -93,11 +93,11 @@ void shmBroadcast(const Plan& plan) {
   // into its output. The root offers its input, a receiver its output, so
   // that every rank's memory is seen (a receiver on the host offers nothing,
   // which keeps the call off the device path).
-  const auto copyFromRoot = [&](const shm::PeerBuffers& peers, DeviceWork& device) {
+  const auto copyFromRoot = [&](const shm::PeerBuffers& peers, LocalWork& work) {
     {
       const shm::PeerReads reading(node, plan.what);
-      device.copy(plan.c.recv, peers.send[static_cast<size_t>(plan.c.root)], bytes);
-      device.finish();
+      work.copy(plan.c.recv, peers.send[static_cast<size_t>(plan.c.root)], bytes);
+      work.finish();
     }
     node.sync(plan.what);  // the root keeps its input until every rank has read it
   };

@@ -24,22 +24,19 @@ namespace loom::coll {
 namespace {
 
 // The root, after the first step's arrive: every rank's input from `from`
-// on, copied by the CPU, or whole by the root's device when `device` is given.
+// on (the CPU's work, past the first piece it staged) or whole (the device's),
+// copied by `work`.
 void rootReadsInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, size_t from,
-                      DeviceWork* device) {
+                      LocalWork& work) {
   const size_t block = plan.c.blockBytes();
   if (node.localRank() == plan.c.root) {
     const shm::PeerReads reading(node, plan.what);
     for (int q = 0; q < node.localSize(); ++q) {
       std::byte* to = plan.c.recv + static_cast<size_t>(q) * block + from;
       const std::byte* in = q == plan.c.root ? plan.c.send + from : peers.send[static_cast<size_t>(q)] + from;
-      if (device != nullptr) {
-        device->copy(to, in, block - from);
-      } else {
-        plan.copy(to, in, block - from);
-      }
+      work.copy(to, in, block - from);
     }
-    if (device != nullptr) device->finish();
+    work.finish();
   }
   node.sync(plan.what);  // no rank reuses its input while the root still reads it
 }
@@ -77,7 +74,8 @@ void gatherSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, Fi
       }
     }
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0 && offer) {
-      rootReadsInPlace(plan, node, *peers, piece.bytes, nullptr);
+      HostWork work(plan.executor);
+      rootReadsInPlace(plan, node, *peers, piece.bytes, work);
       return;
     }
   }
@@ -101,8 +99,8 @@ void shmGather(const Plan& plan) {
   }
   if (pieces.count() > 1 &&
       readDeviceInPlace(plan, node, plan.c.send, isRoot ? 0 : block, plan.c.recv, isRoot ? all : 0,
-                        [&](const shm::PeerBuffers& peers, DeviceWork& device) {
-                          rootReadsInPlace(plan, node, peers, 0, &device);
+                        [&](const shm::PeerBuffers& peers, LocalWork& work) {
+                          rootReadsInPlace(plan, node, peers, 0, work);
                         })) {
     return;
   }

@@ -113,14 +113,14 @@ void shmReduce(const Plan& plan) {
   }
   // Device buffers on one GPU: the root's kernel reduces every rank's input
   // whole into its output, in one pass; the others wait until it has read them.
-  const auto rootReads = [&](const shm::PeerBuffers& peers, DeviceWork& device) {
+  const auto rootReads = [&](const shm::PeerBuffers& peers, LocalWork& work) {
     if (isRoot) {
       const shm::PeerReads reading(node, plan.what);
       const std::span<const void*> sources = node.sources();
       for (int q = 0; q < n; ++q) sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)];
-      device.reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv,
-                    elementsIn(plan.c.blockBytes(), plan.c.typeSize));
-      device.finish();
+      work.reduce(plan.c.type, plan.c.reduction.op, sources, plan.c.recv,
+                  elementsIn(plan.c.blockBytes(), plan.c.typeSize));
+      work.finish();
     }
     node.sync(plan.what);  // no rank reuses its input while the root still reads it
   };

@@ -28,9 +28,9 @@ namespace loom::coll {
 namespace {
 
 // After the first step's arrive: every rank's input is readable here, by the
-// CPU, or by this rank's device when `device` is given.
+// CPU or by this rank's device, whichever `work` is.
 void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, const NodeBlocks& blocks,
-                 DeviceWork* device) {
+                 LocalWork& work) {
   const size_t block = plan.c.blockBytes();
   const int me = node.localRank();
   const std::span<const void*> sources = node.sources();
@@ -41,13 +41,9 @@ void readInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& 
         sources[static_cast<size_t>(q)] = peers.send[static_cast<size_t>(q)] + blocks.inputAt(me, k);
       }
       std::byte* out = plan.c.recv + blocks.outputAt(me, k);
-      if (device != nullptr) {
-        device->reduce(plan.c.type, plan.c.reduction.op, sources, out, elementsIn(block, plan.c.typeSize));
-      } else {
-        cpu::reduce(plan.c.type, plan.c.reduction.op, sources, out, elementsIn(block, plan.c.typeSize));
-      }
+      work.reduce(plan.c.type, plan.c.reduction.op, sources, out, elementsIn(block, plan.c.typeSize));
     }
-    if (device != nullptr) device->finish();
+    work.finish();
   }
   node.sync(plan.what);  // no rank reuses its input while another still reads it
 }
@@ -150,7 +146,8 @@ void shmReduceBlocks(const Plan& plan, const NodeBlocks& blocks) {
   stageOthers(plan, node, blocks, strideOf(plan, node, blocks), first, pieces[0]);
   node.arrive(first, plan.what);
   if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
-    readInPlace(plan, node, *peers, blocks, nullptr);
+    HostWork work(plan.executor);
+    readInPlace(plan, node, *peers, blocks, work);
     return;
   }
   // Where a rank with device buffers staged nothing, every rank starts over.
@@ -167,8 +164,8 @@ void shmReduceScatter(const Plan& plan) {
   if (Pieces(plan.c.blockBytes(), stepBytesOf(plan, node, blocks)).count() > 1 &&
       readDeviceInPlace(plan, node, blocks.input, blocks.inputBytes, plan.c.recv,
                         outputBytes(node, blocks, plan.c.blockBytes()),
-                        [&](const shm::PeerBuffers& peers, DeviceWork& device) {
-                          readInPlace(plan, node, peers, blocks, &device);
+                        [&](const shm::PeerBuffers& peers, LocalWork& work) {
+                          readInPlace(plan, node, peers, blocks, work);
                         })) {
     return;
   }

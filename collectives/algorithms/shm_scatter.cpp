@@ -24,21 +24,18 @@ namespace loom::coll {
 namespace {
 
 // After the first step's arrive: this rank's block of the root's input from
-// `from` on, copied by the CPU, or whole by this rank's device when `device` is given.
+// `from` on (the CPU's work, past the first piece it staged) or whole (the
+// device's), copied by `work`.
 void readBlockInPlace(const Plan& plan, shm::NodeArea& node, const shm::PeerBuffers& peers, size_t from,
-                      DeviceWork* device) {
+                      LocalWork& work) {
   const size_t block = plan.c.blockBytes();
   const size_t mine = static_cast<size_t>(node.localRank()) * block;
   const bool isRoot = node.localRank() == plan.c.root;
   const std::byte* in = (isRoot ? plan.c.send : peers.send[static_cast<size_t>(plan.c.root)]) + mine + from;
   {
     const shm::PeerReads reading(node, plan.what);
-    if (device != nullptr) {
-      device->copy(plan.c.recv + from, in, block - from);
-      device->finish();
-    } else {
-      plan.copy(plan.c.recv + from, in, block - from);
-    }
+    work.copy(plan.c.recv + from, in, block - from);
+    work.finish();
   }
   node.sync(plan.what);  // the root keeps its input until every rank has read it
 }
@@ -88,7 +85,8 @@ void scatterSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces, F
                                      : stagedByRoot(node, root, step, piece, me);
     plan.copy(plan.c.recv + piece.offset, in, piece.bytes);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0 && offer) {
-      readBlockInPlace(plan, node, *peers, piece.bytes, nullptr);
+      HostWork work(plan.executor);
+      readBlockInPlace(plan, node, *peers, piece.bytes, work);
       return;
     }
   }
@@ -112,8 +110,8 @@ void shmScatter(const Plan& plan) {
   }
   if (pieces.count() > 1 &&
       readDeviceInPlace(plan, node, plan.c.send, isRoot ? all : 0, plan.c.recv, isRoot ? 0 : block,
-                        [&](const shm::PeerBuffers& peers, DeviceWork& device) {
-                          readBlockInPlace(plan, node, peers, 0, &device);
+                        [&](const shm::PeerBuffers& peers, LocalWork& work) {
+                          readBlockInPlace(plan, node, peers, 0, work);
                         })) {
     return;
   }

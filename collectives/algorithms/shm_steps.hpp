@@ -12,6 +12,7 @@
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/device_staging.hpp"
 #include "collectives/device_work.hpp"
+#include "collectives/local_work.hpp"
 #include "collectives/shm/node_area.hpp"
 
 namespace loom::coll {
@@ -76,9 +77,9 @@ inline void onHostBuffers(const Plan& plan, const std::function<void(const Plan&
 // written its input (peers may read it once it arrives), offers, and arrives
 // staging nothing, having no host copy to stage. If every rank's buffers are
 // then read in place (and every rank could map its peers': one more step),
-// `read(peers, device)` does it (inside a shm::DeviceReads) and this returns
-// true; else every rank starts its staging over (NodeArea::deviceOffered),
-// this one through onHostBuffers.
+// `read(peers, work)` does it with the device's LocalWork (inside a
+// shm::DeviceReads) and this returns true; else every rank starts its
+// staging over (NodeArea::deviceOffered), this one through onHostBuffers.
 template <class Read>
 bool readDeviceInPlace(const Plan& plan, shm::NodeArea& node, const void* send, size_t sendBytes, const void* recv,
                        size_t recvBytes, const Read& read) {
@@ -89,7 +90,8 @@ bool readDeviceInPlace(const Plan& plan, shm::NodeArea& node, const void* send, 
   if (!node.agreeOnDeviceMappings(plan.what)) return false;
   const shm::PeerBuffers* peers = node.peerBuffers();
   const shm::DeviceReads reads(node);
-  read(*peers, device);
+  LocalWork& work = device;
+  read(*peers, work);
   return true;
 }
 
