@@ -22,6 +22,11 @@ namespace loom::coll {
 class DeviceWork final : public LocalWork {
  public:
   explicit DeviceWork(Communicator& comm);
+  // Waits out work still queued (a call failing between queueing and
+  // finish()): see drain().
+  ~DeviceWork() override;
+  DeviceWork(const DeviceWork&) = delete;
+  DeviceWork& operator=(const DeviceWork&) = delete;
 
   // Returns once the work the caller queued before the call has finished
   // (the legacy default stream's, for a call on no stream; a user stream's
@@ -29,7 +34,8 @@ class DeviceWork final : public LocalWork {
   // this rank's input.
   void waitForInputs();
   // LocalWork: kernels and copies on the copy stream, finish() waits for them;
-  // an abort or the communicator's timeout throws (Communicator::deviceWaitCheck).
+  // an abort, a revoked communicator or its timeout throws
+  // (Communicator::deviceWaitCheck), once the queued work has drained.
   void copy(std::byte* dst, const std::byte* src, size_t bytes) override;
   void reduce(loomDataType_t type, cpu::ReduceOp op, std::span<const void* const> sources, void* dst,
               size_t count) override;
@@ -41,8 +47,17 @@ class DeviceWork final : public LocalWork {
   void average(loomDataType_t type, void* dst, size_t count, int ranks);
 
  private:
+  // Returns once the work queued so far has ended, giving up only at the
+  // communicator's timeout (a stuck device). A failing call must wait: its
+  // kernels read peers' buffers, which their owners free or reuse once this
+  // rank has stopped reading (shm::PeerReads), and write this rank's, which
+  // the user reuses once the call returns. They end on their own, as they
+  // wait for nothing but memory.
+  void drain() noexcept;
+
   Communicator& comm_;
   DeviceKernels& kernels_;
+  bool queued_ = false;  // work queued since the last finish()
 };
 
 }  // namespace loom::coll

@@ -91,7 +91,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
   // PreMulSum scales this rank's input once, into scratch; the algorithm
   // then sums. Averages divide the result at the end. Device buffers here
   // are ones the algorithm reads in place: the device scales and divides
-  // them, on the stream its reads follow.
+  // them.
   const bool average = reduces && c.reduction.average;
   if (reduces && c.reduction.op == cpu::ReduceOp::PreMulSum) {
     const size_t bytes = contributionBytes(c, n);
@@ -101,6 +101,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
       DeviceWork device(comm);
       device.waitForInputs();
       device.scale(c.type, source, scaled, bytes / c.typeSize, c.reduction.scalar);
+      device.finish();  // peers read the scaled input once this rank arrives
       c.send = scaled;
     } else {
       auto scaled = state.scaledInput.get(bytes);

@@ -613,7 +613,8 @@ TEST(DeviceInPlace, ARankKilledMidCallFailsTheOthersNamingIt) {
                     {"LOOM_STORE_ADDR", "file://" + dir + "/store"},
                     {"LOOM_TEST_FAULT_DEVICE", "1"}});
   }
-  const auto ranks = runProcesses(argvs, envs, std::chrono::seconds(120));
+  // Within ctest's limit for the test, so that a hang shows each rank's output.
+  const auto ranks = runProcesses(argvs, envs, std::chrono::seconds(90));
   std::filesystem::remove_all(dir);
   EXPECT_EQ(ranks[1].exitCode, 128 + SIGKILL) << ranks[1].output;
   for (int r : {0, 2}) {

@@ -25,6 +25,7 @@
 #include "base/device/staging.hpp"
 #include "base/error.hpp"
 #include "base/half.hpp"
+#include "collectives/device_work.hpp"
 #include "collectives/resident_collectives.hpp"
 #include "comm/communicator.hpp"
 #include "comm/engine/resident_p2p.hpp"
@@ -182,6 +183,54 @@ TEST(StagedCopies, AbandonBuffersACopyMayStillWriteInto) {
   }
   go.raise();  // the stuck copy runs now, from `src`: waited for before `src` goes
   while (!runtime().idle(area.stream().handle())) std::this_thread::sleep_for(100us);
+}
+
+// The device's work of a call that fails while it runs (a lost peer revokes
+// the communicator) is waited out before the failure returns: its kernels
+// read peers' buffers, which their owners free once this rank says it reads
+// no more (shm::PeerReads), and write this rank's, which the user reuses.
+// Likewise where the call fails before finish(): the work's end waits.
+TEST(DeviceWork, AFailingCallWaitsOutTheWorkItQueued) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  auto comms = loom::test::initThreadComms(1);
+  auto& comm = static_cast<loom::Communicator&>(*comms[0]);
+  const std::vector<std::byte> bytes(1 << 16, std::byte{7});
+  DeviceBuffer src(bytes.size()), dst(bytes.size());
+  src.upload(bytes.data());
+  const StreamHandle stream = comm.staging.stream().handle();
+  comm.revoke("rank 1 failed: a test's words");
+  for (const bool finishes : {true, false}) {
+    SCOPED_TRACE(finishes ? "failing in finish()" : "failing before finish()");
+    std::vector<std::byte> zeros(bytes.size(), std::byte{0});
+    dst.upload(zeros.data());
+    Go go;
+    std::thread later;
+    {
+      loom::coll::DeviceWork work(comm);
+      runtime().waitValue(stream, go.word(), 1);  // the device is busy elsewhere
+      work.copy(dst.data(), src.data(), bytes.size());
+      later = std::thread([&] {
+        std::this_thread::sleep_for(100ms);
+        go.raise();
+      });
+      if (finishes) {
+        try {
+          work.finish();
+          ADD_FAILURE() << "finish() on a revoked communicator succeeded";
+        } catch (const loom::Error& e) {
+          EXPECT_EQ(e.code(), loomRemoteError) << e.what();
+          EXPECT_TRUE(runtime().idle(stream)) << "finish() threw with the call's copy still queued";
+        }
+      }
+    }
+    EXPECT_TRUE(runtime().idle(stream)) << "the work ended with its copy still queued";
+    later.join();
+    EXPECT_FALSE(go.timedOut());
+    std::vector<std::byte> copied(bytes.size());
+    dst.download(copied.data());
+    EXPECT_EQ(copied, bytes);
+  }
+  loom::test::destroyAll(comms);
 }
 
 // One rank's call on its stream: `count` int32 in `send` and `recv`.

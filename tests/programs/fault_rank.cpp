@@ -44,6 +44,7 @@ int fail(const char* what, loomComm_t comm) {
 
 int main(int argc, char** argv) {
   if (argc != 5) return 2;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a test that kills a hung rank still shows how far it got
   const std::string mode = argv[1];
   std::vector<int> victims;
   {
