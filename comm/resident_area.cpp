@@ -1,14 +1,16 @@
 #include "comm/resident_area.hpp"
 
-
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 #include <limits>
 #include <map>
 #include <span>
 #include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
 
 #include "base/device/ipc.hpp"
 #include "base/env.hpp"
@@ -59,6 +61,20 @@ static_assert(ResidentArea::kFlagBytes % 256 == 0, "the scratch after the line s
 struct ResidentArea::StreamClaims {
   std::mutex mutex;
   std::map<void*, std::pair<int, uint64_t>> last;
+  // Point-to-point, per word a message waits on: a pair's "sent" (its
+  // receiver waits) or "taken" (its sender waits). The last piece queued to
+  // give it, and the messages queued that still wait for a later one: up to
+  // which piece, on which stream, by which rank.
+  struct Wait {
+    uint64_t upTo = 0;
+    void* stream = nullptr;
+    int rank = -1;
+  };
+  struct Word {
+    uint64_t given = 0;
+    std::vector<Wait> waits;
+  };
+  std::map<std::tuple<int, int, bool>, Word> words;  // (sender, receiver, taken)
 };
 
 std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* key) {
@@ -360,6 +376,67 @@ void ResidentArea::claimStream(void* stream) {
                                       "would wait behind it, and neither would ever run; give each rank its own stream");
   }
   at->second = {rank_, next};
+}
+
+void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, void* stream) {
+  if (claims_ == nullptr) return;
+  using WordKey = std::tuple<int, int, bool>;  // (sender, receiver, taken)
+  struct Gives {
+    WordKey word;
+    uint64_t upTo;
+  };
+  std::vector<Gives> gives;
+  std::vector<Gives> waits;
+  {
+    // The pieces' numbers, as beginSendPiece and beginReceivePiece will give them.
+    std::lock_guard lock(callsMutex_);
+    std::vector<uint64_t> sent = sendPieces_, received = receivePieces_;
+    for (const MessageClaim& m : messages) {
+      if (m.pieces == 0) continue;
+      uint64_t& count = (m.send ? sent : received)[static_cast<size_t>(m.peer)];
+      count += m.pieces;
+      if (m.send) {
+        gives.push_back({{rank_, m.peer, false}, count});
+        const uint64_t waited = m.takenAtEnd ? count : count > 2 ? count - 2 : 0;
+        if (waited != 0) waits.push_back({{rank_, m.peer, true}, waited});
+      } else {
+        gives.push_back({{m.peer, rank_, true}, count});
+        waits.push_back({{m.peer, rank_, false}, count});
+      }
+    }
+  }
+  // CUDA's special handles name a stream per device or per thread (claimStream).
+  const bool oneStream = reinterpret_cast<uintptr_t>(stream) > 2;
+  std::lock_guard lock(claims_->mutex);
+  // The group's messages run side by side (a stream per channel), so only
+  // what was queued before the group can wait for what it gives.
+  for (const Gives& g : gives) {
+    const StreamClaims::Word& word = claims_->words[g.word];
+    for (const StreamClaims::Wait& w : word.waits) {
+      if (!oneStream || w.stream != stream || w.upTo <= word.given) continue;
+      const auto [sender, receiver, taken] = g.word;
+      throw Error(loomInvalidUsage,
+                  taken ? "rank " + std::to_string(rank_) + " queues its receive from rank " + std::to_string(sender) +
+                              " on the CUDA stream on which rank " + std::to_string(w.rank) +
+                              " queued a send to it that waits for that receive (a send of more than two pieces of " +
+                              std::to_string(kP2pSlotBytes >> 10) +
+                              " KiB waits for its receiver): the send waits for a receive queued behind it, and "
+                              "neither would ever run; give each rank its own stream"
+                        : "rank " + std::to_string(rank_) + " queues its send to rank " + std::to_string(receiver) +
+                              " on the CUDA stream on which rank " + std::to_string(w.rank) +
+                              " queued its receive of it: the receive waits for a send queued behind it, and neither "
+                              "would ever run; give each rank its own stream");
+    }
+  }
+  for (const Gives& g : gives) {
+    StreamClaims::Word& word = claims_->words[g.word];
+    word.given = std::max(word.given, g.upTo);
+    std::erase_if(word.waits, [&](const StreamClaims::Wait& w) { return w.upTo <= word.given; });
+  }
+  for (const Gives& w : waits) {
+    StreamClaims::Word& word = claims_->words[w.word];
+    if (oneStream && w.upTo > word.given) word.waits.push_back({.upTo = w.upTo, .stream = stream, .rank = rank_});
+  }
 }
 
 uint64_t ResidentArea::beginCall(bool readersAtEnd) {

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <cstdint>
@@ -153,6 +154,25 @@ class ResidentArea {
   // driving several ranks through one stream). Each rank needs a stream of
   // its own.
   void claimStream(void* stream);
+  // A message of a group, as claimPointToPoint sees it: to (`send`) or from
+  // `peer`, in `pieces` pieces; `takenAtEnd`: a send read in place, which
+  // waits at its end for its receiver to have taken its last piece.
+  struct MessageClaim {
+    int peer = -1;
+    bool send = false;
+    uint64_t pieces = 0;
+    bool takenAtEnd = false;
+  };
+  // Claims `stream` for this rank's next resident messages (one group's, in
+  // call order), before any is queued, as claimStream does for calls.
+  // Refused (loomInvalidUsage, naming both ranks) where one of them gives a
+  // piece that a message queued earlier on that stream, by a rank of this
+  // communicator that is a thread of this process, still waits for: a
+  // receive waits for its sender, a send of more than two pieces for its
+  // receiver to take the pieces two before (a send of one or two completes
+  // alone, so its receive may follow it on one stream). What it waits for
+  // would wait behind it on the stream, and neither would ever run.
+  void claimPointToPoint(std::span<const MessageClaim> messages, void* stream);
   // A resident call of this rank begins: its sequence (every rank numbers the
   // same calls alike), noted with the time, for overdue(); `readersAtEnd`:
   // the call reads its peers' inputs in place and waits at its end for them

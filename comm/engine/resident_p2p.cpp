@@ -29,10 +29,9 @@ std::optional<RegionPlace> sendsInPlace(ResidentArea& area, const ResidentOp& op
 // its sender published (its slot, or its buffer), loaded when the copy
 // runs; a sender whose buffer is read in place waits after its last piece
 // until the receiver has taken it.
-void queueMessage(ResidentArea& area, const ResidentOp& op, void* stream) {
+void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<RegionPlace>& inPlace, void* stream) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int me = area.rank();
-  const std::optional<RegionPlace> inPlace = sendsInPlace(area, op);
   for (size_t at = 0; at < op.bytes; at += ResidentArea::kP2pSlotBytes) {
     const size_t bytes = std::min(ResidentArea::kP2pSlotBytes, op.bytes - at);
     const bool last = at + bytes == op.bytes;
@@ -72,13 +71,26 @@ bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t byte
 
 void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream) {
   area.openPeersRegions();
+  // Where each send is read in place, then the stream claimed for all of
+  // them, before anything is queued.
+  std::vector<std::optional<RegionPlace>> inPlace;
+  std::vector<ResidentArea::MessageClaim> claims;
+  for (const ResidentOp& op : ops) {
+    inPlace.push_back(sendsInPlace(area, op));
+    const uint64_t pieces = (op.bytes + ResidentArea::kP2pSlotBytes - 1) / ResidentArea::kP2pSlotBytes;
+    claims.push_back({.peer = op.peer, .send = op.send, .pieces = pieces, .takenAtEnd = inPlace.back().has_value()});
+  }
+  area.claimPointToPoint(claims, stream);
+  const auto queue = [&](const ResidentOp* op, void* on) {
+    queueMessage(area, *op, inPlace[static_cast<size_t>(op - ops.data())], on);
+  };
   // The group's channels (peer, direction), each its messages in call order.
   std::map<std::pair<int, bool>, std::vector<const ResidentOp*>> channels;
   for (const ResidentOp& op : ops) {
     if (op.bytes != 0) channels[{op.peer, op.send}].push_back(&op);
   }
   if (channels.size() == 1) {  // one channel: on the caller's stream itself
-    for (const ResidentOp* op : channels.begin()->second) queueMessage(area, *op, stream);
+    for (const ResidentOp* op : channels.begin()->second) queue(op, stream);
   } else if (!channels.empty()) {
     cuda::DeviceRuntime& rt = cuda::runtime();
     const cuda::EventHandle fork = rt.record(stream);
@@ -86,7 +98,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
     for (const auto& [channel, messages] : channels) {
       void* side = area.channelStream(channel.first, channel.second);
       rt.waitEvent(side, fork);
-      for (const ResidentOp* op : messages) queueMessage(area, *op, side);
+      for (const ResidentOp* op : messages) queue(op, side);
       joins.push_back(rt.record(side));
     }
     for (cuda::EventHandle join : joins) {

@@ -1542,6 +1542,57 @@ TEST(ResidentCollectives, TwoRanksQueueingOneCallOnOneStreamAreRefusedByName) {
   loom::test::destroyAll(comms);
 }
 
+// Point-to-point alike (ResidentArea::claimPointToPoint), one thread driving
+// two ranks through one stream: a receive queued before its send on that
+// stream, or a send of more than two pieces before its receive, would wait
+// for what waits behind it. Refused by name, nothing queued: the matching
+// end queued on another stream then completes the message exactly. A send
+// of one piece completes alone, so its receive may follow it on the stream.
+TEST(ResidentSendRecv, BothEndsOnOneStreamAreRefusedByNameWhereOneWouldWaitForTheOther) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  auto comms = loom::test::initThreadComms(2);
+  Stream shared, other;
+  const size_t large = 3 * (size_t{512} << 10) / 4;  // three pieces: its sender waits for its receiver
+  std::vector<int32_t> values(large);
+  for (size_t i = 0; i < large; ++i) values[i] = value(0, i);
+  DeviceBuffer in(large * 4), out(large * 4);
+  in.upload(values.data());
+  const auto expectReceived = [&](size_t count) {
+    ASSERT_TRUE(shared.finishes()) << "a stream still waits";
+    ASSERT_TRUE(other.finishes()) << "a stream still waits";
+    std::vector<int32_t> got(large, -1);
+    out.download(got.data());
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], values[i]) << "element " << i << " of " << count;
+    const std::vector<int32_t> zeros(large, 0);
+    out.upload(zeros.data());
+  };
+
+  ASSERT_EQ(loomRecv(out.data(), large, loomInt32, 0, comms[1], shared.loom()), loomSuccess);
+  EXPECT_EQ(loomSend(in.data(), large, loomInt32, 1, comms[0], shared.loom()), loomInvalidUsage);
+  std::string said = loomGetLastError(comms[0]);
+  EXPECT_NE(said.find("rank 0 queues its send to rank 1 on the CUDA stream on which rank 1 queued its receive of it"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("give each rank its own stream"), std::string::npos) << said;
+  ASSERT_EQ(loomSend(in.data(), large, loomInt32, 1, comms[0], other.loom()), loomSuccess) << loomGetLastError(comms[0]);
+  expectReceived(large);
+
+  ASSERT_EQ(loomSend(in.data(), large, loomInt32, 1, comms[0], shared.loom()), loomSuccess);
+  EXPECT_EQ(loomRecv(out.data(), large, loomInt32, 0, comms[1], shared.loom()), loomInvalidUsage);
+  said = loomGetLastError(comms[1]);
+  EXPECT_NE(said.find("rank 1 queues its receive from rank 0 on the CUDA stream on which rank 0 queued a send to it "
+                      "that waits for that receive"),
+            std::string::npos)
+      << said;
+  ASSERT_EQ(loomRecv(out.data(), large, loomInt32, 0, comms[1], other.loom()), loomSuccess) << loomGetLastError(comms[1]);
+  expectReceived(large);
+
+  ASSERT_EQ(loomSend(in.data(), 1000, loomInt32, 1, comms[0], shared.loom()), loomSuccess);
+  ASSERT_EQ(loomRecv(out.data(), 1000, loomInt32, 0, comms[1], shared.loom()), loomSuccess) << loomGetLastError(comms[1]);
+  expectReceived(1000);
+  loom::test::destroyAll(comms);
+}
+
 // A resident call whose peer is alive but never makes it: no host thread
 // waits for the call, so the watchdog's turn finds it past LOOM_TIMEOUT_MS,
 // revokes the communicator naming the missing rank, and the stream goes on.
