@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstddef>
 #include <functional>
+#include <optional>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/device_staging.hpp"
@@ -83,13 +84,14 @@ inline void onHostBuffers(const Plan& plan, const std::function<void(const Plan&
 template <class Read>
 bool readDeviceInPlace(const Plan& plan, shm::NodeArea& node, const void* send, size_t sendBytes, const void* recv,
                        size_t recvBytes, const Read& read) {
+  std::optional<shm::DeviceReads> reads;  // goes last: the device's work drains before the mappings close
   DeviceWork device(plan.comm);
   device.waitForInputs();
   node.offerBuffers(send, sendBytes, recv, recvBytes);
   node.arrive(node.nextStep(), plan.what);
   if (!node.agreeOnDeviceMappings(plan.what)) return false;
   const shm::PeerBuffers* peers = node.peerBuffers();
-  const shm::DeviceReads reads(node);
+  reads.emplace(node);
   LocalWork& work = device;
   read(*peers, work);
   return true;
