@@ -201,7 +201,9 @@ class Watchdog {
           polls_.fetch_add(1);
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      // PyTorch's watchdog sleeps 100 ms between rounds; this one polls more
+      // often, so that its polls meet the calls of a run that takes less.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
   std::mutex mutex_;
@@ -399,6 +401,9 @@ int main(int argc, char** argv) {
 
     // 6. teardown: finalize in an order that differs by rank, then destroy;
     // the rest aborted inside a group.
+    // A poll may still be due on a fast machine; one that never comes means
+    // ncclCommGetAsyncError blocked behind the calls.
+    for (int i = 0; i < 200 && watchdog.polls() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     EXPECT(watchdog.polls() > 0, "the watchdog never ran");
     watchdog.stop();
     std::vector<ncclComm_t> finalized{world, batch};
