@@ -169,9 +169,10 @@ class ResidentArea {
   // piece that a message queued earlier on that stream, by a rank of this
   // communicator that is a thread of this process, still waits for: a
   // receive waits for its sender, a send of more than two pieces for its
-  // receiver to take the pieces two before (a send of one or two completes
-  // alone, so its receive may follow it on one stream). What it waits for
-  // would wait behind it on the stream, and neither would ever run.
+  // receiver to take the pieces two before (a send of one or two, once the
+  // pair's earlier pieces are taken, completes alone, so its receive may
+  // follow it on one stream). What it waits for would wait behind it on the
+  // stream, and neither would ever run.
   void claimPointToPoint(std::span<const MessageClaim> messages, void* stream);
   // A resident call of this rank begins: its sequence (every rank numbers the
   // same calls alike), noted with the time, for overdue(); `readersAtEnd`:
