@@ -140,9 +140,10 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
     if (path == loom::coll::CallPath::Resident) loom::cuda::refuseCapture(loom::cuda::runtime(), stream);
     loom::group::submit({.comm = &c,
                          .stream = nullptr,
-                         .what = loom::group::OnStream{[&c, collective, path, stream] {
-                           loom::coll::runOnStream(c, collective, path, stream);
-                         }}});
+                         .what = loom::group::OnStream{.enqueue = [&c, collective, path, stream] {
+                                                         loom::coll::runOnStream(c, collective, path, stream);
+                                                       },
+                                                       .resident = path == loom::coll::CallPath::Resident}});
     return;
   }
   // A blocking call outside a group runs here: no Call, no std::function to allocate.

@@ -1,7 +1,8 @@
 // Where a collective runs, chosen once, where the call is made, from what
 // every rank of the call agrees on (the communicator's size and resident
 // area, the call's kind, count and op) and this rank's buffers and stream:
-//   - Alone: one rank on device memory, a copy on the stream (device_alone.hpp);
+//   - Alone: one rank on device memory, a copy on the stream (device_alone.hpp),
+//     and an empty call on a CUDA stream, nothing (NCCL discards it);
 //   - Resident: ranks of one node on device memory, on a CUDA stream, queued
 //     on the stream as device work with no host thread (resident_collectives.hpp);
 //   - Host: everything else, run by a host thread (run.hpp), which stages

@@ -26,7 +26,8 @@ net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const
 }
 
 Communicator::Communicator(Config config)
-    : config_(config), cudaDevice_(cuda::deviceCount() > 0 ? cuda::currentDevice() : -1) {}
+    : config_(config), cudaDevice_(cuda::deviceCount() > 0 ? cuda::currentDevice() : -1),
+      creator_(std::this_thread::get_id()) {}
 
 Communicator::~Communicator() {
   if (finalizeThread_.joinable()) finalizeThread_.join();  // its wait for stream work has a deadline
@@ -263,7 +264,7 @@ void Communicator::startResident() {
   }
   const auto twoShotFrom = static_cast<uint64_t>(env::getInt("LOOM_DEVICE_TWO_SHOT_BYTES", 0, 1LL << 50));
   const auto scratch = static_cast<size_t>(env::getInt("LOOM_DEVICE_SCRATCH_BYTES", 65536, 1LL << 32)) & ~size_t{4095};
-  auto area = std::make_unique<ResidentArea>(*bootstrap_, scratch, twoShotFrom);
+  auto area = std::make_unique<ResidentArea>(*bootstrap_, scratch, twoShotFrom, creator_);
   std::lock_guard lock(residentMutex_);
   resident_ = std::move(area);
   if (cancel_.cancelled()) resident_->release();

@@ -206,6 +206,7 @@ class Communicator {
 
   Config config_;
   int cudaDevice_;
+  std::thread::id creator_;  // the thread that asked for it (its init may run on another)
   Cancellation cancel_;
   int rank_ = -1;
   int size_ = 0;

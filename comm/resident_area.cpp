@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -75,6 +77,18 @@ struct ResidentArea::StreamClaims {
     std::vector<Wait> waits;
   };
   std::map<std::tuple<int, int, bool>, Word> words;  // (sender, receiver, taken)
+  // The entry gate: per rank, the resident calls its thread has entered;
+  // per word, the pieces its writer has entered (a pair's "sent" by its
+  // sender, its "taken" by its receiver); the ranks whose communicator
+  // failed (release()), which enter nothing more.
+  std::condition_variable entered;
+  std::map<int, uint64_t> calls;
+  std::map<std::tuple<int, int, bool>, uint64_t> pieces;
+  std::set<int> failed;
+  // Per rank, the thread that entered its latest call: one never waits for
+  // itself (a thread driving several ranks outside a group, which NCCL
+  // leaves to the user to order).
+  std::map<int, std::thread::id> driver;
 };
 
 std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* key) {
@@ -91,7 +105,8 @@ std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* k
   return claims;
 }
 
-ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes)
+ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes,
+                           std::thread::id creator)
     : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
   const int n = bootstrap.size();
   peers_.resize(static_cast<size_t>(n));
@@ -135,11 +150,13 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   std::memcpy(&first, cards.data(), sizeof first);
   twoShotFromBytes_ = first.twoShotFromBytes;
   sharesAddresses_ = true;
+  besides_.assign(static_cast<size_t>(n), false);
   for (int r = 0; r < n && ok; ++r) {
     Card card;
     std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
     sharesAddresses_ = sharesAddresses_ && card.area.pid == mine.area.pid;
     oneDevice_ = oneDevice_ && card.area.device == mine.area.device;
+    besides_[static_cast<size_t>(r)] = r != rank_ && card.area.pid == mine.area.pid && card.area.device == mine.area.device;
     if (card.scratchBytes != scratchBytes) {
       LOOM_INFO(Init, "no resident collectives: rank %d has %llu bytes of scratch (LOOM_DEVICE_SCRATCH_BYTES), this rank %zu",
                 r, static_cast<unsigned long long>(card.scratchBytes), scratchBytes);
@@ -185,7 +202,11 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   // Every rank saw the same cards, so every rank agrees; pids of one node's
   // processes differ.
   sharesAddresses_ = sharesAddresses_ && ready_;
-  if (sharesAddresses_) claims_ = claimsOf(peers_[0].base);
+  if (sharesAddresses_) {
+    claims_ = claimsOf(peers_[0].base);
+    std::lock_guard lock(claims_->mutex);
+    claims_->driver.try_emplace(rank_, creator);
+  }
   LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank%s)", ready_ ? "ready" : "off", scratchBytes,
             sharesAddresses_ ? ", ranks of one process: buffers read in place" : "");
 }
@@ -378,7 +399,8 @@ void ResidentArea::claimStream(void* stream) {
   at->second = {rank_, next};
 }
 
-void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, void* stream) {
+void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, void* stream,
+                                     std::chrono::milliseconds timeout) {
   if (claims_ == nullptr) return;
   using WordKey = std::tuple<int, int, bool>;  // (sender, receiver, taken)
   struct Gives {
@@ -407,7 +429,7 @@ void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, voi
   }
   // CUDA's special handles name a stream per device or per thread (claimStream).
   const bool oneStream = reinterpret_cast<uintptr_t>(stream) > 2;
-  std::lock_guard lock(claims_->mutex);
+  std::unique_lock lock(claims_->mutex);
   // The group's messages run side by side (a stream per channel), so only
   // what was queued before the group can wait for what it gives.
   for (const Gives& g : gives) {
@@ -437,6 +459,81 @@ void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, voi
     StreamClaims::Word& word = claims_->words[w.word];
     if (oneStream && w.upTo > word.given) word.waits.push_back({.upTo = w.upTo, .stream = stream, .rank = rank_});
   }
+  // The gate: each wait's writer (a "sent" word's sender, a "taken" word's
+  // receiver) has entered the piece waited for.
+  for (const Gives& w : waits) {
+    const auto [sender, receiver, taken] = w.word;
+    const int writer = taken ? receiver : sender;
+    if (!besides_[static_cast<size_t>(writer)]) continue;
+    awaitEntered(
+        lock, [&](int r) { return r != writer || claims_->pieces[w.word] >= w.upTo; }, timeout,
+        std::string("its ") + (taken ? "send to rank " : "receive from rank ") + std::to_string(writer) + " (piece " +
+            std::to_string(w.upTo) + ")",
+        taken ? "made its receive" : "made its send");
+  }
+}
+
+void ResidentArea::enterCall() {
+  if (claims_ == nullptr) return;
+  {
+    std::lock_guard lock(claims_->mutex);
+    ++claims_->calls[rank_];
+    claims_->driver[rank_] = std::this_thread::get_id();
+  }
+  claims_->entered.notify_all();
+}
+
+void ResidentArea::enterMessages(std::span<const MessageClaim> messages) {
+  if (claims_ == nullptr) return;
+  {
+    std::lock_guard lock(claims_->mutex);
+    claims_->driver[rank_] = std::this_thread::get_id();
+    for (const MessageClaim& m : messages) {
+      if (m.send) {
+        claims_->pieces[{rank_, m.peer, false}] += m.pieces;
+      } else {
+        claims_->pieces[{m.peer, rank_, true}] += m.pieces;
+      }
+    }
+  }
+  claims_->entered.notify_all();
+}
+
+void ResidentArea::awaitPeersEntered(std::chrono::milliseconds timeout) {
+  if (claims_ == nullptr) return;
+  // Calls, not sequences: a call takes a sequence per piece.
+  const uint64_t next = ++callsQueued_;
+  std::unique_lock lock(claims_->mutex);
+  awaitEntered(
+      lock, [&](int r) { return claims_->calls[r] >= next; }, timeout,
+      "its resident call #" + std::to_string(next) + " (sequence " +
+          std::to_string(sequence_.load(std::memory_order_relaxed) + 1) + ")",
+      "made that call");
+}
+
+void ResidentArea::awaitEntered(std::unique_lock<std::mutex>& lock, const std::function<bool(int)>& entered,
+                                std::chrono::milliseconds timeout, const std::string& what, const char* never) {
+  const std::thread::id self = std::this_thread::get_id();
+  const auto missing = [&] {
+    std::string ranks;
+    for (int r = 0; r < size(); ++r) {
+      const auto driver = claims_->driver.find(r);
+      const bool mine = driver != claims_->driver.end() && driver->second == self;
+      if (besides_[static_cast<size_t>(r)] && !mine && !claims_->failed.contains(r) && !entered(r)) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    return ranks;
+  };
+  const bool done = claims_->entered.wait_for(lock, timeout, [&] {
+    return claims_->failed.contains(rank_) || missing().empty();
+  });
+  if (done) return;
+  throw Error(loomRemoteError, "rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count()) +
+                                   " ms (LOOM_TIMEOUT_MS) to queue " + what + ": rank(s) " + missing() +
+                                   ", thread(s) of this process on its GPU, never " + never +
+                                   " (a stream waits for such a peer only once the peer's thread has made the call, "
+                                   "since that thread may synchronize the device first)");
 }
 
 uint64_t ResidentArea::beginCall(bool readersAtEnd) {
@@ -509,6 +606,16 @@ void ResidentArea::release() noexcept {
   std::lock_guard lock(releaseMutex_);
   if (!ready_ || released_) return;
   released_ = true;
+  if (claims_ != nullptr) {
+    // The gate waits on no rank that failed, nor for this one.
+    try {
+      std::lock_guard claims(claims_->mutex);
+      claims_->failed.insert(rank_);
+    } catch (const std::exception& e) {
+      LOOM_WARN(Init, "the entry gate of rank %d: %s", rank_, e.what());
+    }
+    claims_->entered.notify_all();
+  }
   constexpr uint64_t kPastAll = std::numeric_limits<uint64_t>::max();
   try {
     for (int r = 0; r < size(); ++r) {

@@ -25,9 +25,11 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <cstdint>
 #include <memory>
@@ -57,7 +59,9 @@ class ResidentArea {
   // `scratchBytes` of scratch per rank; `twoShotFromBytes` as this rank would
   // have it (rank 0's is every rank's). Never throws for a device that
   // cannot take part: ready() is then false on every rank.
-  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes);
+  // `creator`: the thread that asked for the communicator, the rank's driver
+  // at the entry gate until its first call.
+  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes, std::thread::id creator);
   ~ResidentArea();
   ResidentArea(const ResidentArea&) = delete;
   ResidentArea& operator=(const ResidentArea&) = delete;
@@ -173,7 +177,35 @@ class ResidentArea {
   // pair's earlier pieces are taken, completes alone, so its receive may
   // follow it on one stream). What it waits for would wait behind it on the
   // stream, and neither would ever run.
-  void claimPointToPoint(std::span<const MessageClaim> messages, void* stream);
+  // Then, where a message waits for a peer that is a thread of this process
+  // on this rank's GPU, waits (host) until that peer has entered the piece it
+  // waits for (enterMessages), as awaitPeersEntered does for calls; throws
+  // loomRemoteError naming the peer past `timeout`.
+  void claimPointToPoint(std::span<const MessageClaim> messages, void* stream, std::chrono::milliseconds timeout);
+
+  // The entry gate. Ranks of one communicator that are threads of this
+  // process on one GPU share its device: a thread that synchronizes it
+  // (cudaDeviceSynchronize, which nccl-tests' threads call between calls;
+  // cudaFree) waits for every stream there, its peers' too. Were a peer's
+  // stream already waiting for a call this thread has not made yet, neither
+  // would ever go on. So no stream is made to wait for a write that such a
+  // peer's thread has not entered: a thread enters everything its group
+  // queues resident (every rank it drives) before it queues any of it, and
+  // queues a wait on such a peer only once the peer has entered the
+  // matching call or piece. A call blocks its thread until then, the
+  // longest where the threads are furthest apart, never on a peer that is
+  // another process or on another GPU, nor on one whose latest call this
+  // very thread made (one thread driving several ranks: NCCL asks it to
+  // group their calls, and its order is its own).
+  // This rank's next resident call (its sequence beginCall will give).
+  void enterCall();
+  // This rank's next messages' pieces (their numbers, as claimPointToPoint
+  // counts them).
+  void enterMessages(std::span<const MessageClaim> messages);
+  // Waits until every peer that shares this rank's GPU in this process has
+  // entered this rank's next call, or this rank's communicator failed
+  // (release()); throws loomRemoteError naming the missing ranks past `timeout`.
+  void awaitPeersEntered(std::chrono::milliseconds timeout);
   // A resident call of this rank begins: its sequence (every rank numbers the
   // same calls alike), noted with the time, for overdue(); `readersAtEnd`:
   // the call reads its peers' inputs in place and waits at its end for them
@@ -197,12 +229,14 @@ class ResidentArea {
   uint64_t twoShotFromBytes_ = 0;
   bool sharesAddresses_ = false;  // every rank a thread of this process: a pointer is the same to all
   bool oneDevice_ = true;  // every rank's area on one device
+  std::vector<bool> besides_;  // per rank: a peer that is a thread of this process on this rank's GPU (the gate's)
   int device_ = -1;
   std::byte* own_ = nullptr;  // this rank's allocation
   std::vector<PeerView> peers_;
   std::unique_ptr<ResidentRegions> regions_;  // processes only, where every peer's buffers may be opened
   bool ready_ = false;
   std::atomic<uint64_t> sequence_{0};
+  std::atomic<uint64_t> callsQueued_{0};  // resident calls past the gate (awaitPeersEntered)
   std::mutex callsMutex_;
   struct Unfinished {
     uint64_t sequence = 0;
@@ -230,6 +264,12 @@ class ResidentArea {
   // The claims of the communicator whose rank 0's area lies at `key` (the
   // same address to every thread), shared by its ranks here.
   static std::shared_ptr<StreamClaims> claimsOf(const void* key);
+  // Waits (under `lock`, the claims' mutex) until `entered` holds for every
+  // rank `besides_` names that has not failed, or this rank's communicator
+  // failed; past `timeout`, throws that queuing `what` waited, naming the
+  // ranks that never did what `never` says.
+  void awaitEntered(std::unique_lock<std::mutex>& lock, const std::function<bool(int)>& entered,
+                    std::chrono::milliseconds timeout, const std::string& what, const char* never);
 };
 
 }  // namespace loom

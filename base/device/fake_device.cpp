@@ -382,6 +382,32 @@ class FakeRuntime final : public DeviceRuntime {
 
   Allocations& allocations() { return allocations_; }
 
+  // Every stream of the current GPU (and the legacy stream, GPU 0's) done
+  // within `limit`.
+  bool synchronizeGpu(std::chrono::milliseconds limit) {
+    std::vector<std::shared_ptr<Queue>> queues;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [handle, stream] : streams_) {
+        if (stream->queue()->device == fakeCurrent) queues.push_back(stream->queue());
+      }
+      if (legacy_ && fakeCurrent == 0) queues.push_back(legacy_->queue());
+    }
+    // What was queued before the call, as CUDA's waits for.
+    std::vector<uint64_t> targets;
+    for (const auto& q : queues) {
+      std::lock_guard lock(q->mutex);
+      targets.push_back(q->submitted);
+    }
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (size_t i = 0; i < queues.size(); ++i) {
+      Queue& q = *queues[i];
+      std::unique_lock lock(q.mutex);
+      if (!q.changed.wait_until(lock, end, [&] { return q.completed >= targets[i]; })) return false;
+    }
+    return true;
+  }
+
  private:
   // What CUDA does in the calls that synchronize the device implicitly
   // (cudaFree, cudaFreeHost, cudaIpcCloseMemHandle): wait for every stream
@@ -471,6 +497,8 @@ void fakeRefuseIpc(bool on) { refuseIpc.store(on, std::memory_order_release); }
 void fakeMemoryPools(bool on) { pooled.store(on, std::memory_order_release); }
 
 void fakeCapture(StreamHandle stream) { captured.store(stream, std::memory_order_release); }
+
+bool fakeSynchronizeDevice(std::chrono::milliseconds limit) { return fake().synchronizeGpu(limit); }
 
 uint64_t fakeBytesStaged() { return staged.load(std::memory_order_relaxed); }
 uint64_t fakeBytesCopied() { return copied.load(std::memory_order_relaxed); }

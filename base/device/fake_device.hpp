@@ -7,6 +7,7 @@
 // user's process: only tests turn it on.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -40,6 +41,12 @@ void fakeMemoryPools(bool on);
 // cudaStreamBeginCapture); nullptr ends it. The capture records nothing:
 // the tests' way to reach the refusals.
 void fakeCapture(StreamHandle stream);
+
+// cudaDeviceSynchronize's fake, for the tests to call as programs do (nccl-
+// tests' threads between calls): waits until every stream of the thread's
+// current fake GPU has done what it has queued. False where one still had
+// work after `limit`: on a GPU the call would wait on.
+bool fakeSynchronizeDevice(std::chrono::milliseconds limit);
 
 // Bytes the fake streams have copied to or from pinned memory (the staged
 // path's buffers): the tests' proof that a call took the staged path; and

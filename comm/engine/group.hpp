@@ -53,6 +53,10 @@ struct Collective {
 // group's other calls (a group promises no order among its calls).
 struct OnStream {
   std::function<void()> enqueue;
+  // A resident call (collectives/resident_collectives.hpp), which waits on
+  // the stream for its peers: entered at its area's gate
+  // (ResidentArea::enterCall) before any of the group's work is queued.
+  bool resident = false;
 };
 
 // A send or receive of device memory on a CUDA stream between ranks whose

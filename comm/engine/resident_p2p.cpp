@@ -61,6 +61,11 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<
   if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
 }
 
+// The pieces of at most a slot that `op` goes in.
+uint64_t piecesOf(const ResidentOp& op) {
+  return (op.bytes + ResidentArea::kP2pSlotBytes - 1) / ResidentArea::kP2pSlotBytes;
+}
+
 }  // namespace
 
 bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t bytes, bool onCudaStream) {
@@ -69,7 +74,14 @@ bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t byte
   return device && area != nullptr && onCudaStream;
 }
 
-void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream) {
+void enterResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops) {
+  std::vector<ResidentArea::MessageClaim> messages;
+  for (const ResidentOp& op : ops) messages.push_back({.peer = op.peer, .send = op.send, .pieces = piecesOf(op)});
+  area.enterMessages(messages);
+}
+
+void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream,
+                               std::chrono::milliseconds timeout) {
   area.openPeersRegions();
   // Where each send is read in place, then the stream claimed for all of
   // them, before anything is queued.
@@ -77,10 +89,10 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
   std::vector<ResidentArea::MessageClaim> claims;
   for (const ResidentOp& op : ops) {
     inPlace.push_back(sendsInPlace(area, op));
-    const uint64_t pieces = (op.bytes + ResidentArea::kP2pSlotBytes - 1) / ResidentArea::kP2pSlotBytes;
-    claims.push_back({.peer = op.peer, .send = op.send, .pieces = pieces, .takenAtEnd = inPlace.back().has_value()});
+    claims.push_back(
+        {.peer = op.peer, .send = op.send, .pieces = piecesOf(op), .takenAtEnd = inPlace.back().has_value()});
   }
-  area.claimPointToPoint(claims, stream);
+  area.claimPointToPoint(claims, stream, timeout);
   const auto queue = [&](const ResidentOp* op, void* on) {
     queueMessage(area, *op, inPlace[static_cast<size_t>(op - ops.data())], on);
   };

@@ -28,6 +28,7 @@
 // streams, as NCCL's users call it) and agree on its size, as NCCL asks.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <span>
 
@@ -49,9 +50,15 @@ struct ResidentOp {
 // as collectives/call_path.hpp decides for collectives.
 bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t bytes, bool onCudaStream);
 
+// The pieces `ops` (one group's of one rank) will queue, entered at the
+// area's gate (ResidentArea::enterMessages) before any group's op is queued.
+void enterResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops);
+
 // Queues `ops` (one group's on one stream, in call order) on `stream` and
-// returns.
-void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream);
+// returns; `timeout`: how long it waits at the area's gate for peers of
+// this process on its GPU to enter what the ops wait for.
+void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream,
+                               std::chrono::milliseconds timeout);
 
 // Point-to-point ops queued resident in this process: the tests' proof that
 // a message took no host path.

@@ -101,6 +101,38 @@ class Stream {
   StreamHandle handle_;
 };
 
+// Ranks as threads, rank r's communicator made on fake GPU r % gpus (each
+// reaching the others' as a peer); GPU 0 current again after.
+std::vector<loomComm_t> initThreadCommsOnGpus(int n, int gpus) {
+  loom::cuda::fakeDeviceGpus(gpus, true);
+  loomUniqueId id;
+  EXPECT_EQ(loomGetUniqueId(&id), loomSuccess);
+  std::vector<loomComm_t> comms(static_cast<size_t>(n), nullptr);
+  onThreads(n, [&](int r) {
+    runtime().setCurrentDevice(r % gpus);
+    EXPECT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), loomSuccess) << loomGetLastError(nullptr);
+  });
+  return comms;
+}
+
+// Ranks made by this thread in one group (NCCL's idiom for one thread that
+// drives several ranks): their driver at the entry gate.
+std::vector<loomComm_t> initCommsFromOneThread(int n) {
+  loomUniqueId id;
+  EXPECT_EQ(loomGetUniqueId(&id), loomSuccess);
+  std::vector<loomComm_t> comms(static_cast<size_t>(n), nullptr);
+  EXPECT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), loomSuccess) << loomGetLastError(nullptr);
+  }
+  EXPECT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  return comms;
+}
+
+struct OneFakeGpuAgain {
+  ~OneFakeGpuAgain() { loom::cuda::fakeDeviceGpus(1, true); }
+};
+
 // A word a stream waits on, raised by the test (or, so that no failure
 // hangs, after `limit` by a thread of its own, which says so).
 class Go {
@@ -953,7 +985,10 @@ TEST(ResidentCollectives, ARankOffersInPlaceOnlyABufferEveryPeerReaches) {
 // before: its result is left as it was, not filled from a stale place.
 TEST(ResidentCollectives, AReleasedCallReadsNoPlaceLeftFromAnEarlierCall) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
-  auto comms = loom::test::initThreadComms(2);
+  // Ranks on GPUs of their own: the entry gate (resident_area.hpp) holds a
+  // call for a peer on its GPU at the host; here the stream waits.
+  OneFakeGpuAgain again;
+  auto comms = initThreadCommsOnGpus(2, 2);
   constexpr size_t kCount = 1024;
   std::vector<std::unique_ptr<DeviceBuffer>> sends, recvs;
   for (int r = 0; r < 2; ++r) {
@@ -1329,29 +1364,50 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
   loom::test::destroyAll(comms);
 }
 
-// A resident receive whose sender never sends: no host thread waits for
-// it, so the watchdog's turn finds it past LOOM_TIMEOUT_MS, revokes the
-// communicator naming the rank, and the stream goes on.
+
+// A resident receive whose sender never sends. Its sender on another GPU:
+// no host thread waits for it, so the watchdog's turn finds it past
+// LOOM_TIMEOUT_MS, revokes the communicator naming the rank, and the
+// stream goes on. Its sender a thread on the same GPU: the receive waits at
+// the entry gate (resident_area.hpp) for the send to be made, and past
+// LOOM_TIMEOUT_MS fails there naming the rank, nothing queued.
 TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "1500");
-  auto comms = loom::test::initThreadComms(2);
-  Stream stream;
-  DeviceBuffer buffer(4096);
-  const uint64_t ops = loom::residentPointToPointOps();
-  ASSERT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomSuccess);
-  EXPECT_EQ(loom::residentPointToPointOps() - ops, 1u);
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never sent";
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "released before the deadline";
-  loomResult_t async = loomSuccess;
-  ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
-  EXPECT_EQ(async, loomRemoteError);
-  EXPECT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomRemoteError);
-  const std::string why = loomGetLastError(comms[0]);
-  EXPECT_NE(why.find("resident receive from rank 1 on the stream (piece 1): rank 1 never sent"), std::string::npos)
-      << why;
-  loom::test::destroyAll(comms);
+  OneFakeGpuAgain again;
+  for (int gpus : {2, 1}) {
+    SCOPED_TRACE(std::to_string(gpus) + " GPUs");
+    auto comms = initThreadCommsOnGpus(2, gpus);
+    Stream stream;
+    DeviceBuffer buffer(4096);
+    const uint64_t ops = loom::residentPointToPointOps();
+    const auto start = std::chrono::steady_clock::now();
+    if (gpus == 2) {
+      ASSERT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomSuccess);
+      EXPECT_EQ(loom::residentPointToPointOps() - ops, 1u);
+      EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never sent";
+    } else {
+      EXPECT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomRemoteError);
+      EXPECT_EQ(loom::residentPointToPointOps() - ops, 0u) << "queued though the sender never came";
+      const std::string why = loomGetLastError(comms[0]);
+      EXPECT_NE(why.find("to queue its receive from rank 1 (piece 1): rank(s) 1, thread(s) of this process on its "
+                         "GPU, never made its send"),
+                std::string::npos)
+          << why;
+      EXPECT_TRUE(stream.finishes(1s));
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "given up before the deadline";
+    loomResult_t async = loomSuccess;
+    ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
+    EXPECT_EQ(async, loomRemoteError);
+    EXPECT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomRemoteError);
+    const std::string why = loomGetLastError(comms[0]);
+    if (gpus == 2) {
+      EXPECT_NE(why.find("resident receive from rank 1 on the stream (piece 1): rank 1 never sent"), std::string::npos)
+          << why;
+    }
+    loom::test::destroyAll(comms);
+  }
 }
 
 // nccl-tests' flows on device buffers and CUDA streams (-t and -g, on the
@@ -1424,6 +1480,101 @@ TEST(CallsOnAStream, NcclTestsFlowsOnDeviceBuffersGoResidentAndExact) {
   loom::test::destroyAll(comms);
 }
 
+// nccl-tests' -t rhythm, which the H200 run found waiting out LOOM_TIMEOUT_MS:
+// each rank's thread synchronizes the device between calls (its data checks
+// call cudaDeviceSynchronize), and a thread running ahead queues its next
+// call, whose stream waits for its peers, before a slower one's
+// synchronization; that synchronization waits for the fast rank's stream,
+// which waits for the slow rank's next call. The slow rank here is rank 0,
+// which sleeps before each synchronization. Every call of every kind, and a
+// send/recv ring in groups, completes exact, and no synchronization waits
+// on a peer's stream.
+TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachOther) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: nccl-tests -t runs there (run-gpu-tests)";
+  loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "20000");
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 300001;  // several pieces of the scratch, and sends past two slots
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  std::vector<loomComm_t> comms(kRanks, nullptr);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], kRanks, id, r), loomSuccess) << loomGetLastError(nullptr);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int r = 0; r < kRanks; ++r) {
+    send.push_back(std::make_unique<DeviceBuffer>(kCount * kRanks * 4));
+    recv.push_back(std::make_unique<DeviceBuffer>(kCount * kRanks * 4));
+    streams.push_back(std::make_unique<Stream>());
+  }
+  const auto valueOf = [](int r, size_t i) { return static_cast<int32_t>((i * 7 + static_cast<size_t>(r) * 13) % 101); };
+  for (int r = 0; r < kRanks; ++r) {
+    std::vector<int32_t> in(kCount * kRanks);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(r, i);
+    send[static_cast<size_t>(r)]->upload(in.data());
+  }
+  enum Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kRing, kKinds };
+  const uint64_t resident = loom::coll::residentCalls();
+  const uint64_t messages = loom::residentPointToPointOps();
+  std::atomic<int> stuck{0};
+  onThreads(kRanks, [&](int r) {
+    const auto i = static_cast<size_t>(r);
+    const loomStream_t stream = streams[i]->loom();
+    for (int round = 0; round < 2 * kKinds; ++round) {
+      std::byte* in = send[i]->data();
+      std::byte* out = recv[i]->data();
+      loomResult_t result = loomSuccess;
+      switch (static_cast<Kind>(round % kKinds)) {
+        case kAllReduce: result = loomAllReduce(in, out, kCount, loomInt32, loomSum, comms[i], stream); break;
+        case kAllGather: result = loomAllGather(in, out, kCount, loomInt32, comms[i], stream); break;
+        case kReduceScatter: result = loomReduceScatter(in, out, kCount, loomInt32, loomSum, comms[i], stream); break;
+        case kBroadcast: result = loomBroadcast(in, out, kCount, loomInt32, 1, comms[i], stream); break;
+        case kRing:
+          ASSERT_EQ(loomGroupStart(), loomSuccess);
+          ASSERT_EQ(loomSend(in, kCount, loomInt32, (r + 1) % kRanks, comms[i], stream), loomSuccess);
+          ASSERT_EQ(loomRecv(out, kCount, loomInt32, (r + kRanks - 1) % kRanks, comms[i], stream), loomSuccess);
+          result = loomGroupEnd();
+          break;
+        case kKinds: break;
+      }
+      ASSERT_EQ(result, loomSuccess) << "rank " << r << ", round " << round << ": " << loomGetLastError(comms[i]);
+      // nccl-tests' data check: the device synchronized, then the result read.
+      if (r == 0) std::this_thread::sleep_for(50ms);
+      if (!loom::cuda::fakeSynchronizeDevice(5s)) {
+        stuck.fetch_add(1);
+        ADD_FAILURE() << "rank " << r << ", round " << round << ": the device synchronization waited on a peer's stream";
+        return;
+      }
+      std::vector<int32_t> got(kCount * kRanks);
+      recv[i]->download(got.data());
+      const auto sumOf = [&](size_t at) {
+        int32_t sum = 0;
+        for (int q = 0; q < kRanks; ++q) sum += valueOf(q, at);
+        return sum;
+      };
+      const size_t results = round % kKinds == kAllGather ? kCount * kRanks : kCount;
+      for (size_t e = 0; e < results; ++e) {
+        int32_t want = 0;
+        switch (static_cast<Kind>(round % kKinds)) {
+          case kAllReduce: want = sumOf(e); break;
+          case kAllGather: want = valueOf(static_cast<int>(e / kCount), e % kCount); break;
+          case kReduceScatter: want = sumOf(i * kCount + e); break;
+          case kBroadcast: want = valueOf(1, e); break;
+          case kRing: want = valueOf((r + kRanks - 1) % kRanks, e); break;
+          case kKinds: break;
+        }
+        ASSERT_EQ(got[e], want) << "rank " << r << ", round " << round << ", element " << e;
+      }
+    }
+  });
+  EXPECT_EQ(stuck.load(), 0);
+  EXPECT_EQ(loom::coll::residentCalls() - resident, 2u * 4 * kRanks) << "every collective went resident";
+  EXPECT_EQ(loom::residentPointToPointOps() - messages, 2u * 2 * kRanks) << "every message went resident";
+  loom::test::destroyAll(comms);
+}
+
 // A stream being captured into a CUDA graph: a call that meets its peers at
 // run time (resident, or behind a gate) would replay without them, so it is
 // refused by name, sends and receives too; one rank's call, only a copy on
@@ -1435,6 +1586,7 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
     const std::string why = loomGetLastError(comm);
     EXPECT_NE(why.find("captured into a CUDA graph"), std::string::npos) << what << ": " << why;
   };
+  OneFakeGpuAgain again;
   struct EndCapture {
     ~EndCapture() { loom::cuda::fakeCapture(nullptr); }
   } endCapture;
@@ -1454,7 +1606,9 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
   for (const char* resident : {"1", "0"}) {
     SCOPED_TRACE(std::string("LOOM_DEVICE_RESIDENT=") + resident);
     loom::test::ScopedEnv how("LOOM_DEVICE_RESIDENT", resident);
-    auto comms = loom::test::initThreadComms(2);
+    // On GPUs of their own, so that rank 0's taken call is not held at the
+    // entry gate (resident_area.hpp) for rank 1's, which this thread makes after.
+    auto comms = initThreadCommsOnGpus(2, 2);
     Stream stream;
     Stream other0;  // a stream per rank: one rank's call waits for the other's on the device
     Stream other1;
@@ -1481,7 +1635,10 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
 // the call, and the stream goes on.
 TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
-  auto comms = loom::test::initThreadComms(2);
+  // Ranks on GPUs of their own: the entry gate (resident_area.hpp) holds a
+  // call for a peer on its GPU at the host; here the stream waits.
+  OneFakeGpuAgain again;
+  auto comms = initThreadCommsOnGpus(2, 2);
   Stream stream;
   DeviceBuffer buffer(4096);
   std::vector<int32_t> after(1, 0);
@@ -1506,7 +1663,7 @@ TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
 TEST(ResidentCollectives, TwoRanksQueueingOneCallOnOneStreamAreRefusedByName) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   {
-    auto comms = loom::test::initThreadComms(2);
+    auto comms = initCommsFromOneThread(2);
     Stream shared;
     DeviceBuffer a(4096), b(4096);
     ASSERT_EQ(loomAllReduce(a.data(), a.data(), 1024, loomInt32, loomSum, comms[0], shared.loom()), loomSuccess);
@@ -1521,7 +1678,7 @@ TEST(ResidentCollectives, TwoRanksQueueingOneCallOnOneStreamAreRefusedByName) {
     EXPECT_TRUE(shared.finishes()) << "the stream still waits for an aborted call";
     EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
   }
-  auto comms = loom::test::initThreadComms(2);
+  auto comms = initCommsFromOneThread(2);
   Stream first, second;
   DeviceBuffer a(4096), b(4096);
   loomGroupStart();
@@ -1550,7 +1707,7 @@ TEST(ResidentCollectives, TwoRanksQueueingOneCallOnOneStreamAreRefusedByName) {
 // of one piece completes alone, so its receive may follow it on the stream.
 TEST(ResidentSendRecv, BothEndsOnOneStreamAreRefusedByNameWhereOneWouldWaitForTheOther) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
-  auto comms = loom::test::initThreadComms(2);
+  auto comms = initCommsFromOneThread(2);
   Stream shared, other;
   const size_t large = 3 * (size_t{512} << 10) / 4;  // three pieces: its sender waits for its receiver
   std::vector<int32_t> values(large);
@@ -1593,31 +1750,51 @@ TEST(ResidentSendRecv, BothEndsOnOneStreamAreRefusedByNameWhereOneWouldWaitForTh
   loom::test::destroyAll(comms);
 }
 
-// A resident call whose peer is alive but never makes it: no host thread
-// waits for the call, so the watchdog's turn finds it past LOOM_TIMEOUT_MS,
-// revokes the communicator naming the missing rank, and the stream goes on.
+// A resident call whose peer is alive but never makes it. The peer on
+// another GPU: no host thread waits for the call, so the watchdog's turn
+// finds it past LOOM_TIMEOUT_MS, revokes the communicator naming the
+// missing rank, and the stream goes on. The peer a thread on the same GPU:
+// the call waits at the entry gate and fails there, naming it.
 TEST(ResidentAllReduce, APeerThatNeverComesIsNamedAndTheStreamGoesOn) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "1500");
-  auto comms = loom::test::initThreadComms(2);
-  Stream stream;
-  DeviceBuffer buffer(4096);
-  const uint64_t resident = loom::coll::residentCalls();
-  ASSERT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
-            loomSuccess);
-  EXPECT_EQ(loom::coll::residentCalls() - resident, 1u);
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never came";
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "released before the deadline";
-  loomResult_t async = loomSuccess;
-  ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
-  EXPECT_EQ(async, loomRemoteError);
-  // The next call says why.
-  EXPECT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
-            loomRemoteError);
-  const std::string why = loomGetLastError(comms[0]);
-  EXPECT_NE(why.find("resident collective #1 on the stream: rank(s) 1 never arrived"), std::string::npos) << why;
-  loom::test::destroyAll(comms);
+  OneFakeGpuAgain again;
+  for (int gpus : {2, 1}) {
+    SCOPED_TRACE(std::to_string(gpus) + " GPUs");
+    auto comms = initThreadCommsOnGpus(2, gpus);
+    Stream stream;
+    DeviceBuffer buffer(4096);
+    const uint64_t resident = loom::coll::residentCalls();
+    const auto start = std::chrono::steady_clock::now();
+    if (gpus == 2) {
+      ASSERT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
+                loomSuccess);
+      EXPECT_EQ(loom::coll::residentCalls() - resident, 1u);
+      EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never came";
+    } else {
+      EXPECT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
+                loomRemoteError);
+      EXPECT_EQ(loom::coll::residentCalls() - resident, 0u) << "queued though the peer never came";
+      const std::string why = loomGetLastError(comms[0]);
+      EXPECT_NE(why.find("to queue its resident call #1 (sequence 1): rank(s) 1, thread(s) of this process on its GPU, "
+                         "never made that call"),
+                std::string::npos)
+          << why;
+      EXPECT_TRUE(stream.finishes(1s));
+    }
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "given up before the deadline";
+    loomResult_t async = loomSuccess;
+    ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
+    EXPECT_EQ(async, loomRemoteError);
+    // The next call says why.
+    EXPECT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
+              loomRemoteError);
+    const std::string why = loomGetLastError(comms[0]);
+    if (gpus == 2) {
+      EXPECT_NE(why.find("resident collective #1 on the stream: rank(s) 1 never arrived"), std::string::npos) << why;
+    }
+    loom::test::destroyAll(comms);
+  }
 }
 
 }  // namespace
