@@ -367,7 +367,6 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   if (resident == nullptr) throw Error(loomInternalError, "a resident collective on a communicator without its area");
   ResidentArea& area = *resident;
   area.claimStream(stream);
-  area.awaitPeersEntered(comm.config().timeout);
   area.openPeersRegions();
   if (const auto place = windowOf(comm, c)) {
     // Two shots where the result lies in a window too, for the peers to

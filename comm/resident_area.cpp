@@ -85,6 +85,38 @@ struct ResidentArea::StreamClaims {
   std::map<int, uint64_t> calls;
   std::map<std::tuple<int, int, bool>, uint64_t> pieces;
   std::set<int> failed;
+  // What a wait entered needs of its writer: its call `upTo` entered, or
+  // `upTo` pieces of `word`; `rank`, whose wait it is.
+  struct Need {
+    int rank = -1;
+    int writer = -1;
+    bool call = false;
+    std::tuple<int, int, bool> word{};
+    uint64_t upTo = 0;
+  };
+  // The threads that entered and have not passed the gate: the ranks they
+  // entered for, what their waits need, and what those ranks had entered
+  // before (their calls, the pieces of each word they give): a need met by
+  // that much was queued by an earlier group, not this one.
+  struct Held {
+    std::set<int> ranks;
+    std::vector<Need> needs;
+    std::map<int, uint64_t> callsBefore;
+    std::map<std::tuple<int, int, bool>, uint64_t> piecesBefore;
+  };
+  std::map<std::thread::id, Held> held;
+  bool satisfied(const Need& n) {
+    return n.call ? calls[n.writer] >= n.upTo : pieces[n.word] >= n.upTo;
+  }
+  // Whether `n`, met, is met by what `h` entered and has not yet queued.
+  static bool metBy(const Held& h, const Need& n) {
+    if (n.call) {
+      const auto before = h.callsBefore.find(n.writer);
+      return before != h.callsBefore.end() && before->second < n.upTo;
+    }
+    const auto before = h.piecesBefore.find(n.word);
+    return before != h.piecesBefore.end() && before->second < n.upTo;
+  }
   // Per rank, the thread that entered its latest call: one never waits for
   // itself (a thread driving several ranks outside a group, which NCCL
   // leaves to the user to order).
@@ -399,8 +431,7 @@ void ResidentArea::claimStream(void* stream) {
   at->second = {rank_, next};
 }
 
-void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, void* stream,
-                                     std::chrono::milliseconds timeout) {
+void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, void* stream) {
   if (claims_ == nullptr) return;
   using WordKey = std::tuple<int, int, bool>;  // (sender, receiver, taken)
   struct Gives {
@@ -429,7 +460,7 @@ void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, voi
   }
   // CUDA's special handles name a stream per device or per thread (claimStream).
   const bool oneStream = reinterpret_cast<uintptr_t>(stream) > 2;
-  std::unique_lock lock(claims_->mutex);
+  std::lock_guard lock(claims_->mutex);
   // The group's messages run side by side (a stream per channel), so only
   // what was queued before the group can wait for what it gives.
   for (const Gives& g : gives) {
@@ -459,26 +490,20 @@ void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, voi
     StreamClaims::Word& word = claims_->words[w.word];
     if (oneStream && w.upTo > word.given) word.waits.push_back({.upTo = w.upTo, .stream = stream, .rank = rank_});
   }
-  // The gate: each wait's writer (a "sent" word's sender, a "taken" word's
-  // receiver) has entered the piece waited for.
-  for (const Gives& w : waits) {
-    const auto [sender, receiver, taken] = w.word;
-    const int writer = taken ? receiver : sender;
-    if (!besides_[static_cast<size_t>(writer)]) continue;
-    awaitEntered(
-        lock, [&](int r) { return r != writer || claims_->pieces[w.word] >= w.upTo; }, timeout,
-        std::string("its ") + (taken ? "send to rank " : "receive from rank ") + std::to_string(writer) + " (piece " +
-            std::to_string(w.upTo) + ")",
-        taken ? "made its receive" : "made its send");
-  }
 }
 
 void ResidentArea::enterCall() {
   if (claims_ == nullptr) return;
   {
     std::lock_guard lock(claims_->mutex);
-    ++claims_->calls[rank_];
+    StreamClaims::Held& mine = claims_->held[std::this_thread::get_id()];
+    mine.callsBefore.try_emplace(rank_, claims_->calls[rank_]);
+    const uint64_t call = ++claims_->calls[rank_];
     claims_->driver[rank_] = std::this_thread::get_id();
+    mine.ranks.insert(rank_);
+    for (int r = 0; r < size(); ++r) {
+      if (besides_[static_cast<size_t>(r)]) mine.needs.push_back({.rank = rank_, .writer = r, .call = true, .upTo = call});
+    }
   }
   claims_->entered.notify_all();
 }
@@ -488,52 +513,101 @@ void ResidentArea::enterMessages(std::span<const MessageClaim> messages) {
   {
     std::lock_guard lock(claims_->mutex);
     claims_->driver[rank_] = std::this_thread::get_id();
+    StreamClaims::Held& mine = claims_->held[std::this_thread::get_id()];
+    mine.ranks.insert(rank_);
     for (const MessageClaim& m : messages) {
-      if (m.send) {
-        claims_->pieces[{rank_, m.peer, false}] += m.pieces;
-      } else {
-        claims_->pieces[{m.peer, rank_, true}] += m.pieces;
+      if (m.pieces == 0) continue;
+      // This rank's word counts what it gives; the peer's, what it waits for.
+      const std::tuple<int, int, bool> given = m.send ? std::tuple{rank_, m.peer, false} : std::tuple{m.peer, rank_, true};
+      const std::tuple<int, int, bool> waited = m.send ? std::tuple{rank_, m.peer, true} : std::tuple{m.peer, rank_, false};
+      mine.piecesBefore.try_emplace(given, claims_->pieces[given]);
+      const uint64_t upTo = claims_->pieces[given] += m.pieces;
+      if (besides_[static_cast<size_t>(m.peer)]) {
+        mine.needs.push_back({.rank = rank_, .writer = m.peer, .word = waited, .upTo = upTo});
       }
     }
   }
   claims_->entered.notify_all();
 }
 
-void ResidentArea::awaitPeersEntered(std::chrono::milliseconds timeout) {
-  if (claims_ == nullptr) return;
-  // Calls, not sequences: a call takes a sequence per piece.
-  const uint64_t next = ++callsQueued_;
-  std::unique_lock lock(claims_->mutex);
-  awaitEntered(
-      lock, [&](int r) { return claims_->calls[r] >= next; }, timeout,
-      "its resident call #" + std::to_string(next) + " (sequence " +
-          std::to_string(sequence_.load(std::memory_order_relaxed) + 1) + ")",
-      "made that call");
-}
-
-void ResidentArea::awaitEntered(std::unique_lock<std::mutex>& lock, const std::function<bool(int)>& entered,
-                                std::chrono::milliseconds timeout, const std::string& what, const char* never) {
+std::string ResidentArea::heldBecause() {
   const std::thread::id self = std::this_thread::get_id();
-  const auto missing = [&] {
-    std::string ranks;
-    for (int r = 0; r < size(); ++r) {
-      const auto driver = claims_->driver.find(r);
-      const bool mine = driver != claims_->driver.end() && driver->second == self;
-      if (besides_[static_cast<size_t>(r)] && !mine && !claims_->failed.contains(r) && !entered(r)) {
-        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  // From this thread's waits to their writers, and on to the threads held at
+  // the gate whose entries meet them (not yet queued): their waits count too.
+  std::set<std::thread::id> seen{self};
+  std::vector<std::thread::id> todo{self};
+  std::set<int> seenRanks;
+  std::vector<std::pair<StreamClaims::Need, bool>> unmet;  // and whether it is this thread's own
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const auto at = claims_->held.find(todo[i]);
+    if (at == claims_->held.end()) continue;
+    seenRanks.insert(at->second.ranks.begin(), at->second.ranks.end());
+    for (const StreamClaims::Need& n : at->second.needs) {
+      if (at->second.ranks.contains(n.writer) || claims_->failed.contains(n.writer)) continue;
+      const auto driver = claims_->driver.find(n.writer);
+      if (todo[i] == self && driver != claims_->driver.end() && driver->second == self) continue;
+      if (!claims_->satisfied(n)) {
+        unmet.emplace_back(n, todo[i] == self);
+        continue;
+      }
+      for (const auto& [thread, held] : claims_->held) {
+        if (held.ranks.contains(n.writer) && StreamClaims::metBy(held, n) && seen.insert(thread).second) {
+          todo.push_back(thread);
+        }
       }
     }
-    return ranks;
-  };
-  const bool done = claims_->entered.wait_for(lock, timeout, [&] {
-    return claims_->failed.contains(rank_) || missing().empty();
+  }
+  // This thread's own unmet needs hold it; another's hold it unless a thread
+  // of this set is to meet them (entering later, once past the gate).
+  std::string what;
+  std::set<int> missing;
+  for (const auto& [n, own] : unmet) {
+    if (!own && seenRanks.contains(n.writer)) continue;
+    if (missing.empty()) {
+      const auto [sender, receiver, taken] = n.word;
+      what = n.call ? "its resident call #" + std::to_string(n.upTo)
+             : taken ? "its send to rank " + std::to_string(receiver) + " (piece " + std::to_string(n.upTo) + ")"
+                     : "its receive from rank " + std::to_string(sender) + " (piece " + std::to_string(n.upTo) + ")";
+      if (n.rank != rank_) what = "rank " + std::to_string(n.rank) + "'s " + what.substr(4) + ", which this rank's waits reach";
+      what += n.call ? ": rank(s) {}, thread(s) of this process on its GPU, never made that call"
+              : taken ? ": rank(s) {}, thread(s) of this process on its GPU, never made its receive"
+                      : ": rank(s) {}, thread(s) of this process on its GPU, never made its send";
+    }
+    missing.insert(n.writer);
+  }
+  if (missing.empty()) return {};
+  std::string ranks;
+  for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return what.replace(what.find("{}"), 2, ranks);
+}
+
+void ResidentArea::passGate(std::chrono::milliseconds timeout) {
+  if (claims_ == nullptr) return;
+  const std::thread::id self = std::this_thread::get_id();
+  std::unique_lock lock(claims_->mutex);
+  if (!claims_->held.contains(self)) return;
+  std::string why;
+  const bool passed = claims_->entered.wait_for(lock, timeout, [&] {
+    why = heldBecause();
+    return why.empty() || claims_->failed.contains(rank_);
   });
-  if (done) return;
+  claims_->held.erase(self);
+  lock.unlock();
+  claims_->entered.notify_all();
+  if (passed) return;
   throw Error(loomRemoteError, "rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count()) +
-                                   " ms (LOOM_TIMEOUT_MS) to queue " + what + ": rank(s) " + missing() +
-                                   ", thread(s) of this process on its GPU, never " + never +
+                                   " ms (LOOM_TIMEOUT_MS) to queue " + why +
                                    " (a stream waits for such a peer only once the peer's thread has made the call, "
                                    "since that thread may synchronize the device first)");
+}
+
+void ResidentArea::leaveGate() noexcept {
+  if (claims_ == nullptr) return;
+  {
+    std::lock_guard lock(claims_->mutex);
+    claims_->held.erase(std::this_thread::get_id());
+  }
+  claims_->entered.notify_all();
 }
 
 uint64_t ResidentArea::beginCall(bool readersAtEnd) {

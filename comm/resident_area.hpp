@@ -25,7 +25,6 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
-#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -177,35 +176,42 @@ class ResidentArea {
   // pair's earlier pieces are taken, completes alone, so its receive may
   // follow it on one stream). What it waits for would wait behind it on the
   // stream, and neither would ever run.
-  // Then, where a message waits for a peer that is a thread of this process
-  // on this rank's GPU, waits (host) until that peer has entered the piece it
-  // waits for (enterMessages), as awaitPeersEntered does for calls; throws
-  // loomRemoteError naming the peer past `timeout`.
-  void claimPointToPoint(std::span<const MessageClaim> messages, void* stream, std::chrono::milliseconds timeout);
+  void claimPointToPoint(std::span<const MessageClaim> messages, void* stream);
 
   // The entry gate. Ranks of one communicator that are threads of this
   // process on one GPU share its device: a thread that synchronizes it
   // (cudaDeviceSynchronize, which nccl-tests' threads call between calls;
   // cudaFree) waits for every stream there, its peers' too. Were a peer's
-  // stream already waiting for a call this thread has not made yet, neither
-  // would ever go on. So no stream is made to wait for a write that such a
-  // peer's thread has not entered: a thread enters everything its group
-  // queues resident (every rank it drives) before it queues any of it, and
-  // queues a wait on such a peer only once the peer has entered the
-  // matching call or piece. A call blocks its thread until then, the
-  // longest where the threads are furthest apart, never on a peer that is
-  // another process or on another GPU, nor on one whose latest call this
-  // very thread made (one thread driving several ranks: NCCL asks it to
-  // group their calls, and its order is its own).
-  // This rank's next resident call (its sequence beginCall will give).
+  // stream waiting for a write that this thread has not queued yet, neither
+  // would ever go on. So no stream is made to wait for a write that is not
+  // queued or about to be: a thread enters everything its group will queue
+  // resident, for every rank it drives (enterCall, enterMessages: numbered
+  // as beginCall and claimPointToPoint will number them, with what each
+  // waits for), then passes the gate (passGate) before it queues any of it,
+  // and queues without waiting again. It passes once every peer of its GPU
+  // in this process whose writes its waits need has entered them, and so,
+  // transitively, has every peer whose writes those peers' waits need where
+  // those peers are held at the gate themselves: then every thread of that
+  // set passes, and none is left held by a thread that may be synchronizing
+  // the device. A call so blocks its thread until its peers' threads have
+  // made theirs (at most LOOM_TIMEOUT_MS, then loomRemoteError naming them),
+  // never for a peer in another process or on another GPU, nor for one whose
+  // latest call this very thread made (one thread driving several ranks:
+  // NCCL asks it to group their calls, and its order is its own).
+  // This rank's next resident call.
   void enterCall();
-  // This rank's next messages' pieces (their numbers, as claimPointToPoint
-  // counts them).
+  // This rank's next messages (pieces are all a message's wait needs counted:
+  // a send needs its receiver to have entered every piece of it).
   void enterMessages(std::span<const MessageClaim> messages);
-  // Waits until every peer that shares this rank's GPU in this process has
-  // entered this rank's next call, or this rank's communicator failed
-  // (release()); throws loomRemoteError naming the missing ranks past `timeout`.
-  void awaitPeersEntered(std::chrono::milliseconds timeout);
+  // Waits until this thread may queue what it entered, as above, or this
+  // rank's communicator failed (release()); throws loomRemoteError naming
+  // the ranks past `timeout`. Nothing to do where this thread already passed
+  // for every rank of this communicator it entered for.
+  void passGate(std::chrono::milliseconds timeout);
+  // Forgets what this thread entered and has not passed (its group failed
+  // before it queued anything).
+  void leaveGate() noexcept;
+
   // A resident call of this rank begins: its sequence (every rank numbers the
   // same calls alike), noted with the time, for overdue(); `readersAtEnd`:
   // the call reads its peers' inputs in place and waits at its end for them
@@ -236,7 +242,6 @@ class ResidentArea {
   std::unique_ptr<ResidentRegions> regions_;  // processes only, where every peer's buffers may be opened
   bool ready_ = false;
   std::atomic<uint64_t> sequence_{0};
-  std::atomic<uint64_t> callsQueued_{0};  // resident calls past the gate (awaitPeersEntered)
   std::mutex callsMutex_;
   struct Unfinished {
     uint64_t sequence = 0;
@@ -264,12 +269,10 @@ class ResidentArea {
   // The claims of the communicator whose rank 0's area lies at `key` (the
   // same address to every thread), shared by its ranks here.
   static std::shared_ptr<StreamClaims> claimsOf(const void* key);
-  // Waits (under `lock`, the claims' mutex) until `entered` holds for every
-  // rank `besides_` names that has not failed, or this rank's communicator
-  // failed; past `timeout`, throws that queuing `what` waited, naming the
-  // ranks that never did what `never` says.
-  void awaitEntered(std::unique_lock<std::mutex>& lock, const std::function<bool(int)>& entered,
-                    std::chrono::milliseconds timeout, const std::string& what, const char* never);
+  // Why this thread may not yet queue what it entered (passGate): what it
+  // waits for and the ranks missing; empty once it may. Under the claims'
+  // mutex.
+  std::string heldBecause();
 };
 
 }  // namespace loom

@@ -270,30 +270,44 @@ void queueResident(const std::vector<Call>& calls) {
     const cuda::DeviceScope device(group.device);
     ResidentArea* area = key.first->resident();
     if (area == nullptr) throw Error(loomInternalError, "a resident send or receive on a communicator without its area");
-    queueResidentPointToPoint(*area, group.ops, key.second, key.first->config().timeout);
+    queueResidentPointToPoint(*area, group.ops, key.second);
   }
 }
 
 // Enters at their areas' gates (comm/resident_area.hpp) everything `calls`
-// will queue resident, before any of it is queued: where this thread drives
-// several ranks of one GPU, each of their calls then finds the others
-// entered.
-void enterResident(const std::vector<Call>& calls) {
+// will queue resident, then passes the gates, before any of it is queued:
+// where this thread drives several ranks of one GPU, each of their calls
+// finds the others entered, and none is queued while a peer it waits for
+// may still be held.
+void passResidentGates(const std::vector<Call>& calls) {
   std::map<Communicator*, std::vector<ResidentOp>> messages;
+  std::vector<Communicator*> entered;
   for (const Call& c : calls) {
     if (const auto* s = std::get_if<OnStream>(&c.what); s != nullptr && s->resident) {
-      if (ResidentArea* area = c.comm->resident()) area->enterCall();
+      if (ResidentArea* area = c.comm->resident()) {
+        area->enterCall();
+        entered.push_back(c.comm);
+      }
     } else if (const auto* p2p = std::get_if<ResidentPointToPoint>(&c.what)) {
       messages[c.comm].push_back(p2p->op);
     }
   }
   for (const auto& [comm, ops] : messages) {
-    if (ResidentArea* area = comm->resident()) enterResidentPointToPoint(*area, ops);
+    if (ResidentArea* area = comm->resident()) {
+      enterResidentPointToPoint(*area, ops);
+      entered.push_back(comm);
+    }
+  }
+  try {
+    for (Communicator* comm : entered) comm->resident()->passGate(comm->config().timeout);
+  } catch (...) {
+    for (Communicator* comm : entered) comm->resident()->leaveGate();
+    throw;
   }
 }
 
 void execute(std::vector<Call> calls) {
-  enterResident(calls);
+  passResidentGates(calls);
   const auto resident = [](const Call& c) { return std::holds_alternative<ResidentPointToPoint>(c.what); };
   if (std::any_of(calls.begin(), calls.end(), resident)) {
     queueResident(calls);

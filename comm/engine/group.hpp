@@ -55,7 +55,8 @@ struct OnStream {
   std::function<void()> enqueue;
   // A resident call (collectives/resident_collectives.hpp), which waits on
   // the stream for its peers: entered at its area's gate
-  // (ResidentArea::enterCall) before any of the group's work is queued.
+  // (ResidentArea::enterCall), which the group passes before any of its
+  // work is queued.
   bool resident = false;
 };
 

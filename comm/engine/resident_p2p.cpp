@@ -80,8 +80,7 @@ void enterResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
   area.enterMessages(messages);
 }
 
-void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream,
-                               std::chrono::milliseconds timeout) {
+void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream) {
   area.openPeersRegions();
   // Where each send is read in place, then the stream claimed for all of
   // them, before anything is queued.
@@ -92,7 +91,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
     claims.push_back(
         {.peer = op.peer, .send = op.send, .pieces = piecesOf(op), .takenAtEnd = inPlace.back().has_value()});
   }
-  area.claimPointToPoint(claims, stream, timeout);
+  area.claimPointToPoint(claims, stream);
   const auto queue = [&](const ResidentOp* op, void* on) {
     queueMessage(area, *op, inPlace[static_cast<size_t>(op - ops.data())], on);
   };

@@ -28,7 +28,6 @@
 // streams, as NCCL's users call it) and agree on its size, as NCCL asks.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <span>
 
@@ -51,14 +50,13 @@ struct ResidentOp {
 bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t bytes, bool onCudaStream);
 
 // The pieces `ops` (one group's of one rank) will queue, entered at the
-// area's gate (ResidentArea::enterMessages) before any group's op is queued.
+// area's gate (ResidentArea::enterMessages) before any of the group's work
+// is queued.
 void enterResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops);
 
 // Queues `ops` (one group's on one stream, in call order) on `stream` and
-// returns; `timeout`: how long it waits at the area's gate for peers of
-// this process on its GPU to enter what the ops wait for.
-void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream,
-                               std::chrono::milliseconds timeout);
+// returns, once past the area's gate (ResidentArea::passGate).
+void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream);
 
 // Point-to-point ops queued resident in this process: the tests' proof that
 // a message took no host path.

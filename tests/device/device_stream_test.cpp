@@ -1480,19 +1480,23 @@ TEST(CallsOnAStream, NcclTestsFlowsOnDeviceBuffersGoResidentAndExact) {
   loom::test::destroyAll(comms);
 }
 
-// nccl-tests' -t rhythm, which the H200 run found waiting out LOOM_TIMEOUT_MS:
+// nccl-tests' -t rhythm (4 threads), which the H200 run found waiting out LOOM_TIMEOUT_MS:
 // each rank's thread synchronizes the device between calls (its data checks
 // call cudaDeviceSynchronize), and a thread running ahead queues its next
 // call, whose stream waits for its peers, before a slower one's
 // synchronization; that synchronization waits for the fast rank's stream,
 // which waits for the slow rank's next call. The slow rank here is rank 0,
-// which sleeps before each synchronization. Every call of every kind, and a
-// send/recv ring in groups, completes exact, and no synchronization waits
-// on a peer's stream.
+// which sleeps before each synchronization. Every call of every kind, rings
+// of sends in groups (of one piece, which waits for nothing, and of three),
+// and an all-to-all of sends (nccl-tests' own), complete exact, and no
+// synchronization waits on a peer's stream. In the ring of one piece, a
+// rank's receive would wait for a peer that entered its group but is itself
+// held by rank 0: the gate passes no thread until every peer its waits
+// reach, transitively, has entered what they need.
 TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachOther) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: nccl-tests -t runs there (run-gpu-tests)";
   loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "20000");
-  constexpr int kRanks = 3;
+  constexpr int kRanks = 4;  // in a ring, rank 2 waits on neither rank 0 nor a rank 0 waits on
   constexpr size_t kCount = 300001;  // several pieces of the scratch, and sends past two slots
   loomUniqueId id;
   ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
@@ -1515,7 +1519,8 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
     for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(r, i);
     send[static_cast<size_t>(r)]->upload(in.data());
   }
-  enum Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kRing, kKinds };
+  enum Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kRing, kSmallRing, kAlltoAllBySends, kKinds };
+  constexpr size_t kSmall = 1000;  // one piece: a send that waits for nothing
   const uint64_t resident = loom::coll::residentCalls();
   const uint64_t messages = loom::residentPointToPointOps();
   std::atomic<int> stuck{0};
@@ -1537,6 +1542,21 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
           ASSERT_EQ(loomRecv(out, kCount, loomInt32, (r + kRanks - 1) % kRanks, comms[i], stream), loomSuccess);
           result = loomGroupEnd();
           break;
+        case kAlltoAllBySends:  // nccl-tests' alltoall: a send and a receive with every rank, itself too
+          ASSERT_EQ(loomGroupStart(), loomSuccess);
+          for (int p = 0; p < kRanks; ++p) {
+            const size_t block = static_cast<size_t>(p) * kSmall * 4;
+            ASSERT_EQ(loomSend(in + block, kSmall, loomInt32, p, comms[i], stream), loomSuccess);
+            ASSERT_EQ(loomRecv(out + block, kSmall, loomInt32, p, comms[i], stream), loomSuccess);
+          }
+          result = loomGroupEnd();
+          break;
+        case kSmallRing:
+          ASSERT_EQ(loomGroupStart(), loomSuccess);
+          ASSERT_EQ(loomSend(in, kSmall, loomInt32, (r + 1) % kRanks, comms[i], stream), loomSuccess);
+          ASSERT_EQ(loomRecv(out, kSmall, loomInt32, (r + kRanks - 1) % kRanks, comms[i], stream), loomSuccess);
+          result = loomGroupEnd();
+          break;
         case kKinds: break;
       }
       ASSERT_EQ(result, loomSuccess) << "rank " << r << ", round " << round << ": " << loomGetLastError(comms[i]);
@@ -1554,7 +1574,11 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
         for (int q = 0; q < kRanks; ++q) sum += valueOf(q, at);
         return sum;
       };
-      const size_t results = round % kKinds == kAllGather ? kCount * kRanks : kCount;
+      const auto kind = static_cast<Kind>(round % kKinds);
+      const size_t results = kind == kAllGather ? kCount * kRanks
+                             : kind == kSmallRing ? kSmall
+                             : kind == kAlltoAllBySends ? kSmall * kRanks
+                                                       : kCount;
       for (size_t e = 0; e < results; ++e) {
         int32_t want = 0;
         switch (static_cast<Kind>(round % kKinds)) {
@@ -1562,7 +1586,9 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
           case kAllGather: want = valueOf(static_cast<int>(e / kCount), e % kCount); break;
           case kReduceScatter: want = sumOf(i * kCount + e); break;
           case kBroadcast: want = valueOf(1, e); break;
-          case kRing: want = valueOf((r + kRanks - 1) % kRanks, e); break;
+          case kRing:
+          case kSmallRing: want = valueOf((r + kRanks - 1) % kRanks, e); break;
+          case kAlltoAllBySends: want = valueOf(static_cast<int>(e / kSmall), i * kSmall + e % kSmall); break;
           case kKinds: break;
         }
         ASSERT_EQ(got[e], want) << "rank " << r << ", round " << round << ", element " << e;
@@ -1571,7 +1597,7 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
   });
   EXPECT_EQ(stuck.load(), 0);
   EXPECT_EQ(loom::coll::residentCalls() - resident, 2u * 4 * kRanks) << "every collective went resident";
-  EXPECT_EQ(loom::residentPointToPointOps() - messages, 2u * 2 * kRanks) << "every message went resident";
+  EXPECT_EQ(loom::residentPointToPointOps() - messages, 2u * (4 + 2 * kRanks) * kRanks) << "every message went resident";
   loom::test::destroyAll(comms);
 }
 
@@ -1776,7 +1802,7 @@ TEST(ResidentAllReduce, APeerThatNeverComesIsNamedAndTheStreamGoesOn) {
                 loomRemoteError);
       EXPECT_EQ(loom::coll::residentCalls() - resident, 0u) << "queued though the peer never came";
       const std::string why = loomGetLastError(comms[0]);
-      EXPECT_NE(why.find("to queue its resident call #1 (sequence 1): rank(s) 1, thread(s) of this process on its GPU, "
+      EXPECT_NE(why.find("to queue its resident call #1: rank(s) 1, thread(s) of this process on its GPU, "
                          "never made that call"),
                 std::string::npos)
           << why;
