@@ -1365,14 +1365,16 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
 }
 
 
-// A resident receive whose sender never sends. Its sender on another GPU:
-// no host thread waits for it, so the watchdog's turn finds it past
-// LOOM_TIMEOUT_MS, revokes the communicator naming the rank, and the
-// stream goes on. Its sender a thread on the same GPU: the receive waits at
-// the entry gate (resident_area.hpp) for the send to be made, and past
-// LOOM_TIMEOUT_MS fails there naming the rank, nothing queued.
-TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
-  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+// Rank 0's resident call `call` whose peer, rank 1, never makes its part.
+// Rank 1 on another GPU: no host thread waits for the call, so the
+// watchdog's turn finds it past LOOM_TIMEOUT_MS, revokes the communicator
+// with `byTheWatchdog`, and the stream goes on. Rank 1 a thread on the same
+// GPU: the call waits at the entry gate (resident_area.hpp) for the peer to
+// make its part, and past LOOM_TIMEOUT_MS fails there with `atTheGate`,
+// nothing queued (`queued` counts what was).
+void expectAMissingPeerNamed(const std::function<loomResult_t(loomComm_t, void*, loomStream_t)>& call,
+                             const std::function<uint64_t()>& queued, const std::string& atTheGate,
+                             const std::string& byTheWatchdog) {
   loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "1500");
   OneFakeGpuAgain again;
   for (int gpus : {2, 1}) {
@@ -1380,34 +1382,41 @@ TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
     auto comms = initThreadCommsOnGpus(2, gpus);
     Stream stream;
     DeviceBuffer buffer(4096);
-    const uint64_t ops = loom::residentPointToPointOps();
+    const uint64_t before = queued();
     const auto start = std::chrono::steady_clock::now();
     if (gpus == 2) {
-      ASSERT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomSuccess);
-      EXPECT_EQ(loom::residentPointToPointOps() - ops, 1u);
-      EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never sent";
+      ASSERT_EQ(call(comms[0], buffer.data(), stream.loom()), loomSuccess) << loomGetLastError(comms[0]);
+      EXPECT_EQ(queued() - before, 1u);
+      EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never came";
     } else {
-      EXPECT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomRemoteError);
-      EXPECT_EQ(loom::residentPointToPointOps() - ops, 0u) << "queued though the sender never came";
+      EXPECT_EQ(call(comms[0], buffer.data(), stream.loom()), loomRemoteError);
+      EXPECT_EQ(queued() - before, 0u) << "queued though the peer never came";
       const std::string why = loomGetLastError(comms[0]);
-      EXPECT_NE(why.find("to queue its receive from rank 1 (piece 1): rank(s) 1, thread(s) of this process on its "
-                         "GPU, never made its send"),
-                std::string::npos)
-          << why;
+      EXPECT_NE(why.find(atTheGate), std::string::npos) << why;
       EXPECT_TRUE(stream.finishes(1s));
     }
     EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "given up before the deadline";
     loomResult_t async = loomSuccess;
     ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
     EXPECT_EQ(async, loomRemoteError);
-    EXPECT_EQ(loomRecv(buffer.data(), 1024, loomInt32, 1, comms[0], stream.loom()), loomRemoteError);
+    // The next call says why.
+    EXPECT_EQ(call(comms[0], buffer.data(), stream.loom()), loomRemoteError);
     const std::string why = loomGetLastError(comms[0]);
-    if (gpus == 2) {
-      EXPECT_NE(why.find("resident receive from rank 1 on the stream (piece 1): rank 1 never sent"), std::string::npos)
-          << why;
-    }
+    if (gpus == 2) EXPECT_NE(why.find(byTheWatchdog), std::string::npos) << why;
     loom::test::destroyAll(comms);
   }
+}
+
+// A resident receive whose sender never sends (expectAMissingPeerNamed).
+TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  expectAMissingPeerNamed(
+      [](loomComm_t comm, void* buffer, loomStream_t stream) {
+        return loomRecv(buffer, 1024, loomInt32, 1, comm, stream);
+      },
+      [] { return loom::residentPointToPointOps(); },
+      "to queue its receive from rank 1 (piece 1): rank(s) 1, thread(s) of this process on its GPU, never made its send",
+      "resident receive from rank 1 on the stream (piece 1): rank 1 never sent");
 }
 
 // nccl-tests' flows on device buffers and CUDA streams (-t and -g, on the
@@ -1776,51 +1785,17 @@ TEST(ResidentSendRecv, BothEndsOnOneStreamAreRefusedByNameWhereOneWouldWaitForTh
   loom::test::destroyAll(comms);
 }
 
-// A resident call whose peer is alive but never makes it. The peer on
-// another GPU: no host thread waits for the call, so the watchdog's turn
-// finds it past LOOM_TIMEOUT_MS, revokes the communicator naming the
-// missing rank, and the stream goes on. The peer a thread on the same GPU:
-// the call waits at the entry gate and fails there, naming it.
+// A resident all-reduce whose peer is alive but never makes it
+// (expectAMissingPeerNamed).
 TEST(ResidentAllReduce, APeerThatNeverComesIsNamedAndTheStreamGoesOn) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
-  loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "1500");
-  OneFakeGpuAgain again;
-  for (int gpus : {2, 1}) {
-    SCOPED_TRACE(std::to_string(gpus) + " GPUs");
-    auto comms = initThreadCommsOnGpus(2, gpus);
-    Stream stream;
-    DeviceBuffer buffer(4096);
-    const uint64_t resident = loom::coll::residentCalls();
-    const auto start = std::chrono::steady_clock::now();
-    if (gpus == 2) {
-      ASSERT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
-                loomSuccess);
-      EXPECT_EQ(loom::coll::residentCalls() - resident, 1u);
-      EXPECT_TRUE(stream.finishes(20s)) << "the stream still waits for a rank that never came";
-    } else {
-      EXPECT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
-                loomRemoteError);
-      EXPECT_EQ(loom::coll::residentCalls() - resident, 0u) << "queued though the peer never came";
-      const std::string why = loomGetLastError(comms[0]);
-      EXPECT_NE(why.find("to queue its resident call #1: rank(s) 1, thread(s) of this process on its GPU, "
-                         "never made that call"),
-                std::string::npos)
-          << why;
-      EXPECT_TRUE(stream.finishes(1s));
-    }
-    EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "given up before the deadline";
-    loomResult_t async = loomSuccess;
-    ASSERT_EQ(loomCommGetAsyncError(comms[0], &async), loomSuccess);
-    EXPECT_EQ(async, loomRemoteError);
-    // The next call says why.
-    EXPECT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
-              loomRemoteError);
-    const std::string why = loomGetLastError(comms[0]);
-    if (gpus == 2) {
-      EXPECT_NE(why.find("resident collective #1 on the stream: rank(s) 1 never arrived"), std::string::npos) << why;
-    }
-    loom::test::destroyAll(comms);
-  }
+  expectAMissingPeerNamed(
+      [](loomComm_t comm, void* buffer, loomStream_t stream) {
+        return loomAllReduce(buffer, buffer, 1024, loomInt32, loomSum, comm, stream);
+      },
+      [] { return loom::coll::residentCalls(); },
+      "to queue its resident call #1: rank(s) 1, thread(s) of this process on its GPU, never made that call",
+      "resident collective #1 on the stream: rank(s) 1 never arrived");
 }
 
 }  // namespace
