@@ -104,7 +104,7 @@ struct ResidentArea::StreamClaims {
     std::map<int, uint64_t> callsBefore;
     std::map<std::tuple<int, int, bool>, uint64_t> piecesBefore;
   };
-  std::map<std::thread::id, Held> held;
+  std::map<uint64_t, Held> held;  // by thisThread()
   bool satisfied(const Need& n) {
     return n.call ? calls[n.writer] >= n.upTo : pieces[n.word] >= n.upTo;
   }
@@ -120,7 +120,7 @@ struct ResidentArea::StreamClaims {
   // Per rank, the thread that entered its latest call: one never waits for
   // itself (a thread driving several ranks outside a group, which NCCL
   // leaves to the user to order).
-  std::map<int, std::thread::id> driver;
+  std::map<int, uint64_t> driver;  // thisThread()'s
 };
 
 std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* key) {
@@ -138,7 +138,7 @@ std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* k
 }
 
 ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes,
-                           std::thread::id creator)
+                           uint64_t creator)
     : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
   const int n = bootstrap.size();
   peers_.resize(static_cast<size_t>(n));
@@ -492,14 +492,20 @@ void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, voi
   }
 }
 
+uint64_t ResidentArea::thisThread() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+
 void ResidentArea::enterCall() {
   if (claims_ == nullptr) return;
   {
     std::lock_guard lock(claims_->mutex);
-    StreamClaims::Held& mine = claims_->held[std::this_thread::get_id()];
+    StreamClaims::Held& mine = claims_->held[thisThread()];
     mine.callsBefore.try_emplace(rank_, claims_->calls[rank_]);
     const uint64_t call = ++claims_->calls[rank_];
-    claims_->driver[rank_] = std::this_thread::get_id();
+    claims_->driver[rank_] = thisThread();
     mine.ranks.insert(rank_);
     for (int r = 0; r < size(); ++r) {
       if (besides_[static_cast<size_t>(r)]) mine.needs.push_back({.rank = rank_, .writer = r, .call = true, .upTo = call});
@@ -512,8 +518,8 @@ void ResidentArea::enterMessages(std::span<const MessageClaim> messages) {
   if (claims_ == nullptr) return;
   {
     std::lock_guard lock(claims_->mutex);
-    claims_->driver[rank_] = std::this_thread::get_id();
-    StreamClaims::Held& mine = claims_->held[std::this_thread::get_id()];
+    claims_->driver[rank_] = thisThread();
+    StreamClaims::Held& mine = claims_->held[thisThread()];
     mine.ranks.insert(rank_);
     for (const MessageClaim& m : messages) {
       if (m.pieces == 0) continue;
@@ -521,8 +527,12 @@ void ResidentArea::enterMessages(std::span<const MessageClaim> messages) {
       const std::tuple<int, int, bool> given = m.send ? std::tuple{rank_, m.peer, false} : std::tuple{m.peer, rank_, true};
       const std::tuple<int, int, bool> waited = m.send ? std::tuple{rank_, m.peer, true} : std::tuple{m.peer, rank_, false};
       mine.piecesBefore.try_emplace(given, claims_->pieces[given]);
-      const uint64_t upTo = claims_->pieces[given] += m.pieces;
-      if (besides_[static_cast<size_t>(m.peer)]) {
+      const uint64_t count = claims_->pieces[given] += m.pieces;
+      // As claimPointToPoint counts: a receive waits for every piece, a send
+      // for its receiver to have taken the pieces two before (its slots), or,
+      // read in place, its own.
+      const uint64_t upTo = !m.send || m.takenAtEnd ? count : count > 2 ? count - 2 : 0;
+      if (besides_[static_cast<size_t>(m.peer)] && upTo != 0) {
         mine.needs.push_back({.rank = rank_, .writer = m.peer, .word = waited, .upTo = upTo});
       }
     }
@@ -531,11 +541,11 @@ void ResidentArea::enterMessages(std::span<const MessageClaim> messages) {
 }
 
 std::string ResidentArea::heldBecause() {
-  const std::thread::id self = std::this_thread::get_id();
+  const uint64_t self = thisThread();
   // From this thread's waits to their writers, and on to the threads held at
   // the gate whose entries meet them (not yet queued): their waits count too.
-  std::set<std::thread::id> seen{self};
-  std::vector<std::thread::id> todo{self};
+  std::set<uint64_t> seen{self};
+  std::vector<uint64_t> todo{self};
   std::set<int> seenRanks;
   std::vector<std::pair<StreamClaims::Need, bool>> unmet;  // and whether it is this thread's own
   for (size_t i = 0; i < todo.size(); ++i) {
@@ -583,7 +593,7 @@ std::string ResidentArea::heldBecause() {
 
 void ResidentArea::passGate(std::chrono::milliseconds timeout) {
   if (claims_ == nullptr) return;
-  const std::thread::id self = std::this_thread::get_id();
+  const uint64_t self = thisThread();
   std::unique_lock lock(claims_->mutex);
   if (!claims_->held.contains(self)) return;
   std::string why;
@@ -605,7 +615,7 @@ void ResidentArea::leaveGate() noexcept {
   if (claims_ == nullptr) return;
   {
     std::lock_guard lock(claims_->mutex);
-    claims_->held.erase(std::this_thread::get_id());
+    claims_->held.erase(thisThread());
   }
   claims_->entered.notify_all();
 }

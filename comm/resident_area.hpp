@@ -28,7 +28,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <cstdint>
 #include <memory>
@@ -58,9 +57,9 @@ class ResidentArea {
   // `scratchBytes` of scratch per rank; `twoShotFromBytes` as this rank would
   // have it (rank 0's is every rank's). Never throws for a device that
   // cannot take part: ready() is then false on every rank.
-  // `creator`: the thread that asked for the communicator, the rank's driver
-  // at the entry gate until its first call.
-  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes, std::thread::id creator);
+  // `creator`: the thread that asked for the communicator (its thisThread()),
+  // the rank's driver at the entry gate until its first call.
+  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes, uint64_t creator);
   ~ResidentArea();
   ResidentArea(const ResidentArea&) = delete;
   ResidentArea& operator=(const ResidentArea&) = delete;
@@ -198,10 +197,12 @@ class ResidentArea {
   // never for a peer in another process or on another GPU, nor for one whose
   // latest call this very thread made (one thread driving several ranks:
   // NCCL asks it to group their calls, and its order is its own).
+  // The calling thread's number at the gate: never reused, as a
+  // std::thread::id may be once its thread has ended.
+  static uint64_t thisThread();
   // This rank's next resident call.
   void enterCall();
-  // This rank's next messages (pieces are all a message's wait needs counted:
-  // a send needs its receiver to have entered every piece of it).
+  // This rank's next messages, as claimPointToPoint will claim them.
   void enterMessages(std::span<const MessageClaim> messages);
   // Waits until this thread may queue what it entered, as above, or this
   // rank's communicator failed (release()); throws loomRemoteError naming

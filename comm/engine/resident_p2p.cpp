@@ -61,9 +61,17 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<
   if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
 }
 
-// The pieces of at most a slot that `op` goes in.
-uint64_t piecesOf(const ResidentOp& op) {
-  return (op.bytes + ResidentArea::kP2pSlotBytes - 1) / ResidentArea::kP2pSlotBytes;
+// What `ops` claim of the area (their pieces, and whether a send waits at
+// its end, read in place), and where each send is read in place.
+std::vector<ResidentArea::MessageClaim> claimsOf(ResidentArea& area, std::span<const ResidentOp> ops,
+                                                 std::vector<std::optional<RegionPlace>>& inPlace) {
+  std::vector<ResidentArea::MessageClaim> claims;
+  for (const ResidentOp& op : ops) {
+    inPlace.push_back(sendsInPlace(area, op));
+    const uint64_t pieces = (op.bytes + ResidentArea::kP2pSlotBytes - 1) / ResidentArea::kP2pSlotBytes;
+    claims.push_back({.peer = op.peer, .send = op.send, .pieces = pieces, .takenAtEnd = inPlace.back().has_value()});
+  }
+  return claims;
 }
 
 }  // namespace
@@ -75,9 +83,8 @@ bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t byte
 }
 
 void enterResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops) {
-  std::vector<ResidentArea::MessageClaim> messages;
-  for (const ResidentOp& op : ops) messages.push_back({.peer = op.peer, .send = op.send, .pieces = piecesOf(op)});
-  area.enterMessages(messages);
+  std::vector<std::optional<RegionPlace>> inPlace;
+  area.enterMessages(claimsOf(area, ops, inPlace));
 }
 
 void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream) {
@@ -85,13 +92,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
   // Where each send is read in place, then the stream claimed for all of
   // them, before anything is queued.
   std::vector<std::optional<RegionPlace>> inPlace;
-  std::vector<ResidentArea::MessageClaim> claims;
-  for (const ResidentOp& op : ops) {
-    inPlace.push_back(sendsInPlace(area, op));
-    claims.push_back(
-        {.peer = op.peer, .send = op.send, .pieces = piecesOf(op), .takenAtEnd = inPlace.back().has_value()});
-  }
-  area.claimPointToPoint(claims, stream);
+  area.claimPointToPoint(claimsOf(area, ops, inPlace), stream);
   const auto queue = [&](const ResidentOp* op, void* on) {
     queueMessage(area, *op, inPlace[static_cast<size_t>(op - ops.data())], on);
   };
