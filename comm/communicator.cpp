@@ -27,7 +27,7 @@ net::Socket listenOnBootstrapInterface(const std::string& label, std::span<const
 
 Communicator::Communicator(Config config)
     : config_(config), cudaDevice_(cuda::deviceCount() > 0 ? cuda::currentDevice() : -1),
-      creator_(ResidentArea::thisThread()) {}
+      creator_(EntryGate::thisThread()) {}
 
 Communicator::~Communicator() {
   if (finalizeThread_.joinable()) finalizeThread_.join();  // its wait for stream work has a deadline

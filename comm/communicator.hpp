@@ -206,7 +206,7 @@ class Communicator {
 
   Config config_;
   int cudaDevice_;
-  uint64_t creator_;  // the thread that asked for it, as the resident area's gate numbers threads
+  uint64_t creator_;  // the thread that asked for it (EntryGate::thisThread())
   Cancellation cancel_;
   int rank_ = -1;
   int size_ = 0;

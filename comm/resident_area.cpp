@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <map>
-#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -19,6 +17,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
+#include "comm/entry_gate.hpp"
 
 namespace loom {
 namespace {
@@ -77,50 +76,7 @@ struct ResidentArea::StreamClaims {
     std::vector<Wait> waits;
   };
   std::map<std::tuple<int, int, bool>, Word> words;  // (sender, receiver, taken)
-  // The entry gate: per rank, the resident calls its thread has entered;
-  // per word, the pieces its writer has entered (a pair's "sent" by its
-  // sender, its "taken" by its receiver); the ranks whose communicator
-  // failed (release()), which enter nothing more.
-  std::condition_variable entered;
-  std::map<int, uint64_t> calls;
-  std::map<std::tuple<int, int, bool>, uint64_t> pieces;
-  std::set<int> failed;
-  // What a wait entered needs of its writer: its call `upTo` entered, or
-  // `upTo` pieces of `word`; `rank`, whose wait it is.
-  struct Need {
-    int rank = -1;
-    int writer = -1;
-    bool call = false;
-    std::tuple<int, int, bool> word{};
-    uint64_t upTo = 0;
-  };
-  // The threads that entered and have not passed the gate: the ranks they
-  // entered for, what their waits need, and what those ranks had entered
-  // before (their calls, the pieces of each word they give): a need met by
-  // that much was queued by an earlier group, not this one.
-  struct Held {
-    std::set<int> ranks;
-    std::vector<Need> needs;
-    std::map<int, uint64_t> callsBefore;
-    std::map<std::tuple<int, int, bool>, uint64_t> piecesBefore;
-  };
-  std::map<uint64_t, Held> held;  // by thisThread()
-  bool satisfied(const Need& n) {
-    return n.call ? calls[n.writer] >= n.upTo : pieces[n.word] >= n.upTo;
-  }
-  // Whether `n`, met, is met by what `h` entered and has not yet queued.
-  static bool metBy(const Held& h, const Need& n) {
-    if (n.call) {
-      const auto before = h.callsBefore.find(n.writer);
-      return before != h.callsBefore.end() && before->second < n.upTo;
-    }
-    const auto before = h.piecesBefore.find(n.word);
-    return before != h.piecesBefore.end() && before->second < n.upTo;
-  }
-  // Per rank, the thread that entered its latest call: one never waits for
-  // itself (a thread driving several ranks outside a group, which NCCL
-  // leaves to the user to order).
-  std::map<int, uint64_t> driver;  // thisThread()'s
+  EntryGate gate;  // comm/entry_gate.hpp
 };
 
 std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* key) {
@@ -236,8 +192,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   sharesAddresses_ = sharesAddresses_ && ready_;
   if (sharesAddresses_) {
     claims_ = claimsOf(peers_[0].base);
-    std::lock_guard lock(claims_->mutex);
-    claims_->driver.try_emplace(rank_, creator);
+    claims_->gate.noteCreator(rank_, creator);
   }
   LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank%s)", ready_ ? "ready" : "off", scratchBytes,
             sharesAddresses_ ? ", ranks of one process: buffers read in place" : "");
@@ -492,132 +447,20 @@ void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, voi
   }
 }
 
-uint64_t ResidentArea::thisThread() {
-  static std::atomic<uint64_t> next{1};
-  thread_local const uint64_t mine = next.fetch_add(1, std::memory_order_relaxed);
-  return mine;
-}
-
 void ResidentArea::enterCall() {
-  if (claims_ == nullptr) return;
-  {
-    std::lock_guard lock(claims_->mutex);
-    StreamClaims::Held& mine = claims_->held[thisThread()];
-    mine.callsBefore.try_emplace(rank_, claims_->calls[rank_]);
-    const uint64_t call = ++claims_->calls[rank_];
-    claims_->driver[rank_] = thisThread();
-    mine.ranks.insert(rank_);
-    for (int r = 0; r < size(); ++r) {
-      if (besides_[static_cast<size_t>(r)]) mine.needs.push_back({.rank = rank_, .writer = r, .call = true, .upTo = call});
-    }
-  }
-  claims_->entered.notify_all();
+  if (claims_ != nullptr) claims_->gate.enterCall(rank_, besides_);
 }
 
 void ResidentArea::enterMessages(std::span<const MessageClaim> messages) {
-  if (claims_ == nullptr) return;
-  {
-    std::lock_guard lock(claims_->mutex);
-    claims_->driver[rank_] = thisThread();
-    StreamClaims::Held& mine = claims_->held[thisThread()];
-    mine.ranks.insert(rank_);
-    for (const MessageClaim& m : messages) {
-      if (m.pieces == 0) continue;
-      // This rank's word counts what it gives; the peer's, what it waits for.
-      const std::tuple<int, int, bool> given = m.send ? std::tuple{rank_, m.peer, false} : std::tuple{m.peer, rank_, true};
-      const std::tuple<int, int, bool> waited = m.send ? std::tuple{rank_, m.peer, true} : std::tuple{m.peer, rank_, false};
-      mine.piecesBefore.try_emplace(given, claims_->pieces[given]);
-      const uint64_t count = claims_->pieces[given] += m.pieces;
-      // As claimPointToPoint counts: a receive waits for every piece, a send
-      // for its receiver to have taken the pieces two before (its slots), or,
-      // read in place, its own.
-      const uint64_t upTo = !m.send || m.takenAtEnd ? count : count > 2 ? count - 2 : 0;
-      if (besides_[static_cast<size_t>(m.peer)] && upTo != 0) {
-        mine.needs.push_back({.rank = rank_, .writer = m.peer, .word = waited, .upTo = upTo});
-      }
-    }
-  }
-  claims_->entered.notify_all();
-}
-
-std::string ResidentArea::heldBecause() {
-  const uint64_t self = thisThread();
-  // From this thread's waits to their writers, and on to the threads held at
-  // the gate whose entries meet them (not yet queued): their waits count too.
-  std::set<uint64_t> seen{self};
-  std::vector<uint64_t> todo{self};
-  std::set<int> seenRanks;
-  std::vector<std::pair<StreamClaims::Need, bool>> unmet;  // and whether it is this thread's own
-  for (size_t i = 0; i < todo.size(); ++i) {
-    const auto at = claims_->held.find(todo[i]);
-    if (at == claims_->held.end()) continue;
-    seenRanks.insert(at->second.ranks.begin(), at->second.ranks.end());
-    for (const StreamClaims::Need& n : at->second.needs) {
-      if (at->second.ranks.contains(n.writer) || claims_->failed.contains(n.writer)) continue;
-      const auto driver = claims_->driver.find(n.writer);
-      if (todo[i] == self && driver != claims_->driver.end() && driver->second == self) continue;
-      if (!claims_->satisfied(n)) {
-        unmet.emplace_back(n, todo[i] == self);
-        continue;
-      }
-      for (const auto& [thread, held] : claims_->held) {
-        if (held.ranks.contains(n.writer) && StreamClaims::metBy(held, n) && seen.insert(thread).second) {
-          todo.push_back(thread);
-        }
-      }
-    }
-  }
-  // This thread's own unmet needs hold it; another's hold it unless a thread
-  // of this set is to meet them (entering later, once past the gate).
-  std::string what;
-  std::set<int> missing;
-  for (const auto& [n, own] : unmet) {
-    if (!own && seenRanks.contains(n.writer)) continue;
-    if (missing.empty()) {
-      const auto [sender, receiver, taken] = n.word;
-      what = n.call ? "its resident call #" + std::to_string(n.upTo)
-             : taken ? "its send to rank " + std::to_string(receiver) + " (piece " + std::to_string(n.upTo) + ")"
-                     : "its receive from rank " + std::to_string(sender) + " (piece " + std::to_string(n.upTo) + ")";
-      if (n.rank != rank_) what = "rank " + std::to_string(n.rank) + "'s " + what.substr(4) + ", which this rank's waits reach";
-      what += n.call ? ": rank(s) {}, thread(s) of this process on its GPU, never made that call"
-              : taken ? ": rank(s) {}, thread(s) of this process on its GPU, never made its receive"
-                      : ": rank(s) {}, thread(s) of this process on its GPU, never made its send";
-    }
-    missing.insert(n.writer);
-  }
-  if (missing.empty()) return {};
-  std::string ranks;
-  for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  return what.replace(what.find("{}"), 2, ranks);
+  if (claims_ != nullptr) claims_->gate.enterMessages(rank_, messages, besides_);
 }
 
 void ResidentArea::passGate(std::chrono::milliseconds timeout) {
-  if (claims_ == nullptr) return;
-  const uint64_t self = thisThread();
-  std::unique_lock lock(claims_->mutex);
-  if (!claims_->held.contains(self)) return;
-  std::string why;
-  const bool passed = claims_->entered.wait_for(lock, timeout, [&] {
-    why = heldBecause();
-    return why.empty() || claims_->failed.contains(rank_);
-  });
-  claims_->held.erase(self);
-  lock.unlock();
-  claims_->entered.notify_all();
-  if (passed) return;
-  throw Error(loomRemoteError, "rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count()) +
-                                   " ms (LOOM_TIMEOUT_MS) to queue " + why +
-                                   " (a stream waits for such a peer only once the peer's thread has made the call, "
-                                   "since that thread may synchronize the device first)");
+  if (claims_ != nullptr) claims_->gate.pass(rank_, timeout);
 }
 
 void ResidentArea::leaveGate() noexcept {
-  if (claims_ == nullptr) return;
-  {
-    std::lock_guard lock(claims_->mutex);
-    claims_->held.erase(thisThread());
-  }
-  claims_->entered.notify_all();
+  if (claims_ != nullptr) claims_->gate.leave();
 }
 
 uint64_t ResidentArea::beginCall(bool readersAtEnd) {
@@ -690,16 +533,7 @@ void ResidentArea::release() noexcept {
   std::lock_guard lock(releaseMutex_);
   if (!ready_ || released_) return;
   released_ = true;
-  if (claims_ != nullptr) {
-    // The gate waits on no rank that failed, nor for this one.
-    try {
-      std::lock_guard claims(claims_->mutex);
-      claims_->failed.insert(rank_);
-    } catch (const std::exception& e) {
-      LOOM_WARN(Init, "the entry gate of rank %d: %s", rank_, e.what());
-    }
-    claims_->entered.notify_all();
-  }
+  if (claims_ != nullptr) claims_->gate.fail(rank_);
   constexpr uint64_t kPastAll = std::numeric_limits<uint64_t>::max();
   try {
     for (int r = 0; r < size(); ++r) {

@@ -37,6 +37,7 @@
 #include "base/device/ipc.hpp"
 #include "base/device/published_piece.hpp"
 #include "comm/device_card.hpp"
+#include "comm/entry_gate.hpp"
 #include "comm/resident_regions.hpp"
 
 namespace loom {
@@ -57,8 +58,8 @@ class ResidentArea {
   // `scratchBytes` of scratch per rank; `twoShotFromBytes` as this rank would
   // have it (rank 0's is every rank's). Never throws for a device that
   // cannot take part: ready() is then false on every rank.
-  // `creator`: the thread that asked for the communicator (its thisThread()),
-  // the rank's driver at the entry gate until its first call.
+  // `creator`: the thread that asked for the communicator
+  // (EntryGate::thisThread()), the rank's driver at the gate until its first call.
   ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes, uint64_t creator);
   ~ResidentArea();
   ResidentArea(const ResidentArea&) = delete;
@@ -156,15 +157,11 @@ class ResidentArea {
   // driving several ranks through one stream). Each rank needs a stream of
   // its own.
   void claimStream(void* stream);
-  // A message of a group, as claimPointToPoint sees it: to (`send`) or from
-  // `peer`, in `pieces` pieces; `takenAtEnd`: a send read in place, which
-  // waits at its end for its receiver to have taken its last piece.
-  struct MessageClaim {
-    int peer = -1;
-    bool send = false;
-    uint64_t pieces = 0;
-    bool takenAtEnd = false;
-  };
+  // A message of a group, as claimPointToPoint sees it (the entry gate's,
+  // comm/entry_gate.hpp): to (`send`) or from `peer`, in `pieces` pieces;
+  // `takenAtEnd`: a send read in place, which waits at its end for its
+  // receiver to have taken its last piece.
+  using MessageClaim = EntryGate::Message;
   // Claims `stream` for this rank's next resident messages (one group's, in
   // call order), before any is queued, as claimStream does for calls.
   // Refused (loomInvalidUsage, naming both ranks) where one of them gives a
@@ -177,40 +174,14 @@ class ResidentArea {
   // stream, and neither would ever run.
   void claimPointToPoint(std::span<const MessageClaim> messages, void* stream);
 
-  // The entry gate. Ranks of one communicator that are threads of this
-  // process on one GPU share its device: a thread that synchronizes it
-  // (cudaDeviceSynchronize, which nccl-tests' threads call between calls;
-  // cudaFree) waits for every stream there, its peers' too. Were a peer's
-  // stream waiting for a write that this thread has not queued yet, neither
-  // would ever go on. So no stream is made to wait for a write that is not
-  // queued or about to be: a thread enters everything its group will queue
-  // resident, for every rank it drives (enterCall, enterMessages: numbered
-  // as beginCall and claimPointToPoint will number them, with what each
-  // waits for), then passes the gate (passGate) before it queues any of it,
-  // and queues without waiting again. It passes once every peer of its GPU
-  // in this process whose writes its waits need has entered them, and so,
-  // transitively, has every peer whose writes those peers' waits need where
-  // those peers are held at the gate themselves: then every thread of that
-  // set passes, and none is left held by a thread that may be synchronizing
-  // the device. A call so blocks its thread until its peers' threads have
-  // made theirs (at most LOOM_TIMEOUT_MS, then loomRemoteError naming them),
-  // never for a peer in another process or on another GPU, nor for one whose
-  // latest call this very thread made (one thread driving several ranks:
-  // NCCL asks it to group their calls, and its order is its own).
-  // The calling thread's number at the gate: never reused, as a
-  // std::thread::id may be once its thread has ended.
-  static uint64_t thisThread();
-  // This rank's next resident call.
+  // The entry gate (comm/entry_gate.hpp), where the ranks are threads of
+  // this process: each does nothing elsewhere. This rank's next resident
+  // call, and its next messages, as claimPointToPoint will claim them.
   void enterCall();
-  // This rank's next messages, as claimPointToPoint will claim them.
   void enterMessages(std::span<const MessageClaim> messages);
-  // Waits until this thread may queue what it entered, as above, or this
-  // rank's communicator failed (release()); throws loomRemoteError naming
-  // the ranks past `timeout`. Nothing to do where this thread already passed
-  // for every rank of this communicator it entered for.
+  // Waits until this thread may queue what it entered (EntryGate::pass).
   void passGate(std::chrono::milliseconds timeout);
-  // Forgets what this thread entered and has not passed (its group failed
-  // before it queued anything).
+  // Forgets what this thread entered and has not passed.
   void leaveGate() noexcept;
 
   // A resident call of this rank begins: its sequence (every rank numbers the
@@ -270,10 +241,6 @@ class ResidentArea {
   // The claims of the communicator whose rank 0's area lies at `key` (the
   // same address to every thread), shared by its ranks here.
   static std::shared_ptr<StreamClaims> claimsOf(const void* key);
-  // Why this thread may not yet queue what it entered (passGate): what it
-  // waits for and the ranks missing; empty once it may. Under the claims'
-  // mutex.
-  std::string heldBecause();
 };
 
 }  // namespace loom

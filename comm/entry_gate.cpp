@@ -1,0 +1,154 @@
+#include "comm/entry_gate.hpp"
+
+#include <atomic>
+
+#include "base/error.hpp"
+
+namespace loom {
+
+uint64_t EntryGate::thisThread() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine;
+}
+
+void EntryGate::noteCreator(int rank, uint64_t thread) {
+  std::lock_guard lock(mutex_);
+  driver_.try_emplace(rank, thread);
+}
+
+void EntryGate::enterCall(int rank, const std::vector<bool>& besides) {
+  {
+    std::lock_guard lock(mutex_);
+    Held& mine = held_[thisThread()];
+    mine.ranks.insert(rank);
+    mine.callsBefore.try_emplace(rank, calls_[rank]);
+    const uint64_t call = ++calls_[rank];
+    driver_[rank] = thisThread();
+    for (int r = 0; r < static_cast<int>(besides.size()); ++r) {
+      if (besides[static_cast<size_t>(r)]) mine.needs.push_back({.rank = rank, .writer = r, .call = true, .upTo = call});
+    }
+  }
+  entered_.notify_all();
+}
+
+void EntryGate::enterMessages(int rank, std::span<const Message> messages, const std::vector<bool>& besides) {
+  {
+    std::lock_guard lock(mutex_);
+    Held& mine = held_[thisThread()];
+    mine.ranks.insert(rank);
+    driver_[rank] = thisThread();
+    for (const Message& m : messages) {
+      if (m.pieces == 0) continue;
+      // This rank's word counts what it gives; the peer's, what it waits for.
+      const Word given = m.send ? Word{rank, m.peer, false} : Word{m.peer, rank, true};
+      const Word waited = m.send ? Word{rank, m.peer, true} : Word{m.peer, rank, false};
+      mine.piecesBefore.try_emplace(given, pieces_[given]);
+      const uint64_t count = pieces_[given] += m.pieces;
+      const uint64_t upTo = !m.send || m.takenAtEnd ? count : count > 2 ? count - 2 : 0;
+      if (besides[static_cast<size_t>(m.peer)] && upTo != 0) {
+        mine.needs.push_back({.rank = rank, .writer = m.peer, .word = waited, .upTo = upTo});
+      }
+    }
+  }
+  entered_.notify_all();
+}
+
+bool EntryGate::satisfied(const Need& n) { return n.call ? calls_[n.writer] >= n.upTo : pieces_[n.word] >= n.upTo; }
+
+bool EntryGate::metBy(const Held& h, const Need& n) {
+  if (n.call) {
+    const auto before = h.callsBefore.find(n.writer);
+    return before != h.callsBefore.end() && before->second < n.upTo;
+  }
+  const auto before = h.piecesBefore.find(n.word);
+  return before != h.piecesBefore.end() && before->second < n.upTo;
+}
+
+std::string EntryGate::heldBecause(int rank) {
+  const uint64_t self = thisThread();
+  // From this thread's waits to their writers, and on to the threads held at
+  // the gate whose entries meet them (not yet queued): their waits count too.
+  std::set<uint64_t> seen{self};
+  std::vector<uint64_t> todo{self};
+  std::set<int> seenRanks;
+  std::vector<std::pair<Need, bool>> unmet;  // and whether it is this thread's own
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const auto at = held_.find(todo[i]);
+    if (at == held_.end()) continue;
+    seenRanks.insert(at->second.ranks.begin(), at->second.ranks.end());
+    for (const Need& n : at->second.needs) {
+      if (at->second.ranks.contains(n.writer) || failed_.contains(n.writer)) continue;
+      const auto driver = driver_.find(n.writer);
+      if (todo[i] == self && driver != driver_.end() && driver->second == self) continue;
+      if (!satisfied(n)) {
+        unmet.emplace_back(n, todo[i] == self);
+        continue;
+      }
+      for (const auto& [thread, held] : held_) {
+        if (held.ranks.contains(n.writer) && metBy(held, n) && seen.insert(thread).second) todo.push_back(thread);
+      }
+    }
+  }
+  // This thread's own unmet needs hold it; another's hold it unless a thread
+  // of this set is to meet them (entering later, once past the gate).
+  const Need* first = nullptr;
+  std::set<int> missing;
+  for (const auto& [n, own] : unmet) {
+    if (!own && seenRanks.contains(n.writer)) continue;
+    if (first == nullptr) first = &n;
+    missing.insert(n.writer);
+  }
+  if (first == nullptr) return {};
+  std::string ranks;
+  for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  const auto [sender, receiver, taken] = first->word;
+  const std::string part =
+      first->call ? "resident call #" + std::to_string(first->upTo)
+      : taken     ? "send to rank " + std::to_string(receiver) + " (piece " + std::to_string(first->upTo) + ")"
+                  : "receive from rank " + std::to_string(sender) + " (piece " + std::to_string(first->upTo) + ")";
+  const std::string whose = first->rank == rank ? "its " + part
+                                                : "rank " + std::to_string(first->rank) + "'s " + part +
+                                                      ", which this rank's waits reach";
+  const char* never = first->call ? "made that call" : taken ? "made its receive" : "made its send";
+  return whose + ": rank(s) " + ranks + ", thread(s) of this process on its GPU, never " + never;
+}
+
+void EntryGate::pass(int rank, std::chrono::milliseconds timeout) {
+  const uint64_t self = thisThread();
+  std::unique_lock lock(mutex_);
+  if (!held_.contains(self)) return;
+  std::string why;
+  const bool passed = entered_.wait_for(lock, timeout, [&] {
+    why = heldBecause(rank);
+    return why.empty() || failed_.contains(rank);
+  });
+  held_.erase(self);
+  lock.unlock();
+  entered_.notify_all();
+  if (passed) return;
+  throw Error(loomRemoteError, "rank " + std::to_string(rank) + " waited " + std::to_string(timeout.count()) +
+                                   " ms (LOOM_TIMEOUT_MS) to queue " + why +
+                                   " (a stream waits for such a peer only once the peer's thread has made the call, "
+                                   "since that thread may synchronize the device first)");
+}
+
+void EntryGate::leave() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    held_.erase(thisThread());
+  }
+  entered_.notify_all();
+}
+
+void EntryGate::fail(int rank) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    failed_.insert(rank);
+  } catch (const std::exception&) {
+    // Out of memory for one set entry: the gate then waits out its timeout.
+  }
+  entered_.notify_all();
+}
+
+}  // namespace loom
