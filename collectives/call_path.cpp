@@ -10,7 +10,7 @@ CallPath choosePath(const Communicator& comm, const Collective& c, const void* s
   if ((stream == nullptr || onCudaStream) && runsAloneOnDevice(comm, c)) return CallPath::Alone;
   // An empty call on a CUDA stream is nothing, as NCCL discards it: it
   // meets no peer (a stream held for one could hold a thread's device
-  // synchronization with it: resident_area.hpp's gate).
+  // synchronization with it: comm/entry_gate.hpp).
   if (onCudaStream && c.count == 0) return CallPath::Alone;
   if (onCudaStream && runsResident(comm, c)) return CallPath::Resident;
   return CallPath::Host;

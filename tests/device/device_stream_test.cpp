@@ -985,7 +985,7 @@ TEST(ResidentCollectives, ARankOffersInPlaceOnlyABufferEveryPeerReaches) {
 // before: its result is left as it was, not filled from a stale place.
 TEST(ResidentCollectives, AReleasedCallReadsNoPlaceLeftFromAnEarlierCall) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
-  // Ranks on GPUs of their own: the entry gate (resident_area.hpp) holds a
+  // Ranks on GPUs of their own: the entry gate (comm/entry_gate.hpp) holds a
   // call for a peer on its GPU at the host; here the stream waits.
   OneFakeGpuAgain again;
   auto comms = initThreadCommsOnGpus(2, 2);
@@ -1369,7 +1369,7 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
 // Rank 1 on another GPU: no host thread waits for the call, so the
 // watchdog's turn finds it past LOOM_TIMEOUT_MS, revokes the communicator
 // with `byTheWatchdog`, and the stream goes on. Rank 1 a thread on the same
-// GPU: the call waits at the entry gate (resident_area.hpp) for the peer to
+// GPU: the call waits at the entry gate (comm/entry_gate.hpp) for the peer to
 // make its part, and past LOOM_TIMEOUT_MS fails there with `atTheGate`,
 // nothing queued (`queued` counts what was).
 void expectAMissingPeerNamed(const std::function<loomResult_t(loomComm_t, void*, loomStream_t)>& call,
@@ -1644,7 +1644,7 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
     SCOPED_TRACE(std::string("LOOM_DEVICE_RESIDENT=") + resident);
     loom::test::ScopedEnv how("LOOM_DEVICE_RESIDENT", resident);
     // On GPUs of their own, so that rank 0's taken call is not held at the
-    // entry gate (resident_area.hpp) for rank 1's, which this thread makes after.
+    // entry gate (comm/entry_gate.hpp) for rank 1's, which this thread makes after.
     auto comms = initThreadCommsOnGpus(2, 2);
     Stream stream;
     Stream other0;  // a stream per rank: one rank's call waits for the other's on the device
@@ -1672,7 +1672,7 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
 // the call, and the stream goes on.
 TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
-  // Ranks on GPUs of their own: the entry gate (resident_area.hpp) holds a
+  // Ranks on GPUs of their own: the entry gate (comm/entry_gate.hpp) holds a
   // call for a peer on its GPU at the host; here the stream waits.
   OneFakeGpuAgain again;
   auto comms = initThreadCommsOnGpus(2, 2);
