@@ -1573,7 +1573,7 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
       ASSERT_EQ(result, loomSuccess) << "rank " << r << ", round " << round << ": " << loomGetLastError(comms[i]);
       // nccl-tests' data check: the device synchronized, then the result read.
       if (r == 0) std::this_thread::sleep_for(50ms);
-      if (!loom::cuda::fakeSynchronizeDevice(5s)) {
+      if (!loom::cuda::fakeSynchronizeDevice(15s)) {
         stuck.fetch_add(1);
         ADD_FAILURE() << "rank " << r << ", round " << round << ": the device synchronization waited on a peer's stream";
         return;
