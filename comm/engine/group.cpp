@@ -274,7 +274,7 @@ void queueResident(const std::vector<Call>& calls) {
   }
 }
 
-// Enters at their areas' gates (comm/resident_area.hpp) everything `calls`
+// Enters at their areas' entry gates (comm/entry_gate.hpp) everything `calls`
 // will queue resident, then passes the gates, before any of it is queued:
 // where this thread drives several ranks of one GPU, each of their calls
 // finds the others entered, and none is queued while a peer it waits for
