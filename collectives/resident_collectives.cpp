@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,7 @@ namespace {
 std::atomic<uint64_t> queued{0};
 std::atomic<uint64_t> inWindows{0};
 std::atomic<uint64_t> readInPlace{0};
+std::atomic<uint64_t> wholeCalls{0};
 
 bool onDevice(memory::MemoryKind kind, size_t bytes) {
   return bytes == 0 || kind == memory::MemoryKind::CudaDevice;
@@ -186,9 +189,12 @@ bool twoShot(const ResidentArea& area, const Collective& c) {
 }
 
 // Where a rank's peers read its input (and in two shots its result) in
-// place: the places of its own buffers.
+// place: the places of its own buffers (or of a call's own copy of them,
+// runWhole). `sharedResult`: in two shots, where the rank puts its reduced
+// share for its peers when that is not its result (nullptr: the result).
 struct InPlace {
   RegionPlace input, result;
+  std::byte* sharedResult = nullptr;
 };
 
 // Whether this rank offers its own input to be read in place, and where:
@@ -277,7 +283,10 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   const Published parts(area, sequence);
   if (twoShots) {
     std::byte* out = c.recv + p.first * c.typeSize;
-    readTwoShots(area, c, p.count, out, parts, inPlace ? out : area.slot(me, sequence), sequence, stream);
+    std::byte* shared = !inPlace ? area.slot(me, sequence)
+                        : inPlace->sharedResult != nullptr ? inPlace->sharedResult + p.first * c.typeSize
+                                                           : out;
+    readTwoShots(area, c, p.count, out, parts, shared, sequence, stream);
   } else {
     read(area, c, p, parts, stream);
   }
@@ -298,6 +307,96 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence);
   }
   rt.writeValue(stream, area.finished(), sequence);
+}
+
+// Device memory for one call, on its stream (DeviceRuntime::allocOnStream),
+// freed on the stream behind everything the call queued, however the call
+// ends.
+class CallBuffer {
+ public:
+  CallBuffer(size_t bytes, void* stream)
+      : stream_(stream), data_(static_cast<std::byte*>(cuda::runtime().allocOnStream(bytes, stream))) {}
+  ~CallBuffer() { cuda::runtime().freeOnStream(data_, stream_); }
+  CallBuffer(const CallBuffer&) = delete;
+  CallBuffer& operator=(const CallBuffer&) = delete;
+  std::byte* data() const { return data_; }
+
+ private:
+  void* stream_;
+  std::byte* data_;
+};
+
+// Whether `c` runs as one piece, its ranks reading each other's buffers
+// where they lie (runWhole): a call of more than one piece through the
+// scratch (`perPiece` elements of each block), each a round of flags, on
+// ranks whose kernels reach each other's buffers (threads of one process on
+// one GPU: ResidentArea::sharesEveryBuffer). Every rank answers alike.
+bool wholeCall(const ResidentArea& area, const Collective& c, size_t perPiece) {
+  return area.sharesEveryBuffer() && c.count > perPiece;
+}
+
+// Where this rank's place in a whole call lies (runWhole): where its peers
+// read its input, and in two shots its reduced share; `copies` holds the
+// call's own copies where they may not read its buffers as they lie.
+// Nullopt where it has no input (a broadcast's or a scatter's non-root).
+std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool twoShots,
+                                   std::vector<std::unique_ptr<CallBuffer>>& copies, void* stream) {
+  if (c.sendBytes == 0) return std::nullopt;
+  const auto place = [&](const std::byte* p) {
+    const std::optional<RegionPlace> found = area.placeForPeers(p);
+    if (!found) {
+      throw Error(loomInvalidUsage, "rank " + std::to_string(area.rank()) +
+                                        ": the call's CUDA stream is not on the communicator's GPU");
+    }
+    return *found;
+  };
+  // A PreMulSum's input is read scaled; a buffer off this GPU is out of the
+  // peers' reach. (No overlap needs a copy: an all-to-all never runs in
+  // place, and the other kinds' layouts in place are offersInPlace's.)
+  const bool asItLies = c.reduction.op != cpu::ReduceOp::PreMulSum;
+  std::optional<RegionPlace> input = asItLies ? area.placeForPeers(c.send) : std::nullopt;
+  if (!input) {
+    std::byte* copy = copies.emplace_back(std::make_unique<CallBuffer>(c.sendBytes, stream))->data();
+    if (c.reduction.op == cpu::ReduceOp::PreMulSum) {
+      const void* source = c.send;
+      deviceKernels().reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), copy, c.sendBytes / c.typeSize,
+                             c.reduction.scalar, stream);
+    } else {
+      cuda::runtime().copy(copy, c.send, c.sendBytes, stream);
+    }
+    input = place(copy);
+  } else {
+    readInPlace.fetch_add(1, std::memory_order_relaxed);
+  }
+  InPlace places{.input = *input, .result = {}};
+  if (twoShots) {
+    if (const std::optional<RegionPlace> result = area.placeForPeers(c.recv)) {
+      places.result = *result;
+    } else {
+      places.sharedResult = copies.emplace_back(std::make_unique<CallBuffer>(c.recvBytes, stream))->data();
+      places.result = place(places.sharedResult);
+    }
+  }
+  return places;
+}
+
+// `c` as one piece, every rank reading every other's buffers where they lie
+// (wholeCall), as calls in symmetric windows do: publish, read, release
+// once, instead of a round of flags per slot of input. Each rank offers its
+// send buffer, or a copy of it in memory of the call's own where its peers
+// may not read it as it lies (wholePlaces), and waits at the call's end
+// until every peer is done reading it. An all-reduce reads in two shots:
+// each rank writes into its result first its own share alone, which no
+// peer reads of its input, and the others' only once their owners have said
+// "reduced" (done reading that share of every input), so an all-reduce in
+// place reads in place too; a rank so reads 1.5x the call (2 ranks) to 2x
+// (many), where one shot reads n x.
+void runWhole(ResidentArea& area, const Collective& c, void* stream) {
+  const bool twoShots = c.kind == CollectiveKind::AllReduce;
+  std::vector<std::unique_ptr<CallBuffer>> copies;  // freed on the stream behind the call
+  const std::optional<InPlace> places = wholePlaces(area, c, twoShots, copies, stream);
+  runPiece(area, c, Piece{.first = 0, .count = c.count}, twoShots, places, /*last=*/true, stream);
+  wholeCalls.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Where `c` reads its peers' inputs in place: an all-reduce, all-gather,
@@ -380,6 +479,11 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   // Pieces of at most a slot of input: of a block, or of each of n blocks.
   const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(area.size()) : 1;
   const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
+  if (wholeCall(area, c, perPiece)) {
+    runWhole(area, c, stream);
+    queued.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const bool twoShots = twoShot(area, c);
   const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots);
   for (size_t first = 0; first < c.count; first += perPiece) {
@@ -395,5 +499,7 @@ uint64_t residentCalls() { return queued.load(std::memory_order_relaxed); }
 uint64_t residentCallsInWindows() { return inWindows.load(std::memory_order_relaxed); }
 
 uint64_t residentCallsOfferedInPlace() { return readInPlace.load(std::memory_order_relaxed); }
+
+uint64_t residentWholeCalls() { return wholeCalls.load(std::memory_order_relaxed); }
 
 }  // namespace loom::coll

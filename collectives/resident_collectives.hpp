@@ -30,6 +30,13 @@
 //   release: it writes the sequence into every other rank's line ("done
 //            reading yours") and into its own "finished" word, which the
 //            host's watch reads (ResidentArea::overdue).
+// Where every rank's kernels reach every rank's buffers without asking
+// (threads of one process on one GPU), a call past one slot runs as one
+// piece, every rank publishing its own buffers (or a copy in memory of the
+// call's own, allocated on the stream, where they may not be read as they
+// lie: a PreMulSum's input, a buffer on another GPU), an all-reduce in two
+// shots, in place too: one round of flags where the scratch took one per
+// slot (runWhole).
 // A call whose send buffer lies in a symmetric window (loomCommWindowRegister)
 // skips the publish: its peers read its input where it lies, one piece, and
 // the call ends once every peer has read it (runInWindows); an all-reduce of
@@ -74,5 +81,8 @@ uint64_t residentCallsInWindows();
 // Of those, the calls whose rank offered its own input to be read where it
 // lies, not through its scratch.
 uint64_t residentCallsOfferedInPlace();
+// Of those, the calls that ran as one piece, every rank reading every
+// other's buffers where they lie (threads of one process on one GPU).
+uint64_t residentWholeCalls();
 
 }  // namespace loom::coll

@@ -82,6 +82,11 @@ class ResidentArea {
   // other GPUs unasked. Processes: besides, an allocation every peer has
   // opened (ResidentRegions::placeOf; never with LOOM_CUDA_IPC_CACHE=0).
   std::optional<RegionPlace> placeForPeers(const void* p);
+  // Whether every rank's kernels may read every rank's buffers on their
+  // device where they lie, agreed by all without asking: ranks that are
+  // threads of one process on one GPU (placeForPeers answers for any buffer
+  // on it). The same on every rank.
+  bool sharesEveryBuffer() const { return sharesAddresses_ && oneDevice_; }
   // Memory of this rank's own area (a slot) as a published place names it.
   RegionPlace areaPlace(const std::byte* p) const;
   // Opens the buffers the peers offered since this rank last looked, so

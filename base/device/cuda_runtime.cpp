@@ -175,6 +175,20 @@ class CudaRuntime final : public DeviceRuntime {
     if (p != nullptr && cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
   }
 
+  void* allocOnStream(size_t bytes, StreamHandle stream) override {
+    void* p = nullptr;
+    if (const cudaError_t e = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, static_cast<cudaStream_t>(stream));
+        e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error(loomUnhandledCudaError,
+                  "cudaMallocAsync of " + std::to_string(bytes) + " bytes: " + cudaGetErrorString(e));
+    }
+    return p;
+  }
+  void freeOnStream(void* p, StreamHandle stream) noexcept override {
+    if (p != nullptr && cudaFreeAsync(p, static_cast<cudaStream_t>(stream)) != cudaSuccess) (void)cudaGetLastError();
+  }
+
   void* allocPinned(size_t bytes) override {
     void* p = nullptr;
     throwIfFailed(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable | cudaHostAllocMapped),

@@ -35,6 +35,7 @@ std::atomic<bool> pooled{false};
 std::atomic<StreamHandle> captured{nullptr};
 std::atomic<uint64_t> staged{0};
 std::atomic<uint64_t> copied{0};
+std::atomic<uint64_t> streamAllocations{0};
 thread_local int fakeCurrent = 0;
 
 // The fake device's allocations, by start: each a memfd mapped shared, so
@@ -44,11 +45,12 @@ struct Block {
   int fd;
   uint64_t serial;
   int gpu;
+  bool pool;  // from allocOnStream, as cudaMallocAsync's memory comes from a pool
 };
 
 class Allocations {
  public:
-  void* allocate(size_t bytes) {
+  void* allocate(size_t bytes, int gpu, bool pool) {
     const size_t size = bytes == 0 ? 1 : bytes;
     const int fd = ::memfd_create("loom-fake-device", MFD_CLOEXEC);
     if (fd < 0) return nullptr;
@@ -60,7 +62,7 @@ class Allocations {
       return nullptr;
     }
     std::lock_guard lock(mutex_);
-    blocks_[static_cast<const std::byte*>(p)] = {size, fd, ++serials_, fakeCurrent};
+    blocks_[static_cast<const std::byte*>(p)] = {size, fd, ++serials_, gpu, pool};
     return p;
   }
   void free(void* p) {
@@ -201,13 +203,31 @@ class FakeRuntime final : public DeviceRuntime {
     const auto found = allocations_.find(p);
     return found ? found->first.gpu : -1;
   }
-  bool fromMemoryPool(const void* p) override { return pooled.load(std::memory_order_acquire) && deviceOf(p) >= 0; }
+  bool fromMemoryPool(const void* p) override {
+    const auto found = allocations_.find(p);
+    return found && (found->first.pool || pooled.load(std::memory_order_acquire));
+  }
   bool enablePeerAccess(int from, int to) override { return from == to || fakePeers.load(); }
 
   void* allocDevice(size_t bytes) override {
-    void* p = allocations_.allocate(bytes);
+    void* p = allocations_.allocate(bytes, fakeCurrent, false);
     if (p == nullptr) throw Error(loomSystemError, "out of memory for a fake device buffer");
     return p;
+  }
+  void* allocOnStream(size_t bytes, StreamHandle handle) override {
+    void* p = allocations_.allocate(bytes, stream(handle).queue()->device, true);
+    if (p == nullptr) throw Error(loomSystemError, "out of memory for a fake device buffer");
+    streamAllocations.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  void freeOnStream(void* p, StreamHandle handle) noexcept override {
+    if (p == nullptr) return;
+    try {
+      stream(handle).submit([this, p] { allocations_.free(p); });
+    } catch (...) {
+      // A failed stream takes no more work: the block stays mapped to the
+      // process's end, as a peer's stream may still be reading it.
+    }
   }
   void freeDevice(void* p) noexcept override {
     if (p == nullptr) return;
@@ -483,7 +503,7 @@ DeviceRuntime& fakeRuntime() { return fake(); }
 void useFakeDevice(bool on) { fakeOn.store(on, std::memory_order_release); }
 bool fakeDevice() { return fakeOn.load(std::memory_order_acquire); }
 
-void* fakeDeviceAlloc(size_t bytes) { return fake().allocations().allocate(bytes); }
+void* fakeDeviceAlloc(size_t bytes) { return fake().allocations().allocate(bytes, fakeCurrent, false); }
 void fakeDeviceFree(void* p) { fake().allocations().free(p); }
 
 void fakeDeviceGpus(int count, bool peerAccess) {
@@ -502,5 +522,7 @@ bool fakeSynchronizeDevice(std::chrono::milliseconds limit) { return fake().sync
 
 uint64_t fakeBytesStaged() { return staged.load(std::memory_order_relaxed); }
 uint64_t fakeBytesCopied() { return copied.load(std::memory_order_relaxed); }
+
+uint64_t fakeStreamAllocations() { return streamAllocations.load(std::memory_order_relaxed); }
 
 }  // namespace loom::cuda

@@ -55,5 +55,7 @@ bool fakeSynchronizeDevice(std::chrono::milliseconds limit);
 // slot or buffer read where it lies: copyFromPlace).
 uint64_t fakeBytesStaged();
 uint64_t fakeBytesCopied();
+// Buffers allocated on a stream (allocOnStream) since the process began.
+uint64_t fakeStreamAllocations();
 
 }  // namespace loom::cuda

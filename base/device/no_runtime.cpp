@@ -29,6 +29,8 @@ class NoRuntime final : public DeviceRuntime {
   void freeDevice(void*) noexcept override {}
   void* allocPinned(size_t) override { noCuda("pinned memory"); }
   void freePinned(void*) noexcept override {}
+  void* allocOnStream(size_t, StreamHandle) override { noCuda("device memory"); }
+  void freeOnStream(void*, StreamHandle) noexcept override {}
   StreamHandle createStream() override { noCuda("a device stream"); }
   void destroyStream(StreamHandle) noexcept override {}
   void checkStream(StreamHandle) override { noCuda("a CUDA stream"); }

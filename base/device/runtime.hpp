@@ -80,6 +80,13 @@ class DeviceRuntime {
   virtual void freeDevice(void* p) noexcept = 0;
   virtual void* allocPinned(size_t bytes) = 0;
   virtual void freePinned(void* p) noexcept = 0;
+  // Device memory for the work of one call on `stream`, from its device's
+  // memory pool (cudaMallocAsync): ready for the work queued on `stream`
+  // after this, and freed once the work queued before freeOnStream is done,
+  // without waiting for the device as freeDevice does. Throws when there is
+  // no room.
+  virtual void* allocOnStream(size_t bytes, StreamHandle stream) = 0;
+  virtual void freeOnStream(void* p, StreamHandle stream) noexcept = 0;
 
   // Streams: a new one never waits for the legacy default stream on its own.
   virtual StreamHandle createStream() = 0;

@@ -568,6 +568,160 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
   }
 }
 
+// Ranks that are threads of one process on one GPU run a call past one
+// scratch slot as one piece, every rank reading every other's buffers where
+// they lie (a slot of 32 KiB here, the least, so that small calls pass it): every type
+// under sum, product, min and max, all-reduces in place and out of place
+// back to back, exact; floats through sum, average and a per-rank PreMulSum
+// (whose input is scaled into memory of the call's own, allocated on the
+// stream) in all-reduce, reduce and reduce-scatter, with the host path's
+// bits; and a send buffer on another GPU, which the peers' kernels may not
+// read, copied into such memory. Every call counted as one piece.
+TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHostPathsBits) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
+  struct Case {
+    loomDataType_t type;
+    size_t size;
+  };
+  const std::vector<Case> types{{loomInt8, 1},    {loomUint8, 1},   {loomInt32, 4},    {loomUint32, 4},
+                                {loomInt64, 8},   {loomUint64, 8},  {loomFloat16, 2},  {loomBfloat16, 2},
+                                {loomFloat32, 4}, {loomFloat64, 8}};
+  const std::vector<loomRedOp_t> ops{loomSum, loomProd, loomMin, loomMax};
+  constexpr size_t kCount = 40001;   // past a slot of 32 KiB in every type
+  constexpr size_t kFloats = 10001;  // per block
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    std::vector<loomComm_t> comms;
+    {
+      loom::test::ScopedEnv scratch("LOOM_DEVICE_SCRATCH_BYTES", "65536");
+      comms = loom::test::initThreadComms(n);
+    }
+    const uint64_t resident = loom::coll::residentCalls();
+    const uint64_t whole = loom::coll::residentWholeCalls();
+    const uint64_t allocated = loom::cuda::fakeStreamAllocations();
+    onThreads(n, [&](int r) {
+      Stream stream;
+      std::vector<std::unique_ptr<DeviceBuffer>> buffers;  // freed once the rank is through (cudaFree waits for every stream)
+      // Small integers, exact in every type and under every op (a product
+      // of up to four values in 1..3 fits an int8).
+      const auto valueOf = [](int rank, size_t call, size_t i) {
+        return static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3 + call) % 3) + 1;
+      };
+      for (const Case& t : types) {
+        std::vector<std::vector<std::byte>> inputs(ops.size() * 2), outputs(ops.size() * 2);  // the stream copies them
+        for (size_t call = 0; call < outputs.size(); ++call) {
+          std::vector<std::byte>& input = inputs[call];
+          input.resize(kCount * t.size);
+          for (size_t i = 0; i < kCount; ++i) writeValue(t.type, input.data(), i, valueOf(r, call, i));
+          auto& send = *buffers.emplace_back(std::make_unique<DeviceBuffer>(kCount * t.size));
+          auto& recv = call % 2 == 1 ? send : *buffers.emplace_back(std::make_unique<DeviceBuffer>(kCount * t.size));
+          runtime().copy(send.data(), input.data(), input.size(), stream.handle());
+          ASSERT_EQ(loomAllReduce(send.data(), recv.data(), kCount, t.type, ops[call / 2], comms[r], stream.loom()),
+                    loomSuccess)
+              << loomGetLastError(comms[r]);
+          outputs[call].resize(kCount * t.size);
+          runtime().copy(outputs[call].data(), recv.data(), outputs[call].size(), stream.handle());
+        }
+        ASSERT_TRUE(stream.finishes()) << "rank " << r;
+        for (size_t call = 0; call < outputs.size(); ++call) {
+          const loomRedOp_t op = ops[call / 2];
+          for (size_t i = 0; i < kCount; ++i) {
+            long long want = op == loomProd ? 1 : op == loomSum ? 0 : valueOf(0, call, i);
+            for (int q = 0; q < n; ++q) {
+              const long long v = valueOf(q, call, i);
+              want = op == loomSum ? want + v : op == loomProd ? want * v : op == loomMin ? std::min(want, v)
+                                                                                           : std::max(want, v);
+            }
+            if (readValue(t.type, outputs[call].data(), i) != want) {
+              ADD_FAILURE() << "rank " << r << ", type " << t.type << ", op " << op << (call % 2 ? ", in place" : "")
+                            << ", element " << i << ": " << readValue(t.type, outputs[call].data(), i)
+                            << ", expected " << want;
+              break;
+            }
+          }
+        }
+      }
+      // Floats against the host path, bit for bit.
+      const loomRedOp_t premul = premulOf(r, comms[r]);
+      const auto nn = static_cast<size_t>(n);
+      const std::vector<float> input = randomFloats(kFloats * nn, 4242u + static_cast<uint32_t>(r) * 7919u);
+      DeviceBuffer send(input.size() * 4), viaHost(input.size() * 4), viaStream(input.size() * 4);
+      send.upload(input.data());
+      using Run = std::function<loomResult_t(loomStream_t, void*)>;
+      const int root = n - 1;
+      for (loomRedOp_t op : {loomSum, loomAvg, premul}) {
+        const std::vector<std::pair<std::string, Run>> calls{
+            {"all-reduce", [&](loomStream_t st, void* out) {
+               return loomAllReduce(send.data(), out, kFloats, loomFloat32, op, comms[r], st);
+             }},
+            {"reduce", [&](loomStream_t st, void* out) {
+               return loomReduce(send.data(), out, kFloats, loomFloat32, op, root, comms[r], st);
+             }},
+            {"reduce-scatter", [&](loomStream_t st, void* out) {
+               return loomReduceScatter(send.data(), out, kFloats, loomFloat32, op, comms[r], st);
+             }}};
+        for (const auto& [name, call] : calls) {
+          ASSERT_EQ(call(nullptr, viaHost.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
+          ASSERT_EQ(call(stream.loom(), viaStream.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
+          ASSERT_TRUE(stream.finishes());
+          if (name == "reduce" && r != root) continue;
+          std::vector<float> host(kFloats), onStream(kFloats);
+          runtime().copyNow(host.data(), viaHost.data(), kFloats * 4);
+          runtime().copyNow(onStream.data(), viaStream.data(), kFloats * 4);
+          size_t at = 0;
+          while (at < kFloats && std::memcmp(&host[at], &onStream[at], 4) == 0) ++at;
+          EXPECT_EQ(at, kFloats) << name << ", op " << op << ", rank " << r
+                                 << ": the result's bits differ from the host's at element " << at;
+        }
+      }
+      EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
+    });
+    const uint64_t onStreams = static_cast<uint64_t>(n) * (types.size() * ops.size() * 2 + 9);
+    EXPECT_EQ(loom::coll::residentCalls() - resident, onStreams) << "calls that took the host's path";
+    EXPECT_EQ(loom::coll::residentWholeCalls() - whole, onStreams) << "calls that ran in pieces";
+    // A PreMulSum's scaled input, on every rank, in each of its three calls.
+    EXPECT_EQ(loom::cuda::fakeStreamAllocations() - allocated, static_cast<uint64_t>(n) * 3);
+    loom::test::destroyAll(comms);
+  }
+
+  // Rank 0's send buffer on a second GPU that the ranks' own (GPU 0) does
+  // not read in place: copied into memory of the call's own, exact.
+  OneFakeGpuAgain again;
+  loom::cuda::fakeDeviceGpus(2, false);
+  std::vector<loomComm_t> comms;
+  {
+    loom::test::ScopedEnv scratch("LOOM_DEVICE_SCRATCH_BYTES", "65536");
+    comms = loom::test::initThreadComms(2);
+  }
+  const uint64_t allocated = loom::cuda::fakeStreamAllocations();
+  const uint64_t whole = loom::coll::residentWholeCalls();
+  onThreads(2, [&](int r) {
+    Stream stream;
+    runtime().setCurrentDevice(r == 0 ? 1 : 0);
+    DeviceBuffer send(kCount * 4);
+    runtime().setCurrentDevice(0);
+    DeviceBuffer recv(kCount * 4);
+    std::vector<int32_t> in(kCount), out(kCount, -1);
+    for (size_t i = 0; i < kCount; ++i) in[i] = value(r, i);
+    runtime().copyNow(send.data(), in.data(), kCount * 4);
+    ASSERT_EQ(loomAllReduce(send.data(), recv.data(), kCount, loomInt32, loomSum, comms[r], stream.loom()),
+              loomSuccess)
+        << loomGetLastError(comms[r]);
+    ASSERT_TRUE(stream.finishes());
+    runtime().copyNow(out.data(), recv.data(), kCount * 4);
+    for (size_t i = 0; i < kCount; ++i) {
+      if (out[i] != value(0, i) + value(1, i)) {
+        ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
+        break;
+      }
+    }
+  });
+  EXPECT_EQ(loom::coll::residentWholeCalls() - whole, 2u);
+  EXPECT_EQ(loom::cuda::fakeStreamAllocations() - allocated, 1u) << "rank 0's input copied, rank 1's read in place";
+  loom::test::destroyAll(comms);
+}
+
 // A resident all-reduce of 3 or more ranks at LOOM_DEVICE_TWO_SHOT_BYTES or
 // more runs in two shots (each rank reduces its share, then copies the
 // others'), with the host path's bits: random floats through sum, average and
@@ -676,12 +830,14 @@ TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPath
 // Ranks that are threads of one process publish where each piece's input
 // lies, and a rank whose send buffer does not overlap its result offers it
 // to be read in place: every collective, out of place, past one scratch slot
-// (2 MiB: two pieces of 600001 int32), exact, with nothing copied into a
+// (2 MiB; 600001 int32), each as one piece, exact, with nothing copied into a
 // scratch (the fake's stream copies count them) and every rank that has an
-// input counted as offering it; ranks that mix in place (through their
-// scratch) and out of place in one call, exact; and an input read in place
-// stays its readers' until they are done: each rank overwrites its send
-// buffer on its stream right after the call, and every result is still exact.
+// input counted as offering it; ranks that mix in place and out of place in
+// one all-reduce, exact: within one slot the ranks in place go through their
+// scratch, past it every rank reads in place (two shots); and an input read
+// in place stays its readers' until they are done: each rank overwrites its
+// send buffer on its stream right after the call, and every result is still
+// exact.
 TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   constexpr size_t kCount = 600001;
@@ -697,6 +853,7 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
     const uint64_t copied = loom::cuda::fakeBytesCopied();
     const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
     const uint64_t before = loom::coll::residentCalls();
+    const uint64_t whole = loom::coll::residentWholeCalls();
     // The stream copies onStreams itself makes: each rank's input in, its result out.
     uint64_t ownCopies = 0;
     const auto run = [&](size_t sendCount, size_t recvCount, auto&&... rest) {
@@ -747,30 +904,36 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
               },
               value, [root](int rank, size_t i) { return value(root, static_cast<size_t>(rank) * kCount + i); });
     EXPECT_EQ(loom::coll::residentCalls() - before, 8 * nn) << "calls that took the host's path";
+    EXPECT_EQ(loom::coll::residentWholeCalls() - whole, 8 * nn) << "calls that ran in pieces";
     // Every rank of the six calls where every rank sends; the root alone of
     // a broadcast's and a scatter's.
     EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, 6 * nn + 2);
     EXPECT_EQ(loom::cuda::fakeBytesCopied() - copied, ownCopies) << "bytes copied into a scratch";
 
-    // Even ranks in place (through their scratch), odd ones out of place.
-    const uint64_t mixed = loom::coll::residentCallsOfferedInPlace();
+    // Even ranks in place, odd ones out of place: within one slot (100001
+    // int32) the even ranks go through their scratch, past it none does.
     auto comms = loom::test::initThreadComms(n);
-    onThreads(n, [&](int r) {
-      Stream stream;
-      std::vector<int32_t> in(kCount), out(kCount, -1);
-      for (size_t i = 0; i < kCount; ++i) in[i] = value(r, i);
-      DeviceBuffer send(kCount * 4), recv(kCount * 4);
-      void* result = r % 2 == 0 ? send.data() : recv.data();
-      runtime().copy(send.data(), in.data(), kCount * 4, stream.handle());
-      ASSERT_EQ(loomAllReduce(send.data(), result, kCount, loomInt32, loomSum, comms[r], stream.loom()), loomSuccess);
-      runtime().copy(out.data(), result, kCount * 4, stream.handle());
-      ASSERT_TRUE(stream.finishes());
-      size_t wrong = 0;
-      for (size_t i = 0; i < kCount; ++i) {
-        if (out[i] != sum(n, i) && wrong++ < 3) ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
-      }
-    });
-    EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - mixed, nn / 2) << "the odd ranks";
+    for (const size_t count : {size_t{100001}, kCount}) {
+      SCOPED_TRACE(std::to_string(count) + " elements");
+      const uint64_t mixed = loom::coll::residentCallsOfferedInPlace();
+      onThreads(n, [&](int r) {
+        Stream stream;
+        std::vector<int32_t> in(count), out(count, -1);
+        for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+        DeviceBuffer send(count * 4), recv(count * 4);
+        void* result = r % 2 == 0 ? send.data() : recv.data();
+        runtime().copy(send.data(), in.data(), count * 4, stream.handle());
+        ASSERT_EQ(loomAllReduce(send.data(), result, count, loomInt32, loomSum, comms[r], stream.loom()), loomSuccess);
+        runtime().copy(out.data(), result, count * 4, stream.handle());
+        ASSERT_TRUE(stream.finishes());
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i) {
+          if (out[i] != sum(n, i) && wrong++ < 3) ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
+        }
+      });
+      EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - mixed, count == kCount ? nn : nn / 2)
+          << "ranks that offered their own buffers";
+    }
 
     // The input is overwritten on the rank's stream right after each call: a
     // reduce, where the ranks that read nothing go on at once while the root
@@ -807,10 +970,13 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
 // where no peer reads what they write: all-gather, reduce-scatter,
 // broadcast, reduce, gather and scatter, past one slot, exact, counted as
 // offered and copying nothing into a scratch; an all-reduce in place, whose
-// result overwrites what every peer reads, goes through the scratch, exact.
+// result overwrites what every peer reads, reads in place too in two shots
+// (each rank overwrites a share only once its peers have read it), past one
+// slot; within one slot it goes through the scratch (one shot). Exact.
 TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerReadsWhatTheyWrite) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   constexpr size_t kCount = 600001;
+  constexpr size_t kOneSlot = 100001;
   for (int n : {2, 3}) {
     SCOPED_TRACE(std::to_string(n) + " ranks");
     const auto nn = static_cast<size_t>(n);
@@ -866,7 +1032,12 @@ TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerR
          [](void* s, void* r, loomComm_t c, loomStream_t st) {
            return loomAllReduce(s, r, kCount, loomInt32, loomSum, c, st);
          },
-         kCount, [&](int, size_t i) { return sum(i); }, all, false}};
+         kCount, [&](int, size_t i) { return sum(i); }, all, true},
+        {"all-reduce within one slot", kOneSlot, zero, zero, kOneSlot, value,
+         [](void* s, void* r, loomComm_t c, loomStream_t st) {
+           return loomAllReduce(s, r, kOneSlot, loomInt32, loomSum, c, st);
+         },
+         kOneSlot, [&](int, size_t i) { return sum(i); }, all, false}};
     auto comms = loom::test::initThreadComms(n);
     for (const InPlace& k : cases) {
       SCOPED_TRACE(k.name);

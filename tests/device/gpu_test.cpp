@@ -265,6 +265,61 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
   }
 }
 
+// Threads on one GPU run an all-reduce past one scratch slot as one piece,
+// reading each other's buffers where they lie in two shots: in place, out of
+// place with a PreMulSum (its input scaled into memory of the call's own,
+// cudaMallocAsync's), and an average in place, back to back on each rank's
+// stream; exact (halves and quarters of small whole numbers).
+TEST(GpuStreams, AllReducesPastOneSlotOfThreadsRunAsOnePiece) {
+  REQUIRE_GPU();
+  const size_t count = (size_t{4} << 20) + 5;  // 16 MiB of floats: eight slots
+  for (int n : {2, 4}) {
+    auto comms = initThreadComms(n);
+    std::barrier done(n);
+    const uint64_t whole = coll::residentWholeCalls();
+    onThreads(n, [&](int r) {
+      cudaStream_t stream = nullptr;
+      ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      DeviceBuffer a(count * 4), b(count * 4), c(count * 4);
+      ArriveOnExit freeTogether{done};  // nobody frees while a peer's stream may still be held
+      std::vector<float> input(count);
+      for (size_t i = 0; i < count; ++i) input[i] = static_cast<float>(i % 13 + static_cast<size_t>(r));
+      for (DeviceBuffer* buffer : {&a, &b, &c}) cuda::copyToDevice(buffer->data(), input.data(), count * 4);
+      float half = 0.5f;
+      loomRedOp_t premul{};
+      ASSERT_EQ(loomRedOpCreatePreMulSum(&premul, &half, loomFloat32, loomScalarHostImmediate, comms[r]), loomSuccess);
+      const auto on = reinterpret_cast<loomStream_t>(stream);
+      ASSERT_EQ(loomAllReduce(a.data(), a.data(), count, loomFloat32, loomSum, comms[r], on), loomSuccess)
+          << loomGetLastError(comms[r]);
+      ASSERT_EQ(loomAllReduce(b.data(), c.data(), count, loomFloat32, premul, comms[r], on), loomSuccess)
+          << loomGetLastError(comms[r]);
+      ASSERT_EQ(loomAllReduce(b.data(), b.data(), count, loomFloat32, loomAvg, comms[r], on), loomSuccess)
+          << loomGetLastError(comms[r]);
+      ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      const auto nf = static_cast<float>(n);
+      const auto expect = [&](DeviceBuffer& buffer, float scale, const char* what) {
+        std::vector<float> got(count);
+        cuda::copyFromDevice(got.data(), buffer.data(), count * 4);
+        for (size_t i = 0; i < count; ++i) {
+          const float sum = nf * static_cast<float>(i % 13) + nf * (nf - 1) / 2;
+          if (got[i] != sum * scale) {
+            ADD_FAILURE() << what << ", rank " << r << " of " << n << ", element " << i << ": " << got[i]
+                          << ", expected " << sum * scale;
+            return;
+          }
+        }
+      };
+      expect(a, 1.0f, "sum in place");
+      expect(c, 0.5f, "PreMulSum out of place");
+      expect(b, 1.0f / nf, "average in place");
+      EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
+      ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    });
+    EXPECT_EQ(coll::residentWholeCalls() - whole, static_cast<uint64_t>(n) * 3) << "calls that ran in pieces";
+    destroyAll(comms);
+  }
+}
+
 // Symmetric windows on the GPU: every rank's send buffer in a window it
 // registered (the same offset everywhere), so that the resident path reads
 // its peers' inputs in place (CUDA's pointers between threads): all-reduce,
