@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/datatype.hpp"
+#include "base/device/memop_batch.hpp"
 #include "base/device/runtime.hpp"
 #include "base/error.hpp"
 #include "collectives/device_kernels.hpp"
@@ -104,8 +105,9 @@ cpu::ReduceOp readOp(const Collective& c) {
 }
 
 // The read step of `c`'s piece `p`, for this rank: from every rank's part,
-// queued on `stream`.
-void read(const ResidentArea& area, const Collective& c, const Piece& p, const Parts& parts, void* stream) {
+// queued on the batch's stream.
+void read(const ResidentArea& area, const Collective& c, const Piece& p, const Parts& parts, cuda::MemopBatch& q) {
+  void* stream = q.stream();
   const cpu::ReduceOp op = readOp(c);
   const int n = area.size();
   const int me = area.rank();
@@ -159,7 +161,7 @@ std::pair<size_t, size_t> shareOf(size_t count, int r, int n) {
 // share out of that rank's result. A rank reads about 2x the piece instead
 // of n x, for one more round of flags.
 void readTwoShots(const ResidentArea& area, const Collective& c, size_t count, std::byte* out, const Parts& parts,
-                  std::byte* myResult, uint64_t sequence, void* stream) {
+                  std::byte* myResult, uint64_t sequence, cuda::MemopBatch& q) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   DeviceKernels& kernels = deviceKernels();
   const int n = area.size();
@@ -167,16 +169,18 @@ void readTwoShots(const ResidentArea& area, const Collective& c, size_t count, s
   const auto [first, end] = shareOf(count, me, n);
   if (end > first) {
     const size_t at = first * c.typeSize;
-    parts.reduce(c, readOp(c), 0, at, out + at, end - first, stream);
-    if (c.reduction.average) kernels.average(c.type, out + at, end - first, n, stream);
-    if (myResult != out) rt.copy(myResult + at, out + at, (end - first) * c.typeSize, stream);
+    parts.reduce(c, readOp(c), 0, at, out + at, end - first, q.stream());
+    if (c.reduction.average) kernels.average(c.type, out + at, end - first, n, q.stream());
+    if (myResult != out) rt.copy(myResult + at, out + at, (end - first) * c.typeSize, q.stream());
   }
-  for (int r = 0; r < n; ++r) rt.writeValue(stream, area.reducedFrom(r, me), sequence);  // its own word too
+  for (int r = 0; r < n; ++r) q.write(area.reducedFrom(r, me), sequence);  // its own word too
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
-    rt.waitValue(stream, area.reducedFrom(me, r), sequence);
+    q.wait(area.reducedFrom(me, r), sequence);
     const auto [from, to] = shareOf(count, r, n);
-    if (to > from) parts.copy(r, true, 0, from * c.typeSize, out + from * c.typeSize, (to - from) * c.typeSize, stream);
+    if (to > from) {
+      parts.copy(r, true, 0, from * c.typeSize, out + from * c.typeSize, (to - from) * c.typeSize, q.stream());
+    }
   }
 }
 
@@ -226,7 +230,7 @@ std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bo
 // call's last piece, after which such a rank waits until every peer has read
 // its input.
 void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots,
-              const std::optional<InPlace>& inPlace, bool last, void* stream) {
+              const std::optional<InPlace>& inPlace, bool last, cuda::MemopBatch& q) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int n = area.size();
   const int me = area.rank();
@@ -236,7 +240,7 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   // Publish: nobody still reads this call's slot, nor its published places
   // (last used two calls ago); the input's piece in; said so to each rank.
   for (int r = 0; sequence > 2 && r < n; ++r) {
-    if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence - 2);
+    if (r != me) q.wait(area.doneBy(me, r), sequence - 2);
   }
   RegionPlace input, result;
   size_t pitch = 0;
@@ -252,12 +256,12 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
       for (size_t b = 0; b < blocks; ++b) {
         const void* source = from + b * c.blockBytes();
         deviceKernels().reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), to + b * bytes, p.count,
-                               c.reduction.scalar, stream);
+                               c.reduction.scalar, q.stream());
       }
     } else if (blocks > 1) {  // the piece of each of n blocks, side by side
-      rt.copyRows(to, bytes, from, c.blockBytes(), bytes, blocks, stream);
+      rt.copyRows(to, bytes, from, c.blockBytes(), bytes, blocks, q.stream());
     } else {
-      rt.copy(to, from, bytes, stream);
+      rt.copy(to, from, bytes, q.stream());
     }
     input = result = area.areaPlace(to);
     pitch = bytes;
@@ -267,18 +271,18 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     // the stream follows the ones before it. The result only where it is
     // read (two shots).
     PublishedPiece* entry = area.published(me, sequence);
-    rt.writeValue(stream, &entry->input, input.offset);
-    rt.writeValue(stream, &entry->pitch, pitch);
-    if (twoShots) rt.writeValue(stream, &entry->result, result.offset);
-    rt.writeValue(stream, &entry->regions, regionsOf(input.region, result.region));
-    rt.writeValue(stream, &entry->sequence, sequence);
+    q.write(&entry->input, input.offset);
+    q.write(&entry->pitch, pitch);
+    if (twoShots) q.write(&entry->result, result.offset);
+    q.write(&entry->regions, regionsOf(input.region, result.region));
+    q.write(&entry->sequence, sequence);
   }
   for (int r = 0; r < n; ++r) {
-    if (r != me) rt.writeValue(stream, area.arrivedFrom(r, me), sequence);
+    if (r != me) q.write(area.arrivedFrom(r, me), sequence);
   }
   // Read: once every rank's piece is in.
   for (int r = 0; r < n; ++r) {
-    if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
+    if (r != me) q.wait(area.arrivedFrom(me, r), sequence);
   }
   const Published parts(area, sequence);
   if (twoShots) {
@@ -286,43 +290,52 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     std::byte* shared = !inPlace ? area.slot(me, sequence)
                         : inPlace->sharedResult != nullptr ? inPlace->sharedResult + p.first * c.typeSize
                                                            : out;
-    readTwoShots(area, c, p.count, out, parts, shared, sequence, stream);
+    readTwoShots(area, c, p.count, out, parts, shared, sequence, q);
   } else {
-    read(area, c, p, parts, stream);
+    read(area, c, p, parts, q);
   }
   // An average divides the sum, as the host path does (two shots divided
   // each share).
   const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;
   if (c.reduction.average && hasResult && !twoShots) {
-    deviceKernels().average(c.type, c.recv + p.first * c.typeSize, p.count, n, stream);
+    deviceKernels().average(c.type, c.recv + p.first * c.typeSize, p.count, n, q.stream());
   }
   // Release: done reading, told to each owner and to the host's watch.
   for (int r = 0; r < n; ++r) {
-    if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
+    if (r != me) q.write(area.doneBy(r, me), sequence);
   }
   // An input read in place stays the peers' until each is done with it (and
   // with every piece before, which it read first): the work after the call
   // on this stream may overwrite it.
   for (int r = 0; waitReaders && r < n; ++r) {
-    if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence);
+    if (r != me) q.wait(area.doneBy(me, r), sequence);
   }
-  rt.writeValue(stream, area.finished(), sequence);
+  q.write(area.finished(), sequence);
 }
 
 // Device memory for one call, on its stream (DeviceRuntime::allocOnStream),
-// freed on the stream behind everything the call queued, however the call
-// ends.
+// freed on the stream behind everything the call gathered and queued,
+// however the call ends; left allocated where that cannot be queued, as a
+// peer may still read it.
 class CallBuffer {
  public:
-  CallBuffer(size_t bytes, void* stream)
-      : stream_(stream), data_(static_cast<std::byte*>(cuda::runtime().allocOnStream(bytes, stream))) {}
-  ~CallBuffer() { cuda::runtime().freeOnStream(data_, stream_); }
+  CallBuffer(size_t bytes, cuda::MemopBatch& q)
+      : q_(q), data_(static_cast<std::byte*>(cuda::runtime().allocOnStream(bytes, q.stream()))) {}
+  ~CallBuffer() {
+    void* stream = nullptr;
+    try {
+      stream = q_.stream();
+    } catch (const std::exception&) {
+      return;
+    }
+    cuda::runtime().freeOnStream(data_, stream);
+  }
   CallBuffer(const CallBuffer&) = delete;
   CallBuffer& operator=(const CallBuffer&) = delete;
   std::byte* data() const { return data_; }
 
  private:
-  void* stream_;
+  cuda::MemopBatch& q_;
   std::byte* data_;
 };
 
@@ -340,7 +353,7 @@ bool wholeCall(const ResidentArea& area, const Collective& c, size_t perPiece) {
 // call's own copies where they may not read its buffers as they lie.
 // Nullopt where it has no input (a broadcast's or a scatter's non-root).
 std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool twoShots,
-                                   std::vector<std::unique_ptr<CallBuffer>>& copies, void* stream) {
+                                   std::vector<std::unique_ptr<CallBuffer>>& copies, cuda::MemopBatch& q) {
   if (c.sendBytes == 0) return std::nullopt;
   const auto place = [&](const std::byte* p) {
     const std::optional<RegionPlace> found = area.placeForPeers(p);
@@ -356,13 +369,13 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
   const bool asItLies = c.reduction.op != cpu::ReduceOp::PreMulSum;
   std::optional<RegionPlace> input = asItLies ? area.placeForPeers(c.send) : std::nullopt;
   if (!input) {
-    std::byte* copy = copies.emplace_back(std::make_unique<CallBuffer>(c.sendBytes, stream))->data();
+    std::byte* copy = copies.emplace_back(std::make_unique<CallBuffer>(c.sendBytes, q))->data();
     if (c.reduction.op == cpu::ReduceOp::PreMulSum) {
       const void* source = c.send;
       deviceKernels().reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), copy, c.sendBytes / c.typeSize,
-                             c.reduction.scalar, stream);
+                             c.reduction.scalar, q.stream());
     } else {
-      cuda::runtime().copy(copy, c.send, c.sendBytes, stream);
+      cuda::runtime().copy(copy, c.send, c.sendBytes, q.stream());
     }
     input = place(copy);
   } else {
@@ -373,7 +386,7 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
     if (const std::optional<RegionPlace> result = area.placeForPeers(c.recv)) {
       places.result = *result;
     } else {
-      places.sharedResult = copies.emplace_back(std::make_unique<CallBuffer>(c.recvBytes, stream))->data();
+      places.sharedResult = copies.emplace_back(std::make_unique<CallBuffer>(c.recvBytes, q))->data();
       places.result = place(places.sharedResult);
     }
   }
@@ -391,11 +404,12 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
 // "reduced" (done reading that share of every input), so an all-reduce in
 // place reads in place too; a rank so reads 1.5x the call (2 ranks) to 2x
 // (many), where one shot reads n x.
-void runWhole(ResidentArea& area, const Collective& c, void* stream) {
+void runWhole(ResidentArea& area, const Collective& c, cuda::MemopBatch& q) {
   const bool twoShots = c.kind == CollectiveKind::AllReduce;
   std::vector<std::unique_ptr<CallBuffer>> copies;  // freed on the stream behind the call
-  const std::optional<InPlace> places = wholePlaces(area, c, twoShots, copies, stream);
-  runPiece(area, c, Piece{.first = 0, .count = c.count}, twoShots, places, /*last=*/true, stream);
+  const std::optional<InPlace> places = wholePlaces(area, c, twoShots, copies, q);
+  runPiece(area, c, Piece{.first = 0, .count = c.count}, twoShots, places, /*last=*/true, q);
+  q.flush();  // before the copies' frees go behind it
   wholeCalls.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -421,16 +435,15 @@ std::optional<SymmetricWindows::Place> windowOf(const Communicator& comm, const 
 // is done with this rank's input, so that the work after the call on the
 // stream may overwrite it. No copy in, no pieces.
 void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindows::Place& place,
-                  const std::optional<SymmetricWindows::Place>& twoShotsInto, void* stream) {
-  cuda::DeviceRuntime& rt = cuda::runtime();
+                  const std::optional<SymmetricWindows::Place>& twoShotsInto, cuda::MemopBatch& q) {
   const int n = area.size();
   const int me = area.rank();
   const uint64_t sequence = area.beginCall(/*readersAtEnd=*/true);
   for (int r = 0; r < n; ++r) {
-    if (r != me) rt.writeValue(stream, area.arrivedFrom(r, me), sequence);
+    if (r != me) q.write(area.arrivedFrom(r, me), sequence);
   }
   for (int r = 0; r < n; ++r) {
-    if (r != me) rt.waitValue(stream, area.arrivedFrom(me, r), sequence);
+    if (r != me) q.wait(area.arrivedFrom(me, r), sequence);
   }
   // Straight from the windows: every rank's input (and in two shots its
   // result) where it lies in its window.
@@ -439,18 +452,18 @@ void runInWindows(ResidentArea& area, const Collective& c, const SymmetricWindow
   };
   const Known windows(n, at(place), twoShotsInto ? at(*twoShotsInto) : at(place), c.blockBytes());
   if (twoShotsInto) {
-    readTwoShots(area, c, c.count, c.recv, windows, c.recv, sequence, stream);
+    readTwoShots(area, c, c.count, c.recv, windows, c.recv, sequence, q);
   } else {
-    read(area, c, Piece{.first = 0, .count = c.count}, windows, stream);
-    if (c.reduction.average) deviceKernels().average(c.type, c.recv, c.count, n, stream);
+    read(area, c, Piece{.first = 0, .count = c.count}, windows, q);
+    if (c.reduction.average) deviceKernels().average(c.type, c.recv, c.count, n, q.stream());
   }
   for (int r = 0; r < n; ++r) {
-    if (r != me) rt.writeValue(stream, area.doneBy(r, me), sequence);
+    if (r != me) q.write(area.doneBy(r, me), sequence);
   }
   for (int r = 0; r < n; ++r) {
-    if (r != me) rt.waitValue(stream, area.doneBy(me, r), sequence);
+    if (r != me) q.wait(area.doneBy(me, r), sequence);
   }
-  rt.writeValue(stream, area.finished(), sequence);
+  q.write(area.finished(), sequence);
 }
 
 }  // namespace
@@ -467,11 +480,15 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   ResidentArea& area = *resident;
   area.claimStream(stream);
   area.openPeersRegions();
+  // Every wait and write of the call gathered into batches, queued before
+  // each copy or kernel and at the end.
+  cuda::MemopBatch q(cuda::runtime(), stream);
   if (const auto place = windowOf(comm, c)) {
     // Two shots where the result lies in a window too, for the peers to
     // copy the shares out of.
     const auto into = twoShot(area, c) ? comm.windows.find(c.recv, c.recvBytes) : std::nullopt;
-    runInWindows(area, c, *place, into, stream);
+    runInWindows(area, c, *place, into, q);
+    q.flush();
     queued.fetch_add(1, std::memory_order_relaxed);
     inWindows.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -480,7 +497,7 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   const size_t blocks = sendsBlocks(c.kind) ? static_cast<size_t>(area.size()) : 1;
   const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
   if (wholeCall(area, c, perPiece)) {
-    runWhole(area, c, stream);
+    runWhole(area, c, q);
     queued.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -488,8 +505,9 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots);
   for (size_t first = 0; first < c.count; first += perPiece) {
     const size_t count = std::min(perPiece, c.count - first);
-    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, first + count == c.count, stream);
+    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, first + count == c.count, q);
   }
+  q.flush();
   queued.fetch_add(1, std::memory_order_relaxed);
   if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
 }

@@ -7,12 +7,14 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -315,6 +317,37 @@ class CudaRuntime final : public DeviceRuntime {
     if (write == nullptr) throw Error(loomUnhandledCudaError, "the driver offers no cuStreamWriteValue64");
     const CUresult r = write(asStream(stream), reinterpret_cast<CUdeviceptr>(word), value, 0);
     if (r != CUDA_SUCCESS) memopFailed("cuStreamWriteValue64", r);
+  }
+
+  void memops(StreamHandle stream, std::span<const MemOp> ops) override {
+    using BatchMemOp = CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned int);
+    static const auto batch = driverEntry<BatchMemOp>("cuStreamBatchMemOp");
+    if (batch == nullptr) {  // one by one, as the batch would run them
+      for (const MemOp& op : ops) op.write ? writeValue(stream, op.word, op.value) : waitValue(stream, op.word, op.value);
+      return;
+    }
+    constexpr size_t kMost = 255;  // the driver takes fewer than 256 at once
+    std::vector<CUstreamBatchMemOpParams> params;
+    for (size_t at = 0; at < ops.size(); at += kMost) {
+      params.clear();
+      for (const MemOp& op : ops.subspan(at, std::min(kMost, ops.size() - at))) {
+        CUstreamBatchMemOpParams p{};
+        if (op.write) {
+          p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+          p.writeValue.address = reinterpret_cast<CUdeviceptr>(op.word);
+          p.writeValue.value64 = op.value;
+          p.writeValue.flags = 0;
+        } else {
+          p.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+          p.waitValue.address = reinterpret_cast<CUdeviceptr>(op.word);
+          p.waitValue.value64 = op.value;
+          p.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+        }
+        params.push_back(p);
+      }
+      const CUresult r = batch(asStream(stream), static_cast<unsigned int>(params.size()), params.data(), 0);
+      if (r != CUDA_SUCCESS) memopFailed("cuStreamBatchMemOp", r);
+    }
   }
 
   void storeValue(uint64_t* word, uint64_t value) override { copyNow(word, &value, sizeof value); }

@@ -36,6 +36,7 @@ std::atomic<StreamHandle> captured{nullptr};
 std::atomic<uint64_t> staged{0};
 std::atomic<uint64_t> copied{0};
 std::atomic<uint64_t> streamAllocations{0};
+std::atomic<uint64_t> memopBatches{0};
 thread_local int fakeCurrent = 0;
 
 // The fake device's allocations, by start: each a memfd mapped shared, so
@@ -335,6 +336,19 @@ class FakeRuntime final : public DeviceRuntime {
   void writeValue(StreamHandle handle, uint64_t* word, uint64_t value) override {
     stream(handle).submit([=] { __atomic_store_n(word, value, __ATOMIC_RELEASE); });
   }
+  void memops(StreamHandle handle, std::span<const MemOp> ops) override {
+    if (ops.empty()) return;
+    stream(handle).submit([all = std::vector<MemOp>(ops.begin(), ops.end())] {
+      for (const MemOp& op : all) {
+        if (op.write) {
+          __atomic_store_n(op.word, op.value, __ATOMIC_RELEASE);
+        } else {
+          waitForWord(op.word, op.value);
+        }
+      }
+    });
+    memopBatches.fetch_add(1, std::memory_order_relaxed);
+  }
   void storeValue(uint64_t* word, uint64_t value) override { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
   uint64_t loadValue(const uint64_t* word) override { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
   void holdKernel(StreamHandle handle, const uint64_t* word, uint64_t value) override {
@@ -524,5 +538,7 @@ uint64_t fakeBytesStaged() { return staged.load(std::memory_order_relaxed); }
 uint64_t fakeBytesCopied() { return copied.load(std::memory_order_relaxed); }
 
 uint64_t fakeStreamAllocations() { return streamAllocations.load(std::memory_order_relaxed); }
+
+uint64_t fakeMemopBatches() { return memopBatches.load(std::memory_order_relaxed); }
 
 }  // namespace loom::cuda

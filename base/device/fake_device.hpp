@@ -57,5 +57,7 @@ uint64_t fakeBytesStaged();
 uint64_t fakeBytesCopied();
 // Buffers allocated on a stream (allocOnStream) since the process began.
 uint64_t fakeStreamAllocations();
+// Batches of stream memory operations queued (memops) since the process began.
+uint64_t fakeMemopBatches();
 
 }  // namespace loom::cuda

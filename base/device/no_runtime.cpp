@@ -56,6 +56,7 @@ class NoRuntime final : public DeviceRuntime {
   bool hasMemops(int) override { return false; }
   void waitValue(StreamHandle, const uint64_t*, uint64_t) override { noCuda("a CUDA stream"); }
   void writeValue(StreamHandle, uint64_t*, uint64_t) override { noCuda("a CUDA stream"); }
+  void memops(StreamHandle, std::span<const MemOp>) override { noCuda("stream memory operations"); }
   void storeValue(uint64_t*, uint64_t) override { noCuda("a device word"); }
   uint64_t loadValue(const uint64_t*) override { noCuda("a device word"); }
   void holdKernel(StreamHandle, const uint64_t*, uint64_t) override { noCuda("a CUDA stream"); }

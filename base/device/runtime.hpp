@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "base/device/published_piece.hpp"
@@ -39,6 +40,14 @@ using IpcHandle = std::array<std::byte, kIpcHandleBytes>;
 struct IpcExport {
   IpcHandle handle{};
   uint64_t offset = 0;  // of the pointer from its allocation's start
+};
+
+// One stream memory operation of a batch (DeviceRuntime::memops): a write
+// of `value` into `word`, or a wait until *word >= value (the word only read).
+struct MemOp {
+  bool write = false;
+  uint64_t* word = nullptr;
+  uint64_t value = 0;
 };
 
 class DeviceRuntime {
@@ -131,6 +140,10 @@ class DeviceRuntime {
   virtual bool hasMemops(int device) = 0;
   virtual void waitValue(StreamHandle stream, const uint64_t* word, uint64_t value) = 0;
   virtual void writeValue(StreamHandle stream, uint64_t* word, uint64_t value) = 0;
+  // `ops` queued in order, as waitValue and writeValue would queue them one
+  // by one, in one batch (cuStreamBatchMemOp), which NVIDIA documents as
+  // saving work on the host and on the device.
+  virtual void memops(StreamHandle stream, std::span<const MemOp> ops) = 0;
   // A host write of such a word, done when it returns (the host cannot store
   // into a GPU's memory: a copy under CUDA).
   virtual void storeValue(uint64_t* word, uint64_t value) = 0;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/device/memop_batch.hpp"
 #include "base/device/runtime.hpp"
 
 namespace loom {
@@ -29,7 +30,8 @@ std::optional<RegionPlace> sendsInPlace(ResidentArea& area, const ResidentOp& op
 // its sender published (its slot, or its buffer), loaded when the copy
 // runs; a sender whose buffer is read in place waits after its last piece
 // until the receiver has taken it.
-void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<RegionPlace>& inPlace, void* stream) {
+void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<RegionPlace>& inPlace,
+                  cuda::MemopBatch& q) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int me = area.rank();
   for (size_t at = 0; at < op.bytes; at += ResidentArea::kP2pSlotBytes) {
@@ -37,25 +39,25 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<
     const bool last = at + bytes == op.bytes;
     if (op.send) {
       const uint64_t k = area.beginSendPiece(op.peer, inPlace && last);
-      if (k > 2) rt.waitValue(stream, area.takenBy(me, op.peer), k - 2);
+      if (k > 2) q.wait(area.takenBy(me, op.peer), k - 2);
       std::byte* slot = area.p2pSlot(me, op.peer, k);
-      if (!inPlace) rt.copy(slot, op.buffer + at, bytes, stream);
+      if (!inPlace) rt.copy(slot, op.buffer + at, bytes, q.stream());
       const RegionPlace place = inPlace ? past(*inPlace, at) : area.areaPlace(slot);
       // The sequence last: each write on the stream follows the ones before it.
       PublishedPiece* entry = area.p2pPublished(me, op.peer, k);
-      rt.writeValue(stream, &entry->input, place.offset);
-      rt.writeValue(stream, &entry->regions, regionsOf(place.region, 0));
-      rt.writeValue(stream, &entry->sequence, k);
-      rt.writeValue(stream, area.sentTo(op.peer, me), k);
-      if (inPlace && last) rt.waitValue(stream, area.takenBy(me, op.peer), k);  // its buffer is the receiver's till then
-      rt.writeValue(stream, area.sent(op.peer), k);
+      q.write(&entry->input, place.offset);
+      q.write(&entry->regions, regionsOf(place.region, 0));
+      q.write(&entry->sequence, k);
+      q.write(area.sentTo(op.peer, me), k);
+      if (inPlace && last) q.wait(area.takenBy(me, op.peer), k);  // its buffer is the receiver's till then
+      q.write(area.sent(op.peer), k);
     } else {
       const uint64_t k = area.beginReceivePiece(op.peer);
-      rt.waitValue(stream, area.sentTo(me, op.peer), k);
+      q.wait(area.sentTo(me, op.peer), k);
       rt.copyFromPlace(op.buffer + at, area.view(area.p2pPublished(op.peer, me, k), op.peer), k, false, 0, 0, bytes,
-                       stream);
-      rt.writeValue(stream, area.takenBy(op.peer, me), k);
-      rt.writeValue(stream, area.received(op.peer), k);
+                       q.stream());
+      q.write(area.takenBy(op.peer, me), k);
+      q.write(area.received(op.peer), k);
     }
   }
   if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
@@ -93,8 +95,12 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
   // them, before anything is queued.
   std::vector<std::optional<RegionPlace>> inPlace;
   area.claimPointToPoint(claimsOf(area, ops, inPlace), stream);
-  const auto queue = [&](const ResidentOp* op, void* on) {
-    queueMessage(area, *op, inPlace[static_cast<size_t>(op - ops.data())], on);
+  // A channel's messages, their waits and writes gathered in batches
+  // (base/device/memop_batch.hpp) queued before each copy and at the end.
+  const auto queue = [&](const std::vector<const ResidentOp*>& messages, void* on) {
+    cuda::MemopBatch q(cuda::runtime(), on);
+    for (const ResidentOp* op : messages) queueMessage(area, *op, inPlace[static_cast<size_t>(op - ops.data())], q);
+    q.flush();
   };
   // The group's channels (peer, direction), each its messages in call order.
   std::map<std::pair<int, bool>, std::vector<const ResidentOp*>> channels;
@@ -102,7 +108,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
     if (op.bytes != 0) channels[{op.peer, op.send}].push_back(&op);
   }
   if (channels.size() == 1) {  // one channel: on the caller's stream itself
-    for (const ResidentOp* op : channels.begin()->second) queue(op, stream);
+    queue(channels.begin()->second, stream);
   } else if (!channels.empty()) {
     cuda::DeviceRuntime& rt = cuda::runtime();
     const cuda::EventHandle fork = rt.record(stream);
@@ -110,7 +116,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
     for (const auto& [channel, messages] : channels) {
       void* side = area.channelStream(channel.first, channel.second);
       rt.waitEvent(side, fork);
-      for (const ResidentOp* op : messages) queue(op, side);
+      queue(messages, side);
       joins.push_back(rt.record(side));
     }
     for (cuda::EventHandle join : joins) {

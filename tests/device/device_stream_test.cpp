@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -442,6 +443,35 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
     EXPECT_EQ(loom::cuda::fakeBytesStaged(), staged) << "bytes staged through pinned memory";
     loom::test::destroyAll(comms);
   }
+}
+
+// A small resident call's waits and writes go on the stream in batches
+// (base/device/memop_batch.hpp), one before its reduction kernel (publish,
+// "arrived", the wait for the peers') and one after it ("done", the wait for
+// its readers, "finished"), not one operation at a time: 2 ranks, 8 bytes
+// out of place (each input read where it lies), 10 calls, exact.
+TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatches) {
+  if (!fake()) GTEST_SKIP() << "the fake device counts its batches";
+  constexpr int kCalls = 10;
+  auto comms = loom::test::initThreadComms(2);
+  const uint64_t batches = loom::cuda::fakeMemopBatches();
+  onThreads(2, [&](int r) {
+    Stream stream;
+    DeviceBuffer send(8), recv(8);
+    for (int call = 0; call < kCalls; ++call) {
+      const std::array<int32_t, 2> in{r + call, 7 * r};
+      std::array<int32_t, 2> out{-1, -1};
+      runtime().copyNow(send.data(), in.data(), 8);
+      ASSERT_EQ(loomAllReduce(send.data(), recv.data(), 2, loomInt32, loomSum, comms[r], stream.loom()), loomSuccess)
+          << loomGetLastError(comms[r]);
+      ASSERT_TRUE(stream.finishes());
+      runtime().copyNow(out.data(), recv.data(), 8);
+      EXPECT_EQ(out[0], 1 + 2 * call) << "rank " << r << ", call " << call;
+      EXPECT_EQ(out[1], 7) << "rank " << r << ", call " << call;
+    }
+  });
+  EXPECT_EQ(loom::cuda::fakeMemopBatches() - batches, uint64_t{2} * 2 * kCalls);
+  loom::test::destroyAll(comms);
 }
 
 // Every collective on a stream of several ranks, resident, exact, with a
