@@ -21,6 +21,7 @@
 // to group their calls, and its order is its own).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -102,6 +103,9 @@ class EntryGate {
 
   std::mutex mutex_;
   std::condition_variable entered_;
+  // Bumped under mutex_ at every change, so that a thread spinning before it
+  // sleeps (pass) looks at the gate again only when something moved.
+  std::atomic<uint64_t> changes_{0};
   std::map<int, uint64_t> calls_;      // per rank, the resident calls its thread has entered
   std::map<Word, uint64_t> pieces_;    // per word, the pieces its writer has entered
   std::set<int> failed_;               // ranks whose communicator failed
