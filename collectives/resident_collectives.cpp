@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/datatype.hpp"
+#include "base/device/call_buffer.hpp"
 #include "base/device/memop_batch.hpp"
 #include "base/device/runtime.hpp"
 #include "base/error.hpp"
@@ -313,32 +314,6 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   q.write(area.finished(), sequence);
 }
 
-// Device memory for one call, on its stream (DeviceRuntime::allocOnStream),
-// freed on the stream behind everything the call gathered and queued,
-// however the call ends; left allocated where that cannot be queued, as a
-// peer may still read it.
-class CallBuffer {
- public:
-  CallBuffer(size_t bytes, cuda::MemopBatch& q)
-      : q_(q), data_(static_cast<std::byte*>(cuda::runtime().allocOnStream(bytes, q.stream()))) {}
-  ~CallBuffer() {
-    void* stream = nullptr;
-    try {
-      stream = q_.stream();
-    } catch (const std::exception&) {
-      return;
-    }
-    cuda::runtime().freeOnStream(data_, stream);
-  }
-  CallBuffer(const CallBuffer&) = delete;
-  CallBuffer& operator=(const CallBuffer&) = delete;
-  std::byte* data() const { return data_; }
-
- private:
-  cuda::MemopBatch& q_;
-  std::byte* data_;
-};
-
 // Whether `c` runs as one piece, its ranks reading each other's buffers
 // where they lie (runWhole): a call of more than one piece through the
 // scratch (`perPiece` elements of each block), each a round of flags, on
@@ -353,7 +328,7 @@ bool wholeCall(const ResidentArea& area, const Collective& c, size_t perPiece) {
 // call's own copies where they may not read its buffers as they lie.
 // Nullopt where it has no input (a broadcast's or a scatter's non-root).
 std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool twoShots,
-                                   std::vector<std::unique_ptr<CallBuffer>>& copies, cuda::MemopBatch& q) {
+                                   std::vector<std::unique_ptr<cuda::CallBuffer>>& copies, cuda::MemopBatch& q) {
   if (c.sendBytes == 0) return std::nullopt;
   const auto place = [&](const std::byte* p) {
     const std::optional<RegionPlace> found = area.placeForPeers(p);
@@ -369,7 +344,7 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
   const bool asItLies = c.reduction.op != cpu::ReduceOp::PreMulSum;
   std::optional<RegionPlace> input = asItLies ? area.placeForPeers(c.send) : std::nullopt;
   if (!input) {
-    std::byte* copy = copies.emplace_back(std::make_unique<CallBuffer>(c.sendBytes, q))->data();
+    std::byte* copy = copies.emplace_back(std::make_unique<cuda::CallBuffer>(c.sendBytes, q))->data();
     if (c.reduction.op == cpu::ReduceOp::PreMulSum) {
       const void* source = c.send;
       deviceKernels().reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), copy, c.sendBytes / c.typeSize,
@@ -386,7 +361,7 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
     if (const std::optional<RegionPlace> result = area.placeForPeers(c.recv)) {
       places.result = *result;
     } else {
-      places.sharedResult = copies.emplace_back(std::make_unique<CallBuffer>(c.recvBytes, q))->data();
+      places.sharedResult = copies.emplace_back(std::make_unique<cuda::CallBuffer>(c.recvBytes, q))->data();
       places.result = place(places.sharedResult);
     }
   }
@@ -406,7 +381,7 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
 // (many), where one shot reads n x.
 void runWhole(ResidentArea& area, const Collective& c, cuda::MemopBatch& q) {
   const bool twoShots = c.kind == CollectiveKind::AllReduce;
-  std::vector<std::unique_ptr<CallBuffer>> copies;  // freed on the stream behind the call
+  std::vector<std::unique_ptr<cuda::CallBuffer>> copies;  // freed on the stream behind the call
   const std::optional<InPlace> places = wholePlaces(area, c, twoShots, copies, q);
   runPiece(area, c, Piece{.first = 0, .count = c.count}, twoShots, places, /*last=*/true, q);
   q.flush();  // before the copies' frees go behind it

@@ -29,6 +29,7 @@ class MemopBatch {
   StreamHandle stream();
   // Queues what was gathered.
   void flush();
+  DeviceRuntime& runtime() const { return runtime_; }
 
  private:
   DeviceRuntime& runtime_;

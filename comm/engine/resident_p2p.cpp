@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "base/device/call_buffer.hpp"
 #include "base/device/memop_batch.hpp"
 #include "base/device/runtime.hpp"
+#include "base/error.hpp"
 
 namespace loom {
 namespace {
@@ -26,16 +30,41 @@ std::optional<RegionPlace> sendsInPlace(ResidentArea& area, const ResidentOp& op
   return area.placeForPeers(op.buffer);
 }
 
+// Whether `op` goes as one piece, its receiver reading it where the sender
+// published it: a message of more than two pieces between ranks whose
+// kernels reach each other's buffers (threads of one process on one GPU,
+// ResidentArea::sharesEveryBuffer), which both ends know alike. The sender
+// publishes its buffer, or a copy of it in memory of the call's own where
+// the receiver may not read it as it lies, and waits until it is taken.
+bool wholeMessage(const ResidentArea& area, const ResidentOp& op) {
+  return area.sharesEveryBuffer() && op.bytes > 2 * ResidentArea::kP2pSlotBytes;
+}
+
+// The bytes of each piece of `op` (the last may be fewer).
+size_t pieceBytes(const ResidentArea& area, const ResidentOp& op) {
+  return wholeMessage(area, op) ? op.bytes : ResidentArea::kP2pSlotBytes;
+}
+
 // Every piece of `op`, queued on `stream`. A receiver copies from the place
 // its sender published (its slot, or its buffer), loaded when the copy
 // runs; a sender whose buffer is read in place waits after its last piece
 // until the receiver has taken it.
-void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<RegionPlace>& inPlace,
+void queueMessage(ResidentArea& area, const ResidentOp& op, std::optional<RegionPlace> inPlace,
                   cuda::MemopBatch& q) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int me = area.rank();
-  for (size_t at = 0; at < op.bytes; at += ResidentArea::kP2pSlotBytes) {
-    const size_t bytes = std::min(ResidentArea::kP2pSlotBytes, op.bytes - at);
+  const size_t step = pieceBytes(area, op);
+  std::unique_ptr<cuda::CallBuffer> copy;  // freed on the stream once taken
+  if (op.send && wholeMessage(area, op) && !inPlace) {
+    copy = std::make_unique<cuda::CallBuffer>(op.bytes, q);
+    rt.copy(copy->data(), op.buffer, op.bytes, q.stream());
+    inPlace = area.placeForPeers(copy->data());
+    if (!inPlace) {
+      throw Error(loomInvalidUsage, "rank " + std::to_string(me) + ": the send's CUDA stream is not on the communicator's GPU");
+    }
+  }
+  for (size_t at = 0; at < op.bytes; at += step) {
+    const size_t bytes = std::min(step, op.bytes - at);
     const bool last = at + bytes == op.bytes;
     if (op.send) {
       const uint64_t k = area.beginSendPiece(op.peer, inPlace && last);
@@ -60,7 +89,7 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, const std::optional<
       q.write(area.received(op.peer), k);
     }
   }
-  if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
+  if (inPlace && !copy) readInPlace.fetch_add(1, std::memory_order_relaxed);
 }
 
 // What `ops` claim of the area (their pieces, and whether a send waits at
@@ -70,8 +99,10 @@ std::vector<ResidentArea::MessageClaim> claimsOf(ResidentArea& area, std::span<c
   std::vector<ResidentArea::MessageClaim> claims;
   for (const ResidentOp& op : ops) {
     inPlace.push_back(sendsInPlace(area, op));
-    const uint64_t pieces = (op.bytes + ResidentArea::kP2pSlotBytes - 1) / ResidentArea::kP2pSlotBytes;
-    claims.push_back({.peer = op.peer, .send = op.send, .pieces = pieces, .takenAtEnd = inPlace.back().has_value()});
+    const size_t step = pieceBytes(area, op);
+    const uint64_t pieces = (op.bytes + step - 1) / step;
+    const bool takenAtEnd = inPlace.back().has_value() || (op.send && wholeMessage(area, op));
+    claims.push_back({.peer = op.peer, .send = op.send, .pieces = pieces, .takenAtEnd = takenAtEnd});
   }
   return claims;
 }

@@ -16,7 +16,10 @@
 // for a message of more than two pieces (whose sender waits for its
 // receiver anyway) from a buffer on the sender's own GPU, the sender's
 // buffer itself, copied nowhere first; such a sender's stream goes on once
-// the receiver has taken the last piece.
+// the receiver has taken the last piece. Where the ranks are threads of one
+// process on one GPU (ResidentArea::sharesEveryBuffer, known to both ends),
+// such a message goes as one piece, from the sender's buffer or, where the
+// receiver may not read that as it lies, a copy of the call's own.
 // Every wait is a stream memory operation on the rank's own line. A group's
 // messages go by channel, one per peer and direction, each on a stream of
 // its own forked from the caller's and joined back to it (events), the

@@ -1500,12 +1500,15 @@ TEST(ResidentSendRecv, EveryGroupingOfEverySizeGoesOnTheStreamExact) {
 }
 
 // Ranks as threads: a message of more than two 512 KiB pieces is copied by
-// its receiver straight from the sender's buffer (nothing copied into a
-// slot), and stays the receiver's until it has taken all of it: the sender
+// its receiver straight from the sender's buffer in one piece (nothing
+// copied into a slot; the sender's "sent" word counts one piece a message),
+// and stays the receiver's until it has taken all of it: the sender
 // overwrites its buffer on its stream right after the send, and the
 // receiver still gets what was sent. A message of two pieces or fewer goes
 // through the slots as before, so that two ranks that each send first and
-// then receive, ungrouped on one stream, both finish (as NCCL's eager sends do).
+// then receive, ungrouped on one stream, both finish (as NCCL's eager sends
+// do). A large send from a buffer on another GPU, which the receiver's
+// kernels may not read, goes as one piece from a copy of the call's own.
 TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   constexpr size_t kLargeCount = 600001;  // 5 pieces of int32
@@ -1543,6 +1546,7 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
   EXPECT_EQ(loom::residentSendsReadInPlace() - inPlace, 5u);
   // Only the garbage the sender wrote over its buffer, five times: nothing into a slot.
   EXPECT_EQ(loom::cuda::fakeBytesCopied() - copied, 5 * kLargeCount * 4);
+  EXPECT_EQ(runtime().loadValue(comms[0]->resident()->sent(1)), 5u) << "pieces of five messages";
   // Both send first, then receive, ungrouped on one stream: two pieces each, eager.
   onThreads(2, [&](int r) {
     Stream stream;
@@ -1562,6 +1566,31 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
     }
   });
   EXPECT_EQ(loom::residentSendsReadInPlace() - inPlace, 5u) << "a message of two pieces read in place";
+  loom::test::destroyAll(comms);
+
+  OneFakeGpuAgain again;
+  loom::cuda::fakeDeviceGpus(2, false);
+  comms = loom::test::initThreadComms(2);
+  const uint64_t allocated = loom::cuda::fakeStreamAllocations();
+  onThreads(2, [&](int r) {
+    Stream stream;
+    runtime().setCurrentDevice(1);
+    DeviceBuffer elsewhere(kLargeCount * 4);
+    runtime().setCurrentDevice(0);
+    DeviceBuffer recv(kLargeCount * 4);
+    std::vector<int32_t> in(kLargeCount), out(kLargeCount, -1);
+    for (size_t i = 0; i < kLargeCount; ++i) in[i] = value(3, i);
+    runtime().copyNow(elsewhere.data(), in.data(), kLargeCount * 4);
+    const loomResult_t result = r == 0 ? loomSend(elsewhere.data(), kLargeCount, loomInt32, 1, comms[r], stream.loom())
+                                       : loomRecv(recv.data(), kLargeCount, loomInt32, 0, comms[r], stream.loom());
+    ASSERT_EQ(result, loomSuccess) << loomGetLastError(comms[r]);
+    ASSERT_TRUE(stream.finishes(20s)) << "rank " << r;
+    if (r == 0) return;
+    runtime().copyNow(out.data(), recv.data(), kLargeCount * 4);
+    EXPECT_EQ(out, in);
+  });
+  EXPECT_EQ(loom::cuda::fakeStreamAllocations() - allocated, 1u) << "the sender's copy";
+  EXPECT_EQ(runtime().loadValue(comms[0]->resident()->sent(1)), 1u) << "one piece";
   loom::test::destroyAll(comms);
 }
 
