@@ -78,6 +78,28 @@ long long readValue(loomDataType_t type, const std::byte* buffer, size_t i) {
   }
 }
 
+// Every type, and its element's bytes.
+struct TypeCase {
+  loomDataType_t type;
+  size_t size;
+};
+const std::vector<TypeCase> kTypes{{loomInt8, 1},    {loomUint8, 1},  {loomInt32, 4},   {loomUint32, 4},
+                                   {loomInt64, 8},   {loomUint64, 8}, {loomFloat16, 2}, {loomBfloat16, 2},
+                                   {loomFloat32, 4}, {loomFloat64, 8}};
+
+// `op` over the values of ranks 0..n-1, as whole numbers.
+long long fold(loomRedOp_t op, int n, const std::function<long long(int rank)>& valueOf) {
+  long long folded = valueOf(0);
+  for (int q = 1; q < n; ++q) {
+    const long long v = valueOf(q);
+    folded = op == loomSum    ? folded + v
+             : op == loomProd ? folded * v
+             : op == loomMin  ? std::min(folded, v)
+                              : std::max(folded, v);
+  }
+  return folded;
+}
+
 // A stream of the fake device, destroyed with the object.
 class Stream {
  public:
@@ -330,6 +352,46 @@ std::vector<float> randomFloats(size_t count, uint32_t seed) {
 
 int32_t value(int rank, size_t i) { return static_cast<int32_t>((i * 31 + static_cast<size_t>(rank) * 1000003) % 65521); }
 
+// Rank r of n: all-reduce, reduce (root n - 1) and reduce-scatter of
+// `count` random floats a block (drawn from `seed`) through sum, average and
+// its PreMulSum, each on `stream` and through the host path (a NULL stream),
+// whose results must match bit for bit.
+void expectTheHostPathsBits(int r, int n, loomComm_t comm, const Stream& stream, size_t count, uint32_t seed) {
+  const loomRedOp_t premul = premulOf(r, comm);
+  const std::vector<float> input = randomFloats(count * static_cast<size_t>(n), seed + static_cast<uint32_t>(r) * 7919u);
+  DeviceBuffer send(input.size() * 4), viaHost(input.size() * 4), viaStream(input.size() * 4);
+  send.upload(input.data());
+  using Run = std::function<loomResult_t(loomStream_t, void*)>;
+  const int root = n - 1;
+  for (loomRedOp_t op : {loomSum, loomAvg, premul}) {
+    const std::vector<std::pair<std::string, Run>> calls{
+        {"all-reduce", [&](loomStream_t s, void* out) {
+           return loomAllReduce(send.data(), out, count, loomFloat32, op, comm, s);
+         }},
+        {"reduce", [&](loomStream_t s, void* out) {
+           return loomReduce(send.data(), out, count, loomFloat32, op, root, comm, s);
+         }},
+        {"reduce-scatter", [&](loomStream_t s, void* out) {
+           return loomReduceScatter(send.data(), out, count, loomFloat32, op, comm, s);
+         }}};
+    for (const auto& [name, call] : calls) {
+      ASSERT_EQ(call(nullptr, viaHost.data()), loomSuccess) << name << ": " << loomGetLastError(comm);
+      ASSERT_EQ(call(stream.loom(), viaStream.data()), loomSuccess) << name << ": " << loomGetLastError(comm);
+      ASSERT_TRUE(stream.finishes());
+      if (name == "reduce" && r != root) continue;
+      std::vector<float> host(count), resident(count);
+      runtime().copyNow(host.data(), viaHost.data(), count * 4);
+      runtime().copyNow(resident.data(), viaStream.data(), count * 4);
+      size_t at = 0;
+      while (at < count && std::memcmp(&host[at], &resident[at], 4) == 0) ++at;
+      EXPECT_EQ(at, count) << name << ", op " << op << ", rank " << r
+                           << ": the resident result's bits differ from the host's at element " << at << ": "
+                           << (at < count ? resident[at] : 0.0f) << ", the host's " << (at < count ? host[at] : 0.0f);
+    }
+  }
+  EXPECT_EQ(loomRedOpDestroy(premul, comm), loomSuccess);
+}
+
 TEST(CallsOnAStream, RunAfterTheWorkBeforeThemAndBeforeTheWorkAfter) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   for (const char* gate : {"memop", "kernel"}) {
@@ -374,13 +436,7 @@ TEST(CallsOnAStream, RunAfterTheWorkBeforeThemAndBeforeTheWorkAfter) {
 // in place and out of place, and no byte staged.
 TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
-  struct Case {
-    loomDataType_t type;
-    size_t size;
-  };
-  const std::vector<Case> types{{loomInt8, 1},    {loomUint8, 1},   {loomInt32, 4},    {loomUint32, 4},
-                                {loomInt64, 8},   {loomUint64, 8},  {loomFloat16, 2},  {loomBfloat16, 2},
-                                {loomFloat32, 4}, {loomFloat64, 8}};
+  const std::vector<TypeCase>& types = kTypes;
   const std::vector<loomRedOp_t> ops{loomSum, loomProd, loomMin, loomMax};
   constexpr int kCalls = 24;
   constexpr size_t kCount = 1001;
@@ -395,7 +451,7 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
       // for every stream of the process (cudaFree does), the other ranks'
       // too, which may be waiting for this rank's next call.
       std::vector<std::unique_ptr<DeviceBuffer>> buffers;
-      for (const Case& t : types) {
+      for (const TypeCase& t : types) {
         // Small integers, exact in every type and under every op (the
         // product of up to four values in 1..3 fits an int8).
         const auto valueOf = [&](int rank, int call, size_t i) {
@@ -422,12 +478,7 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
         for (int call = 0; call < kCalls; ++call) {
           const loomRedOp_t op = ops[static_cast<size_t>(call) % ops.size()];
           for (size_t i = 0; i < kCount; ++i) {
-            long long want = op == loomProd ? 1 : op == loomSum ? 0 : valueOf(0, call, i);
-            for (int q = 0; q < n; ++q) {
-              const long long v = valueOf(q, call, i);
-              want = op == loomSum ? want + v : op == loomProd ? want * v : op == loomMin ? std::min(want, v)
-                                                                                           : std::max(want, v);
-            }
+            const long long want = fold(op, n, [&](int q) { return valueOf(q, call, i); });
             const long long got = readValue(t.type, outputs[call].data(), i);
             if (got != want) {
               ADD_FAILURE() << "rank " << r << ", type " << t.type << ", call " << call << ", op " << op
@@ -540,41 +591,9 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
     const uint64_t before = loom::coll::residentCalls();
     onThreads(n, [&](int r) {
       Stream stream;
-      const loomRedOp_t premul = premulOf(r, comms[r]);
-      const std::vector<float> input = randomFloats(kCount * static_cast<size_t>(n), 12345u + static_cast<uint32_t>(r) * 7919u);
+      expectTheHostPathsBits(r, n, comms[r], stream, kCount, 12345u);
       std::vector<int32_t> integers(kCount);
       for (size_t i = 0; i < kCount; ++i) integers[i] = static_cast<int32_t>(i % 1000) - 500 + r * 7;
-      DeviceBuffer send(input.size() * 4), viaHost(input.size() * 4), viaStream(input.size() * 4);
-      send.upload(input.data());
-      using Run = std::function<loomResult_t(loomStream_t, void*)>;
-      const int root = n - 1;
-      for (loomRedOp_t op : {loomSum, loomAvg, premul}) {
-        const std::vector<std::pair<std::string, Run>> calls{
-            {"all-reduce", [&](loomStream_t s, void* out) {
-               return loomAllReduce(send.data(), out, kCount, loomFloat32, op, comms[r], s);
-             }},
-            {"reduce", [&](loomStream_t s, void* out) {
-               return loomReduce(send.data(), out, kCount, loomFloat32, op, root, comms[r], s);
-             }},
-            {"reduce-scatter", [&](loomStream_t s, void* out) {
-               return loomReduceScatter(send.data(), out, kCount, loomFloat32, op, comms[r], s);
-             }}};
-        for (const auto& [name, call] : calls) {
-          ASSERT_EQ(call(nullptr, viaHost.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
-          ASSERT_EQ(call(stream.loom(), viaStream.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
-          ASSERT_TRUE(stream.finishes());
-          if (name == "reduce" && r != root) continue;
-          std::vector<float> host(input.size()), resident(input.size());  // the buffers' whole; the results' kCount
-          viaHost.download(host.data());
-          viaStream.download(resident.data());
-          size_t at = 0;
-          while (at < kCount && std::memcmp(&host[at], &resident[at], 4) == 0) ++at;
-          EXPECT_EQ(at, kCount) << name << ", op " << op << ", rank " << r
-                                << ": the resident result's bits differ from the host's at element " << at << ": "
-                                << (at < kCount ? resident[at] : 0.0f) << ", the host's "
-                                << (at < kCount ? host[at] : 0.0f);
-        }
-      }
       // Integer averages truncate toward zero, as the host's do.
       DeviceBuffer ints(kCount * 4), average(kCount * 4);
       ints.upload(integers.data());
@@ -591,7 +610,6 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
           break;
         }
       }
-      EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
     });
     EXPECT_EQ(loom::coll::residentCalls() - before, static_cast<uint64_t>(n) * 10) << "calls that took the host's path";
     loom::test::destroyAll(comms);
@@ -610,13 +628,7 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
 TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHostPathsBits) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
   loom::test::ScopedEnv deterministic("LOOM_DETERMINISTIC", "1");
-  struct Case {
-    loomDataType_t type;
-    size_t size;
-  };
-  const std::vector<Case> types{{loomInt8, 1},    {loomUint8, 1},   {loomInt32, 4},    {loomUint32, 4},
-                                {loomInt64, 8},   {loomUint64, 8},  {loomFloat16, 2},  {loomBfloat16, 2},
-                                {loomFloat32, 4}, {loomFloat64, 8}};
+  const std::vector<TypeCase>& types = kTypes;
   const std::vector<loomRedOp_t> ops{loomSum, loomProd, loomMin, loomMax};
   constexpr size_t kCount = 40001;   // past a slot of 32 KiB in every type
   constexpr size_t kFloats = 10001;  // per block
@@ -638,7 +650,7 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
       const auto valueOf = [](int rank, size_t call, size_t i) {
         return static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3 + call) % 3) + 1;
       };
-      for (const Case& t : types) {
+      for (const TypeCase& t : types) {
         std::vector<std::vector<std::byte>> inputs(ops.size() * 2), outputs(ops.size() * 2);  // the stream copies them
         for (size_t call = 0; call < outputs.size(); ++call) {
           std::vector<std::byte>& input = inputs[call];
@@ -657,12 +669,7 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
         for (size_t call = 0; call < outputs.size(); ++call) {
           const loomRedOp_t op = ops[call / 2];
           for (size_t i = 0; i < kCount; ++i) {
-            long long want = op == loomProd ? 1 : op == loomSum ? 0 : valueOf(0, call, i);
-            for (int q = 0; q < n; ++q) {
-              const long long v = valueOf(q, call, i);
-              want = op == loomSum ? want + v : op == loomProd ? want * v : op == loomMin ? std::min(want, v)
-                                                                                           : std::max(want, v);
-            }
+            const long long want = fold(op, n, [&](int q) { return valueOf(q, call, i); });
             if (readValue(t.type, outputs[call].data(), i) != want) {
               ADD_FAILURE() << "rank " << r << ", type " << t.type << ", op " << op << (call % 2 ? ", in place" : "")
                             << ", element " << i << ": " << readValue(t.type, outputs[call].data(), i)
@@ -673,39 +680,7 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
         }
       }
       // Floats against the host path, bit for bit.
-      const loomRedOp_t premul = premulOf(r, comms[r]);
-      const auto nn = static_cast<size_t>(n);
-      const std::vector<float> input = randomFloats(kFloats * nn, 4242u + static_cast<uint32_t>(r) * 7919u);
-      DeviceBuffer send(input.size() * 4), viaHost(input.size() * 4), viaStream(input.size() * 4);
-      send.upload(input.data());
-      using Run = std::function<loomResult_t(loomStream_t, void*)>;
-      const int root = n - 1;
-      for (loomRedOp_t op : {loomSum, loomAvg, premul}) {
-        const std::vector<std::pair<std::string, Run>> calls{
-            {"all-reduce", [&](loomStream_t st, void* out) {
-               return loomAllReduce(send.data(), out, kFloats, loomFloat32, op, comms[r], st);
-             }},
-            {"reduce", [&](loomStream_t st, void* out) {
-               return loomReduce(send.data(), out, kFloats, loomFloat32, op, root, comms[r], st);
-             }},
-            {"reduce-scatter", [&](loomStream_t st, void* out) {
-               return loomReduceScatter(send.data(), out, kFloats, loomFloat32, op, comms[r], st);
-             }}};
-        for (const auto& [name, call] : calls) {
-          ASSERT_EQ(call(nullptr, viaHost.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
-          ASSERT_EQ(call(stream.loom(), viaStream.data()), loomSuccess) << name << ": " << loomGetLastError(comms[r]);
-          ASSERT_TRUE(stream.finishes());
-          if (name == "reduce" && r != root) continue;
-          std::vector<float> host(kFloats), onStream(kFloats);
-          runtime().copyNow(host.data(), viaHost.data(), kFloats * 4);
-          runtime().copyNow(onStream.data(), viaStream.data(), kFloats * 4);
-          size_t at = 0;
-          while (at < kFloats && std::memcmp(&host[at], &onStream[at], 4) == 0) ++at;
-          EXPECT_EQ(at, kFloats) << name << ", op " << op << ", rank " << r
-                                 << ": the result's bits differ from the host's at element " << at;
-        }
-      }
-      EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
+      expectTheHostPathsBits(r, n, comms[r], stream, kFloats, 4242u);
     });
     const uint64_t onStreams = static_cast<uint64_t>(n) * (types.size() * ops.size() * 2 + 9);
     EXPECT_EQ(loom::coll::residentCalls() - resident, onStreams) << "calls that took the host's path";
