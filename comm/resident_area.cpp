@@ -190,6 +190,8 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   // Every rank saw the same cards, so every rank agrees; pids of one node's
   // processes differ.
   sharesAddresses_ = sharesAddresses_ && ready_;
+  // One device, so the same answer on every rank.
+  sharesEveryBuffer_ = sharesAddresses_ && oneDevice_ && runtime_.hasMemoryPools(device_);
   if (sharesAddresses_) {
     claims_ = claimsOf(peers_[0].base);
     claims_->gate.noteCreator(rank_, creator);

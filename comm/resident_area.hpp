@@ -85,8 +85,9 @@ class ResidentArea {
   // Whether every rank's kernels may read every rank's buffers on their
   // device where they lie, agreed by all without asking: ranks that are
   // threads of one process on one GPU (placeForPeers answers for any buffer
-  // on it). The same on every rank.
-  bool sharesEveryBuffer() const { return sharesAddresses_ && oneDevice_; }
+  // on it) whose device has stream-ordered memory pools (for a call's own
+  // copies, DeviceRuntime::allocOnStream). The same on every rank.
+  bool sharesEveryBuffer() const { return sharesEveryBuffer_; }
   // Memory of this rank's own area (a slot) as a published place names it.
   RegionPlace areaPlace(const std::byte* p) const;
   // Opens the buffers the peers offered since this rank last looked, so
@@ -212,6 +213,7 @@ class ResidentArea {
   uint64_t twoShotFromBytes_ = 0;
   bool sharesAddresses_ = false;  // every rank a thread of this process: a pointer is the same to all
   bool oneDevice_ = true;  // every rank's area on one device
+  bool sharesEveryBuffer_ = false;
   std::vector<bool> besides_;  // per rank: a peer that is a thread of this process on this rank's GPU (the gate's)
   int device_ = -1;
   std::byte* own_ = nullptr;  // this rank's allocation

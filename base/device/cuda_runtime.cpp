@@ -177,6 +177,14 @@ class CudaRuntime final : public DeviceRuntime {
     if (p != nullptr && cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
   }
 
+  bool hasMemoryPools(int device) override {
+    int supported = 0;
+    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return supported != 0;
+  }
   void* allocOnStream(size_t bytes, StreamHandle stream) override {
     void* p = nullptr;
     if (const cudaError_t e = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, static_cast<cudaStream_t>(stream));

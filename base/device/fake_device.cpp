@@ -215,6 +215,7 @@ class FakeRuntime final : public DeviceRuntime {
     if (p == nullptr) throw Error(loomSystemError, "out of memory for a fake device buffer");
     return p;
   }
+  bool hasMemoryPools(int) override { return true; }
   void* allocOnStream(size_t bytes, StreamHandle handle) override {
     void* p = allocations_.allocate(bytes, stream(handle).queue()->device, true);
     if (p == nullptr) throw Error(loomSystemError, "out of memory for a fake device buffer");

@@ -29,6 +29,7 @@ class NoRuntime final : public DeviceRuntime {
   void freeDevice(void*) noexcept override {}
   void* allocPinned(size_t) override { noCuda("pinned memory"); }
   void freePinned(void*) noexcept override {}
+  bool hasMemoryPools(int) override { return false; }
   void* allocOnStream(size_t, StreamHandle) override { noCuda("device memory"); }
   void freeOnStream(void*, StreamHandle) noexcept override {}
   StreamHandle createStream() override { noCuda("a device stream"); }

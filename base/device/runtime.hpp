@@ -94,6 +94,8 @@ class DeviceRuntime {
   // after this, and freed once the work queued before freeOnStream is done,
   // without waiting for the device as freeDevice does. Throws when there is
   // no room.
+  // Whether `device` has stream-ordered memory pools, which allocOnStream needs.
+  virtual bool hasMemoryPools(int device) = 0;
   virtual void* allocOnStream(size_t bytes, StreamHandle stream) = 0;
   virtual void freeOnStream(void* p, StreamHandle stream) noexcept = 0;
 
