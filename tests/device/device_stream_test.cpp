@@ -690,8 +690,10 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
     loom::test::destroyAll(comms);
   }
 
-  // Rank 0's send buffer on a second GPU that the ranks' own (GPU 0) does
-  // not read in place: copied into memory of the call's own, exact.
+  // Rank 0's send buffer and rank 1's result on a second GPU that the
+  // ranks' own (GPU 0) does not read in place: the input copied into memory
+  // of the call's own, and rank 1's reduced share put there for rank 0 to
+  // read, exact.
   OneFakeGpuAgain again;
   loom::cuda::fakeDeviceGpus(2, false);
   std::vector<loomComm_t> comms;
@@ -705,8 +707,9 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
     Stream stream;
     runtime().setCurrentDevice(r == 0 ? 1 : 0);
     DeviceBuffer send(kCount * 4);
-    runtime().setCurrentDevice(0);
+    runtime().setCurrentDevice(r == 1 ? 1 : 0);
     DeviceBuffer recv(kCount * 4);
+    runtime().setCurrentDevice(0);
     std::vector<int32_t> in(kCount), out(kCount, -1);
     for (size_t i = 0; i < kCount; ++i) in[i] = value(r, i);
     runtime().copyNow(send.data(), in.data(), kCount * 4);
@@ -723,7 +726,7 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
     }
   });
   EXPECT_EQ(loom::coll::residentWholeCalls() - whole, 2u);
-  EXPECT_EQ(loom::cuda::fakeStreamAllocations() - allocated, 1u) << "rank 0's input copied, rank 1's read in place";
+  EXPECT_EQ(loom::cuda::fakeStreamAllocations() - allocated, 2u) << "rank 0's input, rank 1's share of the result";
   loom::test::destroyAll(comms);
 }
 
