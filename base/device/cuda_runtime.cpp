@@ -187,7 +187,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void* allocOnStream(size_t bytes, StreamHandle stream) override {
     void* p = nullptr;
-    if (const cudaError_t e = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, static_cast<cudaStream_t>(stream));
+    if (const cudaError_t e = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, asStream(stream));
         e != cudaSuccess) {
       (void)cudaGetLastError();
       throw Error(loomUnhandledCudaError,
@@ -196,7 +196,7 @@ class CudaRuntime final : public DeviceRuntime {
     return p;
   }
   void freeOnStream(void* p, StreamHandle stream) noexcept override {
-    if (p != nullptr && cudaFreeAsync(p, static_cast<cudaStream_t>(stream)) != cudaSuccess) (void)cudaGetLastError();
+    if (p != nullptr && cudaFreeAsync(p, asStream(stream)) != cudaSuccess) (void)cudaGetLastError();
   }
 
   void* allocPinned(size_t bytes) override {
