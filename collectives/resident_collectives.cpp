@@ -83,8 +83,15 @@ class Known final : public Parts {
 
 class Published final : public Parts {
  public:
-  Published(const ResidentArea& area, uint64_t sequence) : sequence_(sequence) {
-    for (int r = 0; r < area.size(); ++r) places_.push_back(area.view(area.published(r, sequence), r));
+  // `into`: the bytes of this piece from the call's first, by which a
+  // range's places move (published_piece.hpp).
+  Published(const ResidentArea& area, uint64_t sequence, uint64_t into) : sequence_(sequence) {
+    for (int r = 0; r < area.size(); ++r) {
+      PlaceView view = area.view(area.published(r, sequence), r);
+      view.other = area.published(r, sequence + 1);
+      view.into = into;
+      places_.push_back(view);
+    }
   }
   void reduce(const Collective& c, cpu::ReduceOp op, size_t block, size_t at, void* dst, size_t count,
               void* stream) const override {
@@ -227,20 +234,26 @@ std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bo
 }
 
 // One piece as one resident call: publish, read, release. `inPlace`: where
-// this rank's part is read where it lies (offersInPlace); `last`: the
-// call's last piece, after which such a rank waits until every peer has read
-// its input.
+// this rank's part is read where it lies (offersInPlace); piece `index` of
+// `pieces`, after the last of which such a rank waits until every peer has
+// read its input. Such a rank's part of every piece lies in its own buffer,
+// so it publishes them all with the first, as a range, and "arrived" up to
+// the last: its later pieces publish nothing and wait for no reader, and its
+// readers' streams never wait for it between pieces (processes time-sliced
+// on one GPU pay a context switch for each wait that finds a peer behind).
 void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots,
-              const std::optional<InPlace>& inPlace, bool last, cuda::MemopBatch& q) {
+              const std::optional<InPlace>& inPlace, size_t index, size_t pieces, cuda::MemopBatch& q) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int n = area.size();
   const int me = area.rank();
-  const bool waitReaders = inPlace && last;
+  const bool waitReaders = inPlace && index + 1 == pieces;
   const uint64_t sequence = area.beginCall(waitReaders);
+  const uint64_t further = inPlace ? pieces - 1 - index : 0;  // pieces after this one, published with it
+  const bool publishes = !inPlace || index == 0;
   const size_t bytes = p.count * c.typeSize;  // of each block's piece
   // Publish: nobody still reads this call's slot, nor its published places
   // (last used two calls ago); the input's piece in; said so to each rank.
-  for (int r = 0; sequence > 2 && r < n; ++r) {
+  for (int r = 0; publishes && sequence > 2 && r < n; ++r) {
     if (r != me) q.wait(area.doneBy(me, r), sequence - 2);
   }
   RegionPlace input, result;
@@ -267,7 +280,7 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     input = result = area.areaPlace(to);
     pitch = bytes;
   }
-  if (c.sendBytes != 0) {
+  if (c.sendBytes != 0 && publishes) {
     // Into its own line, the sequence last, before "arrived": each write on
     // the stream follows the ones before it. The result only where it is
     // read (two shots).
@@ -275,17 +288,17 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     q.write(&entry->input, input.offset);
     q.write(&entry->pitch, pitch);
     if (twoShots) q.write(&entry->result, result.offset);
-    q.write(&entry->regions, regionsOf(input.region, result.region));
+    q.write(&entry->regions, regionsOf(input.region, result.region, further));
     q.write(&entry->sequence, sequence);
   }
-  for (int r = 0; r < n; ++r) {
-    if (r != me) q.write(area.arrivedFrom(r, me), sequence);
+  for (int r = 0; publishes && r < n; ++r) {
+    if (r != me) q.write(area.arrivedFrom(r, me), sequence + further);
   }
   // Read: once every rank's piece is in.
   for (int r = 0; r < n; ++r) {
     if (r != me) q.wait(area.arrivedFrom(me, r), sequence);
   }
-  const Published parts(area, sequence);
+  const Published parts(area, sequence, p.first * c.typeSize);
   if (twoShots) {
     std::byte* out = c.recv + p.first * c.typeSize;
     std::byte* shared = !inPlace ? area.slot(me, sequence)
@@ -383,7 +396,7 @@ void runWhole(ResidentArea& area, const Collective& c, cuda::MemopBatch& q) {
   const bool twoShots = c.kind == CollectiveKind::AllReduce;
   std::vector<std::unique_ptr<cuda::CallBuffer>> copies;  // freed on the stream behind the call
   const std::optional<InPlace> places = wholePlaces(area, c, twoShots, copies, q);
-  runPiece(area, c, Piece{.first = 0, .count = c.count}, twoShots, places, /*last=*/true, q);
+  runPiece(area, c, Piece{.first = 0, .count = c.count}, twoShots, places, 0, 1, q);
   q.flush();  // before the copies' frees go behind it
   wholeCalls.fetch_add(1, std::memory_order_relaxed);
 }
@@ -478,9 +491,11 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   }
   const bool twoShots = twoShot(area, c);
   const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots);
-  for (size_t first = 0; first < c.count; first += perPiece) {
+  const size_t pieces = (c.count + perPiece - 1) / perPiece;
+  for (size_t index = 0; index < pieces; ++index) {
+    const size_t first = index * perPiece;
     const size_t count = std::min(perPiece, c.count - first);
-    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, first + count == c.count, q);
+    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, index, pieces, q);
   }
   q.flush();
   queued.fetch_add(1, std::memory_order_relaxed);

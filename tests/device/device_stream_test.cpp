@@ -1159,6 +1159,105 @@ TEST(ResidentCollectives, ARankOffersInPlaceOnlyABufferEveryPeerReaches) {
 }
 
 
+// Ranks whose buffers are read in place but who still go in pieces (threads
+// on GPUs of their own, as processes do) publish every piece of a call at
+// once, as a range in one entry, with "arrived" up to its last piece: its
+// readers never wait for it between pieces. Every collective of 2 and 3
+// ranks past one slot (three pieces of 600001 int32 a block at most), five
+// rounds with new values, each rank overwriting its input on its stream
+// right after the call: exact. Rank 0's input on another GPU goes through
+// its scratch, piece by piece, beside the ranges of the others.
+TEST(ResidentCollectives, RanksReadInPlaceInPiecesPublishEveryPieceAtOnce) {
+  if (!fake()) GTEST_SKIP() << "the fake device's GPUs";
+  OneFakeGpuAgain again;
+  constexpr size_t kCount = 600001;
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    const auto nn = static_cast<size_t>(n);
+    auto comms = initThreadCommsOnGpus(n, 2);
+    // Each call: input and result elements, the call, and what rank r's
+    // result holds at i in round k (checked where `checked`).
+    struct Call {
+      std::string name;
+      size_t sendCount, recvCount;
+      std::function<loomResult_t(const void*, void*, loomComm_t, loomStream_t)> run;
+      std::function<int32_t(int r, size_t i, int k)> expected;
+      bool rootOnly = false;
+    };
+    const int root = n - 1;
+    const auto input = [](int r, size_t i, int k) { return value(r, i + static_cast<size_t>(k) * 7); };
+    const auto sum = [&](size_t i, int k) {
+      int32_t total = 0;
+      for (int q = 0; q < n; ++q) total += input(q, i, k);
+      return total;
+    };
+    const std::vector<Call> calls{
+        {"all-reduce", kCount, kCount,
+         [](const void* s, void* r, loomComm_t c, loomStream_t st) { return loomAllReduce(s, r, kCount, loomInt32, loomSum, c, st); },
+         [&](int, size_t i, int k) { return sum(i, k); }},
+        {"reduce", kCount, kCount,
+         [root](const void* s, void* r, loomComm_t c, loomStream_t st) {
+           return loomReduce(s, r, kCount, loomInt32, loomSum, root, c, st);
+         },
+         [&](int, size_t i, int k) { return sum(i, k); }, true},
+        {"reduce-scatter", kCount * nn, kCount,
+         [](const void* s, void* r, loomComm_t c, loomStream_t st) {
+           return loomReduceScatter(s, r, kCount, loomInt32, loomSum, c, st);
+         },
+         [&](int r, size_t i, int k) { return sum(static_cast<size_t>(r) * kCount + i, k); }},
+        {"all-gather", kCount, kCount * nn,
+         [](const void* s, void* r, loomComm_t c, loomStream_t st) { return loomAllGather(s, r, kCount, loomInt32, c, st); },
+         [&](int, size_t i, int k) { return input(static_cast<int>(i / kCount), i % kCount, k); }},
+        {"broadcast", kCount, kCount,
+         [root](const void* s, void* r, loomComm_t c, loomStream_t st) {
+           return loomBroadcast(s, r, kCount, loomInt32, root, c, st);
+         },
+         [&](int, size_t i, int k) { return input(root, i, k); }},
+        {"all-to-all", kCount * nn, kCount * nn,
+         [](const void* s, void* r, loomComm_t c, loomStream_t st) { return loomAlltoAll(s, r, kCount, loomInt32, c, st); },
+         [&](int r, size_t i, int k) { return input(static_cast<int>(i / kCount), static_cast<size_t>(r) * kCount + i % kCount, k); }}};
+    for (const Call& call : calls) {
+      SCOPED_TRACE(call.name);
+      onThreads(n, [&](int r) {
+        runtime().setCurrentDevice(r % 2);
+        Stream stream;
+        runtime().setCurrentDevice(r == 0 ? 1 : r % 2);  // rank 0's input off its GPU: its scratch
+        DeviceBuffer send(call.sendCount * 4);
+        runtime().setCurrentDevice(r % 2);
+        DeviceBuffer recv(call.recvCount * 4);
+        std::vector<int32_t> in(call.sendCount), out(call.recvCount);
+        const std::vector<int32_t> garbage(call.sendCount, -7);
+        for (int k = 0; k < 5; ++k) {
+          for (size_t i = 0; i < call.sendCount; ++i) in[i] = input(r, i, k);
+          runtime().copy(send.data(), in.data(), call.sendCount * 4, stream.handle());
+          ASSERT_EQ(call.run(send.data(), recv.data(), comms[static_cast<size_t>(r)], stream.loom()), loomSuccess)
+              << loomGetLastError(comms[static_cast<size_t>(r)]);
+          runtime().copy(send.data(), garbage.data(), call.sendCount * 4, stream.handle());
+          runtime().copy(out.data(), recv.data(), call.recvCount * 4, stream.handle());
+          ASSERT_TRUE(stream.finishes()) << "rank " << r;
+          if (call.rootOnly && r != root) continue;
+          for (size_t i = 0; i < call.recvCount; ++i) {
+            if (out[i] != call.expected(r, i, k)) {
+              ADD_FAILURE() << "rank " << r << ", round " << k << ", element " << i << ": " << out[i] << ", expected "
+                            << call.expected(r, i, k);
+              break;
+            }
+          }
+        }
+      });
+    }
+    // The last call's range, in rank 1's line: an all-to-all of 3 pieces a
+    // block with 2 ranks (1 slot / 2 ranks a piece), 4 with 3.
+    const loom::ResidentArea& area = *comms[1]->resident();
+    const uint64_t last = runtime().loadValue(area.finished());
+    const uint64_t pieces = n == 2 ? 3 : 4;
+    const loom::PublishedPiece* entry = area.published(1, last - pieces + 1);
+    EXPECT_EQ(runtime().loadValue(&entry->sequence), last - pieces + 1);
+    EXPECT_EQ(runtime().loadValue(&entry->regions) >> 32, pieces - 1) << "pieces published with the first";
+    loom::test::destroyAll(comms);
+  }
+}
+
 // A rank of one process whose call is let go (its communicator aborted, a
 // peer never came) reads nothing from places its peers published for calls
 // before: its result is left as it was, not filled from a stale place.
