@@ -477,13 +477,20 @@ TEST(DeviceInPlace, ProcessesOnStreamsReadWindowsAndSendOnTheStream) {
 // pieces is read in place with nothing copied into a scratch, every result
 // exact (3 ranks: the all-reduce in two shots, its result read in place
 // too). With LOOM_CUDA_IPC_CACHE=0 nothing stays open, so everything goes
-// through the scratch, exact all the same.
+// through the scratch, exact all the same. Past one slot (600001 int32 a
+// block: 3 or 4 pieces), the ranks read in place publish each call's pieces
+// at once (a range), exact too.
 TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
+  struct Run {
+    const char* count;
+    const char* cache;
+  };
   for (int n : {2, 3}) {
-    for (const char* cache : {"1", "0"}) {
-      SCOPED_TRACE(std::to_string(n) + " ranks, LOOM_CUDA_IPC_CACHE=" + cache);
-      const ProcessResult r = runRanks(n, {"140001", "in-place-on-stream"}, {{"LOOM_CUDA_IPC_CACHE", cache}});
+    for (const Run run : {Run{"140001", "1"}, Run{"140001", "0"}, Run{"600001", "1"}}) {
+      const std::string cache = run.cache;
+      SCOPED_TRACE(std::to_string(n) + " ranks, " + run.count + " elements, LOOM_CUDA_IPC_CACHE=" + cache);
+      const ProcessResult r = runRanks(n, {run.count, "in-place-on-stream"}, {{"LOOM_CUDA_IPC_CACHE", cache}});
       ASSERT_EQ(r.exitCode, 0) << r.output;
       // 8 collectives a round, two rounds; the broadcast and the scatter
       // read only the root's (rank 1's) input.
@@ -491,10 +498,10 @@ TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
         const std::string who = "rank " + std::to_string(rank) + ": ";
         EXPECT_TRUE(contains(r.output, who + "on the stream ok")) << r.output;
         const std::string calls = rank == 1 ? "16" : "12";
-        const std::string readInPlace = std::string(cache) == "1" ? calls + " of " + calls + " calls, 2 sends"
-                                                                  : "0 of " + calls + " calls, 0 sends";
+        const std::string readInPlace = cache == "1" ? calls + " of " + calls + " calls, 2 sends"
+                                                     : "0 of " + calls + " calls, 0 sends";
         EXPECT_TRUE(contains(r.output, who + "in place from round 2: " + readInPlace)) << r.output;
-        if (fake() && std::string(cache) == "1") {
+        if (fake() && cache == "1") {
           EXPECT_TRUE(contains(r.output, who + "in place from round 2: .*, copied 0 bytes")) << r.output;
         }
       }
