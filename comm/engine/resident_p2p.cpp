@@ -63,28 +63,37 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, std::optional<Region
       throw Error(loomInvalidUsage, "rank " + std::to_string(me) + ": the send's CUDA stream is not on the communicator's GPU");
     }
   }
-  for (size_t at = 0; at < op.bytes; at += step) {
+  // A send read in place publishes all its pieces with the first, as a range
+  // (published_piece.hpp), and "sent" up to the last: its later pieces wait
+  // for nothing, and its receiver's stream never waits for it between them.
+  const uint64_t pieces = (op.bytes + step - 1) / step;
+  for (size_t at = 0, index = 0; at < op.bytes; at += step, ++index) {
     const size_t bytes = std::min(step, op.bytes - at);
     const bool last = at + bytes == op.bytes;
     if (op.send) {
       const uint64_t k = area.beginSendPiece(op.peer, inPlace && last);
-      if (k > 2) q.wait(area.takenBy(me, op.peer), k - 2);
-      std::byte* slot = area.p2pSlot(me, op.peer, k);
-      if (!inPlace) rt.copy(slot, op.buffer + at, bytes, q.stream());
-      const RegionPlace place = inPlace ? past(*inPlace, at) : area.areaPlace(slot);
-      // The sequence last: each write on the stream follows the ones before it.
-      PublishedPiece* entry = area.p2pPublished(me, op.peer, k);
-      q.write(&entry->input, place.offset);
-      q.write(&entry->regions, regionsOf(place.region, 0));
-      q.write(&entry->sequence, k);
-      q.write(area.sentTo(op.peer, me), k);
+      if (!inPlace || index == 0) {
+        if (k > 2) q.wait(area.takenBy(me, op.peer), k - 2);
+        std::byte* slot = area.p2pSlot(me, op.peer, k);
+        if (!inPlace) rt.copy(slot, op.buffer + at, bytes, q.stream());
+        const RegionPlace place = inPlace ? *inPlace : area.areaPlace(slot);
+        const uint64_t further = inPlace ? pieces - 1 : 0;
+        // The sequence last: each write on the stream follows the ones before it.
+        PublishedPiece* entry = area.p2pPublished(me, op.peer, k);
+        q.write(&entry->input, place.offset);
+        q.write(&entry->regions, regionsOf(place.region, 0, further));
+        q.write(&entry->sequence, k);
+        q.write(area.sentTo(op.peer, me), k + further);
+      }
       if (inPlace && last) q.wait(area.takenBy(me, op.peer), k);  // its buffer is the receiver's till then
       q.write(area.sent(op.peer), k);
     } else {
       const uint64_t k = area.beginReceivePiece(op.peer);
       q.wait(area.sentTo(me, op.peer), k);
-      rt.copyFromPlace(op.buffer + at, area.view(area.p2pPublished(op.peer, me, k), op.peer), k, false, 0, 0, bytes,
-                       q.stream());
+      PlaceView view = area.view(area.p2pPublished(op.peer, me, k), op.peer);
+      view.other = area.p2pPublished(op.peer, me, k + 1);  // where a range may lie
+      view.into = at;
+      rt.copyFromPlace(op.buffer + at, view, k, false, 0, 0, bytes, q.stream());
       q.write(area.takenBy(op.peer, me), k);
       q.write(area.received(op.peer), k);
     }

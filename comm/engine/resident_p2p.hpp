@@ -16,7 +16,9 @@
 // for a message of more than two pieces (whose sender waits for its
 // receiver anyway) from a buffer on the sender's own GPU, the sender's
 // buffer itself, copied nowhere first; such a sender's stream goes on once
-// the receiver has taken the last piece. Where the ranks are threads of one
+// the receiver has taken the last piece. Such a sender publishes every
+// piece at once, with the first, as a range, and "sent" up to the last, so
+// that its receiver's stream never waits for it between pieces. Where the ranks are threads of one
 // process on one GPU (ResidentArea::sharesEveryBuffer, known to both ends),
 // such a message goes as one piece, from the sender's buffer or, where the
 // receiver may not read that as it lies, a copy of the call's own.

@@ -1162,11 +1162,12 @@ TEST(ResidentCollectives, ARankOffersInPlaceOnlyABufferEveryPeerReaches) {
 // Ranks whose buffers are read in place but who still go in pieces (threads
 // on GPUs of their own, as processes do) publish every piece of a call at
 // once, as a range in one entry, with "arrived" up to its last piece: its
-// readers never wait for it between pieces. Every collective of 2 and 3
-// ranks past one slot (three pieces of 600001 int32 a block at most), five
-// rounds with new values, each rank overwriting its input on its stream
-// right after the call: exact. Rank 0's input on another GPU goes through
-// its scratch, piece by piece, beside the ranges of the others.
+// readers never wait for it between pieces. Six collectives and a ring of
+// sends (five 512 KiB pieces each) of 2 and 3 ranks past one slot (three
+// pieces of 600001 int32 a block at most), five rounds with new values, each
+// rank overwriting its input on its stream right after the call: exact.
+// Rank 0's input on another GPU goes through its scratch, piece by piece,
+// beside the ranges of the others.
 TEST(ResidentCollectives, RanksReadInPlaceInPiecesPublishEveryPieceAtOnce) {
   if (!fake()) GTEST_SKIP() << "the fake device's GPUs";
   OneFakeGpuAgain again;
@@ -1215,7 +1216,17 @@ TEST(ResidentCollectives, RanksReadInPlaceInPiecesPublishEveryPieceAtOnce) {
          [&](int, size_t i, int k) { return input(root, i, k); }},
         {"all-to-all", kCount * nn, kCount * nn,
          [](const void* s, void* r, loomComm_t c, loomStream_t st) { return loomAlltoAll(s, r, kCount, loomInt32, c, st); },
-         [&](int r, size_t i, int k) { return input(static_cast<int>(i / kCount), static_cast<size_t>(r) * kCount + i % kCount, k); }}};
+         [&](int r, size_t i, int k) { return input(static_cast<int>(i / kCount), static_cast<size_t>(r) * kCount + i % kCount, k); }},
+        {"a ring of sends", kCount, kCount,
+         [n](const void* s, void* r, loomComm_t c, loomStream_t st) {
+           int me = 0;
+           if (const loomResult_t e = loomCommUserRank(c, &me); e != loomSuccess) return e;
+           if (const loomResult_t e = loomGroupStart(); e != loomSuccess) return e;
+           loomSend(s, kCount, loomInt32, (me + 1) % n, c, st);
+           loomRecv(r, kCount, loomInt32, (me + n - 1) % n, c, st);
+           return loomGroupEnd();
+         },
+         [&](int r, size_t i, int k) { return input((r + n - 1) % n, i, k); }}};
     for (const Call& call : calls) {
       SCOPED_TRACE(call.name);
       onThreads(n, [&](int r) {
@@ -1246,8 +1257,8 @@ TEST(ResidentCollectives, RanksReadInPlaceInPiecesPublishEveryPieceAtOnce) {
         }
       });
     }
-    // The last call's range, in rank 1's line: an all-to-all of 3 pieces a
-    // block with 2 ranks (1 slot / 2 ranks a piece), 4 with 3.
+    // The last collective's range, in rank 1's line: an all-to-all of 3
+    // pieces a block with 2 ranks (1 slot / 2 ranks a piece), 4 with 3.
     const loom::ResidentArea& area = *comms[1]->resident();
     const uint64_t last = runtime().loadValue(area.finished());
     const uint64_t pieces = n == 2 ? 3 : 4;
