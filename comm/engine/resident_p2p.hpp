@@ -10,18 +10,19 @@
 //   receive piece k: once the sender's k is in this rank's line, copy the
 //                    piece out of the sender's slot and write k into the
 //                    sender's line ("taken").
-// Where the ranks are threads of one process, the sender also publishes
-// each piece's place in its line (base/device/published_piece.hpp) and the
-// receiver copies from that place, loaded when the copy runs: the slot, or,
-// for a message of more than two pieces (whose sender waits for its
-// receiver anyway) from a buffer on the sender's own GPU, the sender's
-// buffer itself, copied nowhere first; such a sender's stream goes on once
-// the receiver has taken the last piece. Such a sender publishes every
-// piece at once, with the first, as a range, and "sent" up to the last, so
-// that its receiver's stream never waits for it between pieces. Where the ranks are threads of one
-// process on one GPU (ResidentArea::sharesEveryBuffer, known to both ends),
-// such a message goes as one piece, from the sender's buffer or, where the
-// receiver may not read that as it lies, a copy of the call's own.
+// The sender also publishes each piece's place in its line
+// (base/device/published_piece.hpp) and the receiver copies from that
+// place, loaded when the copy runs: the slot, or, for a message of more
+// than two pieces (whose sender waits for its receiver anyway) from a
+// buffer its receiver may read in place (ResidentArea::placeForPeers), the
+// sender's buffer itself, copied nowhere first; such a sender's stream goes
+// on once the receiver has taken the last piece. Such a sender publishes
+// every piece at once, with the first, as a range, and "sent" up to the
+// last, so that its receiver's stream never waits for it between pieces.
+// Where the ranks are threads of one process on one GPU
+// (ResidentArea::sharesEveryBuffer, known to both ends), such a message
+// goes as one piece, from the sender's buffer or, where the receiver may
+// not read that as it lies, a copy of the call's own.
 // Every wait is a stream memory operation on the rank's own line. A group's
 // messages go by channel, one per peer and direction, each on a stream of
 // its own forked from the caller's and joined back to it (events), the
