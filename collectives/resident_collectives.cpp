@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -343,14 +342,6 @@ bool wholeCall(const ResidentArea& area, const Collective& c, size_t perPiece) {
 std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool twoShots,
                                    std::vector<std::unique_ptr<cuda::CallBuffer>>& copies, cuda::MemopBatch& q) {
   if (c.sendBytes == 0) return std::nullopt;
-  const auto place = [&](const std::byte* p) {
-    const std::optional<RegionPlace> found = area.placeForPeers(p);
-    if (!found) {
-      throw Error(loomInvalidUsage, "rank " + std::to_string(area.rank()) +
-                                        ": the call's CUDA stream is not on the communicator's GPU");
-    }
-    return *found;
-  };
   // A PreMulSum's input is read scaled; a buffer off this GPU is out of the
   // peers' reach. (No overlap needs a copy: an all-to-all never runs in
   // place, and the other kinds' layouts in place are offersInPlace's.)
@@ -365,7 +356,7 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
     } else {
       cuda::runtime().copy(copy, c.send, c.sendBytes, q.stream());
     }
-    input = place(copy);
+    input = area.placeOfStreamMemory(copy);
   } else {
     readInPlace.fetch_add(1, std::memory_order_relaxed);
   }
@@ -375,7 +366,7 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
       places.result = *result;
     } else {
       places.sharedResult = copies.emplace_back(std::make_unique<cuda::CallBuffer>(c.recvBytes, q))->data();
-      places.result = place(places.sharedResult);
+      places.result = area.placeOfStreamMemory(places.sharedResult);
     }
   }
   return places;

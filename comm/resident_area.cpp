@@ -281,6 +281,14 @@ std::optional<RegionPlace> ResidentArea::placeForPeers(const void* p) {
   return regions_ != nullptr ? regions_->placeOf(p) : std::nullopt;
 }
 
+RegionPlace ResidentArea::placeOfStreamMemory(const void* p) {
+  const std::optional<RegionPlace> place = placeForPeers(p);
+  if (!place) {
+    throw Error(loomInvalidUsage, "rank " + std::to_string(rank_) + ": the call's CUDA stream is not on the communicator's GPU");
+  }
+  return *place;
+}
+
 RegionPlace ResidentArea::areaPlace(const std::byte* p) const {
   return {.region = 1, .offset = static_cast<uint64_t>(p - own_)};
 }

@@ -88,6 +88,11 @@ class ResidentArea {
   // on it) whose device has stream-ordered memory pools (for a call's own
   // copies, DeviceRuntime::allocOnStream). The same on every rank.
   bool sharesEveryBuffer() const { return sharesEveryBuffer_; }
+  // Memory a call allocated on its stream (DeviceRuntime::allocOnStream)
+  // as a published place names it, where sharesEveryBuffer() holds: on this
+  // rank's GPU, every peer reads it. Throws loomInvalidUsage, naming the
+  // rank, where the stream is on another GPU than the communicator's.
+  RegionPlace placeOfStreamMemory(const void* p);
   // Memory of this rank's own area (a slot) as a published place names it.
   RegionPlace areaPlace(const std::byte* p) const;
   // Opens the buffers the peers offered since this rank last looked, so

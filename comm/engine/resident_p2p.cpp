@@ -5,14 +5,12 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "base/device/call_buffer.hpp"
 #include "base/device/memop_batch.hpp"
 #include "base/device/runtime.hpp"
-#include "base/error.hpp"
 
 namespace loom {
 namespace {
@@ -58,10 +56,7 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, std::optional<Region
   if (op.send && wholeMessage(area, op) && !inPlace) {
     copy = std::make_unique<cuda::CallBuffer>(op.bytes, q);
     rt.copy(copy->data(), op.buffer, op.bytes, q.stream());
-    inPlace = area.placeForPeers(copy->data());
-    if (!inPlace) {
-      throw Error(loomInvalidUsage, "rank " + std::to_string(me) + ": the send's CUDA stream is not on the communicator's GPU");
-    }
+    inPlace = area.placeOfStreamMemory(copy->data());
   }
   // A send read in place publishes all its pieces with the first, as a range
   // (published_piece.hpp), and "sent" up to the last: its later pieces wait
