@@ -234,20 +234,20 @@ std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bo
 
 // One piece as one resident call: publish, read, release. `inPlace`: where
 // this rank's part is read where it lies (offersInPlace); piece `index` of
-// `pieces`, after the last of which such a rank waits until every peer has
+// `count`, after the last of which such a rank waits until every peer has
 // read its input. Such a rank's part of every piece lies in its own buffer,
 // so it publishes them all with the first, as a range, and "arrived" up to
 // the last: its later pieces publish nothing and wait for no reader, and its
 // readers' streams never wait for it between pieces (processes time-sliced
 // on one GPU pay a context switch for each wait that finds a peer behind).
 void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoShots,
-              const std::optional<InPlace>& inPlace, size_t index, size_t pieces, cuda::MemopBatch& q) {
+              const std::optional<InPlace>& inPlace, size_t index, size_t count, cuda::MemopBatch& q) {
   cuda::DeviceRuntime& rt = cuda::runtime();
   const int n = area.size();
   const int me = area.rank();
-  const bool waitReaders = inPlace && index + 1 == pieces;
+  const bool waitReaders = inPlace && index + 1 == count;
   const uint64_t sequence = area.beginCall(waitReaders);
-  const uint64_t further = inPlace ? pieces - 1 - index : 0;  // pieces after this one, published with it
+  const uint64_t further = inPlace ? count - 1 - index : 0;  // pieces after this one, published with it
   const bool publishes = !inPlace || index == 0;
   const size_t bytes = p.count * c.typeSize;  // of each block's piece
   // Publish: nobody still reads this call's slot, nor its published places
