@@ -99,6 +99,11 @@ long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* 
 
 }  // namespace
 
+size_t buffersFor(int ranks, size_t slotBytes) {
+  const size_t perBuffer = (static_cast<size_t>(ranks) + 1) * slotBytes;
+  return std::clamp<size_t>((kDataAreaBytes + perBuffer - 1) / perBuffer, 2, kMostBuffers);
+}
+
 struct NodeArea::Control {
   Line<uint32_t> sleepers;    // ranks inside a futex wait (or about to be)
   Line<uint32_t> generation;  // the futex word: bumped by a post that finds sleepers
@@ -119,8 +124,9 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
     localToRank_.push_back(p.rank);
   }
   localSize_ = static_cast<int>(localToRank_.size());
+  buffers_ = buffersFor(localSize_, slotBytes_);
   const size_t controlBytes = roundUp(sizeof(Control) + sizeof(RankControl) * localToRank_.size(), 4096);
-  const size_t bytes = controlBytes + 2 * (localToRank_.size() + 1) * slotBytes_;
+  const size_t bytes = controlBytes + buffers_ * (localToRank_.size() + 1) * slotBytes_;
 
   // The lowest rank of each node creates; everyone learns the names in one
   // allgather, maps, and reports in a second, so that a failure anywhere
@@ -168,8 +174,8 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   sources_.resize(localToRank_.size());
   control_ = reinterpret_cast<Control*>(segment_.data());
   data_ = segment_.data() + controlBytes;
-  LOOM_INFO(Coll, "node segment %s: %d local ranks, 2 x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
-            localSize_ + 1, slotBytes_);
+  LOOM_INFO(Coll, "node segment %s: %d local ranks, %zu x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
+            buffers_, localSize_ + 1, slotBytes_);
 }
 
 // Each rank writes its own staging slots first, so their pages sit on its
@@ -178,7 +184,7 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
 void NodeArea::firstTouch(size_t controlBytes) {
   std::byte* data = segment_.data() + controlBytes;
   const size_t slots = static_cast<size_t>(localSize_) + 1;
-  for (size_t buffer = 0; buffer < 2; ++buffer) {
+  for (size_t buffer = 0; buffer < buffers_; ++buffer) {
     std::memset(data + (buffer * slots + static_cast<size_t>(localRank_)) * slotBytes_, 0, slotBytes_);
     if (localRank_ == 0) std::memset(data + (buffer * slots + slots - 1) * slotBytes_, 0, slotBytes_);
   }
@@ -249,7 +255,7 @@ void NodeArea::abandonCall() noexcept {
 }
 
 std::byte* NodeArea::stage(int local, uint64_t step) const {
-  return data_ + ((step % 2) * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
+  return data_ + ((step % buffers_) * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
 }
 
 std::byte* NodeArea::stage(int local, uint64_t step, size_t bytes) const {

@@ -13,14 +13,15 @@
 //                failed:  set when the rank failed out of a call whose
 //                         buffers its peers may read (abandonCall)
 //              plus the sleepers' futex word (see wait()).
-//   data     — two buffers, each a staging slot per local rank and one
-//              result slot, `slotBytes` each.
+//   data     — buffersFor(ranks, slotBytes) buffers, each a staging slot
+//              per local rank and one result slot, `slotBytes` each.
 //
 // Every collective on the node advances all ranks through the same numbered
-// steps (one slot-sized piece each); step s uses buffer s % 2. A rank stages
-// step s only after it has seen every rank arrive at step s - 1, and each
-// rank is done reading step s - 2's buffer before it arrives at step s - 1,
-// so two buffers let a fast rank run one step ahead with no extra handshake.
+// steps (one slot-sized piece each); step s uses buffer s % buffers. A rank
+// stages step s only after it has seen every rank arrive at step s - 1, and
+// each rank is done reading step s - 2's buffer before it arrives at step
+// s - 1, so two buffers let a fast rank run one step ahead with no extra
+// handshake. More than two are for the caches (buffersFor).
 //
 // A rank that reads nothing at a step, or one peer's staging only, need not
 // wait for every rank there: it departs (depart, arriveFrom), and waits for
@@ -66,6 +67,21 @@ inline constexpr size_t kArrivalBytes = 96;
 // took a 4-rank 64-byte broadcast from 3.2 to 1.4 µs against 8 (Open MPI's
 // root, which waits only when a peer's fast box is full, 1.0-1.3 µs).
 inline constexpr uint64_t kArrivalDepth = 64;
+
+// The data area's buffers for `ranks` local ranks and slots of `slotBytes`:
+// enough that the area spans kDataAreaBytes, from 2 (the protocol's least)
+// to kMostBuffers. A rank that rewrites a slot whose lines its readers still
+// hold in their caches pays for taking each line back from them, one
+// cross-core round trip a line; the more bytes pass through those caches
+// before a slot comes round again, the fewer such lines are left. With two
+// ranks, 256 KiB slots and 2 MiB of L2 a core, two buffers (1.5 MiB) left
+// most lines behind: four took a 4 MiB broadcast from 519 to 249 µs and a
+// reduce-scatter from 311 to 167, eight a 256 KiB all-reduce from 38 to 17
+// (bench/RESULTS.md, "slots that come round less often"). The same on every
+// rank: it depends on the node's rank count and the slot alone.
+inline constexpr size_t kDataAreaBytes = size_t{6} << 20;
+inline constexpr size_t kMostBuffers = 8;
+size_t buffersFor(int ranks, size_t slotBytes);
 
 enum class Counter { Arrived, Reduced };
 
@@ -146,6 +162,8 @@ class NodeArea {
   int localRank() const { return localRank_; }
   int localSize() const { return localSize_; }
   size_t slotBytes() const { return slotBytes_; }
+  // The data area's buffers (buffersFor).
+  size_t buffers() const { return buffers_; }
 
   // Starts a collective: every rank runs at least one step for it, and the
   // first carries `call`, so that ranks which called different collectives or
@@ -256,6 +274,7 @@ class NodeArea {
   int localRank_ = 0;
   int localSize_ = 1;
   size_t slotBytes_;
+  size_t buffers_ = 2;  // buffersFor
   uint64_t step_ = 0;
   // Steps this rank posted without waiting for every rank (depart,
   // arriveFrom), oldest first, in a ring: at most kArrivalDepth - 1 at once.

@@ -13,6 +13,7 @@
 
 #include "base/device/fake_device.hpp"
 #include "base/device/staging.hpp"
+#include "collectives/comm_state.hpp"
 #include "collectives/shm/node_area.hpp"
 #include "comm/communicator.hpp"
 #include "tools/check/collective_check.hpp"
@@ -245,6 +246,45 @@ TEST(CollectivesShm, StepsAtTheArrivalLineEdgeAreExact) {
     // 30 to 34 bytes in all, and 93 to 99.
     runMatrix(n, "", {{Coll::AlltoAll, Coll::Scatter}, {loomInt8}, {Op::Sum}, {10, 11, 15, 16, 17, 31, 32, 33, 47, 48, 49}});
     runMatrix(n, "", {{Coll::Reduce, Coll::AllReduce}, {loomFloat64}, {Op::Sum}, {4, 5, 12, 13}});
+  }
+}
+
+// The segment's data area spans about 6 MiB in 2 to 8 buffers, so that a
+// slot comes round only after that much has passed through its readers'
+// caches (shm::buffersFor); step s uses buffer s % buffers, on every rank
+// alike. 16 ranks keep the protocol's two, which SixteenRanksAsThreads runs.
+TEST(CollectivesShm, StepsRotateThroughBuffersSpanningTheDataArea) {
+  constexpr size_t kSlot = size_t{256} << 10;
+  EXPECT_EQ(coll::shm::buffersFor(2, kSlot), 8u);   // 3 slots a buffer: 0.75 MiB
+  EXPECT_EQ(coll::shm::buffersFor(4, kSlot), 5u);   // 1.25 MiB
+  EXPECT_EQ(coll::shm::buffersFor(8, kSlot), 3u);   // 2.25 MiB
+  EXPECT_EQ(coll::shm::buffersFor(16, kSlot), 2u);  // 4.25 MiB
+  EXPECT_EQ(coll::shm::buffersFor(1, 4096), 8u);
+  EXPECT_EQ(coll::shm::buffersFor(2, size_t{4} << 20), 2u);  // LOOM_CHUNKSIZE=4M: 12 MiB a buffer
+
+  // Each rank maps the segment where it may: where rank 0's slot of each
+  // step lies, from its slot of step 0.
+  for (int n : {2, 4}) {
+    auto comms = initThreadComms(n);
+    std::vector<std::vector<ptrdiff_t>> offsets(static_cast<size_t>(n));
+    onThreads(n, [&](int r) {
+      auto& comm = static_cast<Communicator&>(*comms[static_cast<size_t>(r)]);
+      coll::shm::NodeArea& node = coll::CommState::of(comm).nodeArea(kSlot);
+      ASSERT_EQ(node.buffers(), coll::shm::buffersFor(n, kSlot));
+      for (uint64_t step = 0; step < 2 * node.buffers(); ++step) {
+        offsets[static_cast<size_t>(r)].push_back(node.stage(0, step) - node.stage(0, 0));
+      }
+    });
+    const size_t buffers = coll::shm::buffersFor(n, kSlot);
+    for (int r = 0; r < n; ++r) {
+      const auto& mine = offsets[static_cast<size_t>(r)];
+      ASSERT_EQ(mine.size(), 2 * buffers);
+      EXPECT_EQ(mine, offsets[0]) << "rank " << r << " places rank 0's slots elsewhere than rank 0 does";
+      for (size_t step = 0; step < buffers; ++step) {
+        EXPECT_EQ(mine[step + buffers], mine[step]) << "step " << step;
+        for (size_t other = 0; other < step; ++other) EXPECT_NE(mine[step], mine[other]) << step << " " << other;
+      }
+    }
   }
 }
 
