@@ -54,12 +54,20 @@ std::byte* staged(shm::NodeArea& node, const NodeBlocks& blocks, uint64_t step, 
   return node.stage(q, step, static_cast<size_t>(blocks.perRank) * piece.bytes) + static_cast<size_t>(k) * piece.bytes;
 }
 
-// This rank's piece of each of its blocks, staged for `step`.
-void stageMine(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, uint64_t step, const Piece& piece) {
+// This rank's piece of each of its blocks, staged for `step`; `toOutput`:
+// and copied into its own place in the output in the same pass.
+void stageMine(const Plan& plan, shm::NodeArea& node, const NodeBlocks& blocks, uint64_t step, const Piece& piece,
+               bool toOutput) {
   const int me = node.localRank();
   for (int k = 0; k < blocks.perRank; ++k) {
-    plan.copy(staged(node, blocks, step, piece, me, k), blocks.input + blocks.inputAt(me, k) + piece.offset,
-              piece.bytes);
+    std::byte* slot = staged(node, blocks, step, piece, me, k);
+    const std::byte* in = blocks.input + blocks.inputAt(me, k) + piece.offset;
+    std::byte* out = plan.c.recv + blocks.outputAt(me, k) + piece.offset;
+    if (toOutput && out != in) {
+      plan.copyToBoth(slot, out, in, piece.bytes);
+    } else {
+      plan.copy(slot, in, piece.bytes);
+    }
   }
 }
 
@@ -73,11 +81,15 @@ void gatherPieces(const Plan& plan, shm::NodeArea& node, const NodeBlocks& block
     const Piece piece = pieces[i];
     const bool arrived = i == 0 && firstStep;
     const uint64_t step = arrived ? *firstStep : node.nextStep();
+    // Where there are several pieces, each is copied into the output as it
+    // is staged, in one pass; a single one after the peers may take it.
+    const bool stagedOut = !arrived && pieces.count() > 1;
     if (!arrived) {
-      stageMine(plan, node, blocks, step, piece);
+      stageMine(plan, node, blocks, step, piece, stagedOut);
       node.arrive(step, plan.what);
     }
     for (int q = 0; q < n; ++q) {
+      if (q == me && stagedOut) continue;
       for (int k = 0; k < blocks.perRank; ++k) {
         std::byte* out = plan.c.recv + blocks.outputAt(q, k) + piece.offset;
         const std::byte* in = q == me ? blocks.input + blocks.inputAt(me, k) + piece.offset
@@ -117,7 +129,7 @@ void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks) {
   }
   node.offerBuffers(blocks.input, blocks.inputBytes, plan.c.recv, outputBytes(node, blocks, plan.c.blockBytes()));
   const uint64_t first = node.nextStep();
-  stageMine(plan, node, blocks, first, pieces[0]);
+  stageMine(plan, node, blocks, first, pieces[0], /*toOutput=*/false);
   node.arrive(first, plan.what);
   if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr) {
     HostWork work(plan.executor);

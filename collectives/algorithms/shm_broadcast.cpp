@@ -53,7 +53,16 @@ void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces,
     // they may run ahead of their peers (NodeArea::nextLineStep).
     const bool inLine = !isRoot || piece.bytes <= shm::kArrivalBytes;
     const uint64_t step = inLine && !offer ? node.nextLineStep() : node.nextStep();
-    if (isRoot) plan.copy(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
+    // A root out of place copies its piece out as it stages it, in one pass,
+    // where it stages more than one: it is the one that copies twice. A
+    // single piece it copies out after its receivers may take it.
+    const bool rootCopiesOut = isRoot && pieces.count() > 1 && plan.c.recv != plan.c.send;
+    if (rootCopiesOut) {
+      plan.copyToBoth(node.stage(root, step, piece.bytes), plan.c.recv + piece.offset, plan.c.send + piece.offset,
+                      piece.bytes);
+    } else if (isRoot) {
+      plan.copy(node.stage(root, step, piece.bytes), plan.c.send + piece.offset, piece.bytes);
+    }
     if (offer) {
       node.arrive(step, plan.what);  // every rank's offer is resolved here
     } else if (isRoot) {
@@ -66,7 +75,7 @@ void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces,
       return;
     }
     const std::byte* from = isRoot ? plan.c.send + piece.offset : node.stage(root, step, piece.bytes);
-    plan.copy(plan.c.recv + piece.offset, from, piece.bytes);
+    if (!rootCopiesOut) plan.copy(plan.c.recv + piece.offset, from, piece.bytes);
     if (const shm::PeerBuffers* peers = node.peerBuffers(); peers != nullptr && i == 0 && offer) {
       readInPlace(plan, node, *peers, piece.bytes);
       return;
