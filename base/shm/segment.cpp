@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +42,22 @@ std::byte* mapFd(int fd, size_t bytes, int extraFlags, const std::string& name) 
   return static_cast<std::byte*>(p);
 }
 
+// Sizing a segment on tmpfs reserves nothing: a page is taken when first
+// written, and one that /dev/shm has no room for is a SIGBUS then, in
+// whichever rank touches it first. So a segment that does not fit in what
+// /dev/shm has free is refused here, by name (containers give /dev/shm 64
+// MiB unless told otherwise). Others creating at once may still take the
+// room; this catches the usual case, a /dev/shm too small.
+void requireRoom(size_t bytes, const std::string& name) {
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return;  // no /dev/shm to ask: shm_open says what it says
+  const unsigned long long room = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+  if (bytes <= room) return;
+  throw Error(loomSystemError, "shared memory segment " + name + " needs " + std::to_string(bytes) +
+                                   " bytes and /dev/shm has " + std::to_string(room) +
+                                   " free (in a container, give it more: docker run --shm-size=1g)");
+}
+
 }  // namespace
 
 bool isLoomSegmentName(const std::string& name) {
@@ -52,6 +69,7 @@ Segment::Segment(std::string name, std::byte* data, size_t size, bool linked)
 
 Segment Segment::create(size_t bytes, Populate populate) {
   std::string name = newName();
+  requireRoom(bytes, name);
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throwSystemError("shm_open(" + name + ")", errno);
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {

@@ -1,6 +1,7 @@
 // The transport layer on its own: FIFO credits, shared-memory segment
 // lifetime, and the listener's secret check.
 #include <gtest/gtest.h>
+#include <sys/statvfs.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +80,27 @@ TEST(ShmSegment, TheNameGoesOnceThePeerHasMappedIt) {
   created.data()[100] = std::byte{42};
   EXPECT_EQ(opened.data()[100], std::byte{42});  // same memory, name or not
   EXPECT_EQ(std::filesystem::status("/dev/shm").type(), std::filesystem::file_type::directory);
+}
+
+// tmpfs reserves nothing when a segment is sized, so one larger than what
+// /dev/shm has free would be a SIGBUS at its first touch: refused by name
+// instead, and nothing left in /dev/shm.
+TEST(ShmSegment, ASegmentLargerThanDevShmHasFreeIsRefusedByName) {
+  struct statvfs fs {};
+  ASSERT_EQ(::statvfs("/dev/shm", &fs), 0);
+  const size_t asked = static_cast<size_t>(fs.f_bavail) * fs.f_frsize + (size_t{1} << 30);
+  try {
+    auto segment = loom::shm::Segment::create(asked);
+    ADD_FAILURE() << "a segment of " << asked << " bytes was made, 1 GiB more than /dev/shm had free";
+  } catch (const loom::Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), loomSystemError);
+    EXPECT_NE(what.find("needs " + std::to_string(asked) + " bytes and /dev/shm has "), std::string::npos) << what;
+    // Nothing of it left behind: its name, as the message gives it.
+    const auto at = what.find("/loom-");
+    ASSERT_NE(at, std::string::npos) << what;
+    EXPECT_FALSE(inDevShm(what.substr(at, what.find(' ', at) - at))) << what;
+  }
 }
 
 TEST(ShmSegment, TheCreatorRemovesTheNameIfThePeerNeverCame) {
