@@ -19,6 +19,7 @@
 #endif
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstddef>
@@ -101,7 +102,7 @@ long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* 
 
 size_t buffersFor(int ranks, size_t slotBytes) {
   const size_t perBuffer = (static_cast<size_t>(ranks) + 1) * slotBytes;
-  return std::clamp<size_t>((kDataAreaBytes + perBuffer - 1) / perBuffer, 2, kMostBuffers);
+  return std::bit_floor(std::clamp<size_t>((kDataAreaBytes + perBuffer - 1) / perBuffer, 2, kMostBuffers));
 }
 
 struct NodeArea::Control {
@@ -255,7 +256,7 @@ void NodeArea::abandonCall() noexcept {
 }
 
 std::byte* NodeArea::stage(int local, uint64_t step) const {
-  return data_ + ((step % buffers_) * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
+  return data_ + ((step & (buffers_ - 1)) * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
 }
 
 std::byte* NodeArea::stage(int local, uint64_t step, size_t bytes) const {

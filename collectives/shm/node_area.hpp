@@ -69,8 +69,9 @@ inline constexpr size_t kArrivalBytes = 96;
 inline constexpr uint64_t kArrivalDepth = 64;
 
 // The data area's buffers for `ranks` local ranks and slots of `slotBytes`:
-// enough that the area spans kDataAreaBytes, from 2 (the protocol's least)
-// to kMostBuffers. A rank that rewrites a slot whose lines its readers still
+// as many as make the area span kDataAreaBytes, from 2 (the protocol's
+// least) to kMostBuffers, down to a power of two (a step's buffer is then a
+// mask of its number, not a division, on every step's path). A rank that rewrites a slot whose lines its readers still
 // hold in their caches pays for taking each line back from them, one
 // cross-core round trip a line; the more bytes pass through those caches
 // before a slot comes round again, the fewer such lines are left. With two

@@ -249,15 +249,17 @@ TEST(CollectivesShm, StepsAtTheArrivalLineEdgeAreExact) {
   }
 }
 
-// The segment's data area spans about 6 MiB in 2 to 8 buffers, so that a
-// slot comes round only after that much has passed through its readers'
-// caches (shm::buffersFor); step s uses buffer s % buffers, on every rank
-// alike. 16 ranks keep the protocol's two, which SixteenRanksAsThreads runs.
+// The segment's data area spans up to about 6 MiB in 2, 4 or 8 buffers, so
+// that a slot comes round only after that much has passed through its
+// readers' caches (shm::buffersFor); step s uses buffer s % buffers, on every
+// rank alike. 16 ranks keep the protocol's two, which SixteenRanksAsThreads
+// runs.
 TEST(CollectivesShm, StepsRotateThroughBuffersSpanningTheDataArea) {
   constexpr size_t kSlot = size_t{256} << 10;
   EXPECT_EQ(coll::shm::buffersFor(2, kSlot), 8u);   // 3 slots a buffer: 0.75 MiB
-  EXPECT_EQ(coll::shm::buffersFor(4, kSlot), 5u);   // 1.25 MiB
-  EXPECT_EQ(coll::shm::buffersFor(8, kSlot), 3u);   // 2.25 MiB
+  EXPECT_EQ(coll::shm::buffersFor(4, kSlot), 4u);   // 1.25 MiB: 5 would span 6 MiB
+  EXPECT_EQ(coll::shm::buffersFor(6, kSlot), 4u);   // 1.75 MiB
+  EXPECT_EQ(coll::shm::buffersFor(8, kSlot), 2u);   // 2.25 MiB: 3, down to 2
   EXPECT_EQ(coll::shm::buffersFor(16, kSlot), 2u);  // 4.25 MiB
   EXPECT_EQ(coll::shm::buffersFor(1, 4096), 8u);
   EXPECT_EQ(coll::shm::buffersFor(2, size_t{4} << 20), 2u);  // LOOM_CHUNKSIZE=4M: 12 MiB a buffer
