@@ -256,7 +256,8 @@ void NodeArea::abandonCall() noexcept {
 }
 
 std::byte* NodeArea::stage(int local, uint64_t step) const {
-  return data_ + ((step & (buffers_ - 1)) * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
+  const size_t buffer = step & (buffers_ - 1);  // buffers_ is a power of two
+  return data_ + (buffer * static_cast<size_t>(localSize_ + 1) + static_cast<size_t>(local)) * slotBytes_;
 }
 
 std::byte* NodeArea::stage(int local, uint64_t step, size_t bytes) const {

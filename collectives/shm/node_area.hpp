@@ -69,17 +69,18 @@ inline constexpr size_t kArrivalBytes = 96;
 inline constexpr uint64_t kArrivalDepth = 64;
 
 // The data area's buffers for `ranks` local ranks and slots of `slotBytes`:
-// as many as make the area span kDataAreaBytes, from 2 (the protocol's
-// least) to kMostBuffers, down to a power of two (a step's buffer is then a
-// mask of its number, not a division, on every step's path). A rank that rewrites a slot whose lines its readers still
-// hold in their caches pays for taking each line back from them, one
-// cross-core round trip a line; the more bytes pass through those caches
-// before a slot comes round again, the fewer such lines are left. With two
-// ranks, 256 KiB slots and 2 MiB of L2 a core, two buffers (1.5 MiB) left
-// most lines behind: four took a 4 MiB broadcast from 519 to 249 µs and a
-// reduce-scatter from 311 to 167, eight a 256 KiB all-reduce from 38 to 17
-// (bench/RESULTS.md, "slots that come round less often"). The same on every
-// rank: it depends on the node's rank count and the slot alone.
+// as many as make the area span kDataAreaBytes, from 2 (the protocol's least)
+// to kMostBuffers, down to a power of two (a step's buffer is then a mask of
+// its number, not a division, on every step's path). A rank that rewrites a
+// slot whose lines its readers still hold in their caches pays for taking
+// each line back from them, one cross-core round trip a line; the more bytes
+// pass through those caches before a slot comes round again, the fewer such
+// lines are left. With two ranks, 256 KiB slots and 2 MiB of L2 a core, two
+// buffers (1.5 MiB) left most lines behind: four took a 4 MiB broadcast from
+// 519 to 249 µs and a reduce-scatter from 311 to 167, eight a 256 KiB
+// all-reduce from 38 to 17 (bench/RESULTS.md, "slots that come round less
+// often"). The same on every rank: it depends on the node's rank count and
+// the slot alone.
 inline constexpr size_t kDataAreaBytes = size_t{6} << 20;
 inline constexpr size_t kMostBuffers = 8;
 size_t buffersFor(int ranks, size_t slotBytes);
