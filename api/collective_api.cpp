@@ -146,12 +146,15 @@ void submit(const Request& q, loomComm_t comm, loomStream_t stream) {
                                                        .resident = path == loom::coll::CallPath::Resident}});
     return;
   }
-  // A blocking call outside a group runs here: no Call, no std::function to allocate.
+  // A blocking call outside a group runs here: no Call, no std::function to
+  // allocate; but where the communicator has an entry gate every call is
+  // numbered there (comm/engine/group.hpp).
   loom::HostStream* host = onCudaStream ? loom::api::callStream(stream) : stream;
-  if (!loom::group::deferred(host)) return loom::coll::runCollective(c, collective);
+  if (!loom::group::deferred(host) && !c.gated()) return loom::coll::runCollective(c, collective);
   loom::group::submit({.comm = &c,
                        .stream = host,
-                       .what = loom::group::Collective{[&c, collective] { loom::coll::runCollective(c, collective); }}});
+                       .what = loom::group::Collective{[&c, collective] { loom::coll::runCollective(c, collective); }},
+                       .cudaStream = onCudaStream});
 }
 
 }  // namespace

@@ -52,7 +52,8 @@ void submit(loom::OpKind kind, const void* buffer, size_t count, loomDataType_t 
                                                          .peer = peer,
                                                          .buffer = static_cast<std::byte*>(const_cast<void*>(buffer)),
                                                          .bytes = bytes,
-                                                         .device = memoryKind == loom::memory::MemoryKind::CudaDevice}});
+                                                         .device = memoryKind == loom::memory::MemoryKind::CudaDevice},
+                       .cudaStream = loom::api::isCudaStream(stream)});
 }
 
 }  // namespace

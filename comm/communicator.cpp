@@ -5,12 +5,14 @@
 #include "base/affinity.hpp"
 #include "base/deadline.hpp"
 #include "base/device/cuda.hpp"
+#include "base/device/runtime.hpp"
 #include "base/device/stream_gate.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/net/interfaces.hpp"
 #include "comm/bootstrap/root.hpp"
+#include "comm/bootstrap/unique_id.hpp"
 #include "comm/comm_topology.hpp"
 #include "comm/host_id.hpp"
 
@@ -230,6 +232,7 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   self.hostname = host;
   self.bootstrapAddress = listener.localAddress().toString();
   self.cudaDeviceCount = cuda::deviceCount();
+  if (self.cudaDeviceCount > 0) self.cudaDeviceId = cuda::runtime().deviceId(cuda::currentDevice());
   // Before any call can hold a stream: loading a kernel lazily, or pinning
   // memory, later could wait for a stream that waits for Loom (stream_gate.hpp).
   if (self.cudaDeviceCount > 0) cuda::prepareStreamGates();
@@ -252,9 +255,46 @@ void Communicator::runInit(const UniqueIdData& id, int rank, int nranks) {
   placement_ = planTopology(*bootstrap_, self.hostId, localRank_, localSize_);
 
   startEngine(id, self);
+  startGate(id, self);
   startResident();
   LOOM_INFO(Init, "communicator ready: rank %d of %d, local rank %d of %d", rank_, size_, localRank_, localSize_);
   asyncError_.store(loomSuccess, std::memory_order_release);
+}
+
+void Communicator::startGate(const UniqueIdData& id, const PeerInfo& self) {
+  std::vector<bool> peers(static_cast<size_t>(size_), false);
+  bool any = false;
+  for (const PeerInfo& p : bootstrap_->peers()) {
+    const bool besides = p.rank != rank_ && p.hostId == self.hostId && p.pid == self.pid && self.cudaDeviceId != 0 &&
+                         p.cudaDeviceId == self.cudaDeviceId;
+    peers[static_cast<size_t>(p.rank)] = besides;
+    any = any || besides;
+  }
+  if (!any) return;
+  const loomUniqueId key = encodeUniqueId(id);
+  std::shared_ptr<EntryGate> gate = EntryGate::of(std::string(key.internal, sizeof key.internal));
+  gate->noteCreator(rank_, creator_);
+  gatePeers_ = std::move(peers);
+  noPeers_.assign(static_cast<size_t>(size_), false);
+  std::lock_guard lock(residentMutex_);  // an abort during init may be failing it (releaseResident)
+  gate_ = std::move(gate);
+  if (cancel_.cancelled()) gate_->fail(rank_);
+}
+
+void Communicator::enterCall(bool holdsStream) {
+  if (gate_) gate_->enterCall(rank_, holdsStream ? gatePeers_ : noPeers_);
+}
+
+void Communicator::enterMessages(std::span<const EntryGate::Message> messages, bool holdsStream) {
+  if (gate_) gate_->enterMessages(rank_, messages, holdsStream ? gatePeers_ : noPeers_);
+}
+
+void Communicator::passGate() {
+  if (gate_) gate_->pass(rank_, config_.timeout);
+}
+
+void Communicator::leaveGate() noexcept {
+  if (gate_) gate_->leave();
 }
 
 void Communicator::startResident() {
@@ -264,7 +304,7 @@ void Communicator::startResident() {
   }
   const auto twoShotFrom = static_cast<uint64_t>(env::getInt("LOOM_DEVICE_TWO_SHOT_BYTES", 0, 1LL << 50));
   const auto scratch = static_cast<size_t>(env::getInt("LOOM_DEVICE_SCRATCH_BYTES", 65536, 1LL << 32)) & ~size_t{4095};
-  auto area = std::make_unique<ResidentArea>(*bootstrap_, scratch, twoShotFrom, creator_);
+  auto area = std::make_unique<ResidentArea>(*bootstrap_, scratch, twoShotFrom);
   std::lock_guard lock(residentMutex_);
   resident_ = std::move(area);
   if (cancel_.cancelled()) resident_->release();
@@ -293,6 +333,7 @@ void Communicator::cancelAll(loomResult_t code, const std::string& why) noexcept
 void Communicator::releaseResident() noexcept {
   std::lock_guard lock(residentMutex_);
   if (resident_) resident_->release();
+  if (gate_) gate_->fail(rank_);  // no thread waits for this rank, nor for itself, at the gate
 }
 
 void Communicator::startEngine(const UniqueIdData& id, const PeerInfo& self) {

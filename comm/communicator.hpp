@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "comm/config.hpp"
 #include "comm/engine/engine.hpp"
 #include "comm/engine/stream.hpp"
+#include "comm/entry_gate.hpp"
 #include "comm/progress.hpp"
 #include "comm/resident_area.hpp"
 #include "comm/symmetric_windows.hpp"
@@ -171,6 +173,22 @@ class Communicator {
   // elsewhere, and with LOOM_DEVICE_RESIDENT=0.
   ResidentArea* resident() const { return resident_ && resident_->ready() ? resident_.get() : nullptr; }
 
+  // The entry gate (entry_gate.hpp), where some peers are threads of this
+  // process on this rank's GPU; each does nothing elsewhere. This rank's
+  // next call, and its next messages (resident ones as the area numbers
+  // their pieces, the host's one piece each), entered before its group
+  // queues anything: `holdsStream`, a call queued on a CUDA stream (which
+  // waits there for its peers' parts); a call that holds none is only
+  // numbered, so that every rank numbers the same calls.
+  bool gated() const { return gate_ != nullptr; }
+  void enterCall(bool holdsStream);
+  void enterMessages(std::span<const EntryGate::Message> messages, bool holdsStream);
+  // Waits until this thread may queue what it entered (EntryGate::pass),
+  // at most the communicator's timeout.
+  void passGate();
+  // Forgets what this thread entered and has not passed.
+  void leaveGate() noexcept;
+
   // The symmetric windows registered on this communicator
   // (loomCommWindowRegister): buffers the resident path reads in place.
   SymmetricWindows windows;
@@ -190,6 +208,9 @@ class Communicator {
   // Opens the data listener (on the interface of this rank's NIC when it has
   // one here), exchanges endpoints, creates the engine.
   void startEngine(const UniqueIdData& id, const PeerInfo& self);
+  // Joins the communicator's entry gate where some peers are threads of
+  // this process on this rank's GPU.
+  void startGate(const UniqueIdData& id, const PeerInfo& self);
   // Makes the resident collectives' device area where every rank is on this
   // node and sees a device (and LOOM_DEVICE_RESIDENT allows): collective.
   void startResident();
@@ -207,6 +228,9 @@ class Communicator {
   Config config_;
   int cudaDevice_;
   uint64_t creator_;  // the thread that asked for it (EntryGate::thisThread())
+  std::shared_ptr<EntryGate> gate_;  // null: no peer is a thread of this process on this rank's GPU
+  std::vector<bool> gatePeers_;      // per rank: such a peer (a call on a stream waits for its part)
+  std::vector<bool> noPeers_;        // all false: a call that is only numbered
   Cancellation cancel_;
   int rank_ = -1;
   int size_ = 0;

@@ -4,6 +4,7 @@
 
 #include "base/backoff.hpp"
 #include "base/error.hpp"
+#include "base/shared_by_key.hpp"
 
 namespace loom {
 namespace {
@@ -25,6 +26,8 @@ uint64_t EntryGate::thisThread() {
   thread_local const uint64_t mine = next.fetch_add(1, std::memory_order_relaxed);
   return mine;
 }
+
+std::shared_ptr<EntryGate> EntryGate::of(const std::string& key) { return sharedByKey<EntryGate>(key); }
 
 void EntryGate::noteCreator(int rank, uint64_t thread) {
   std::lock_guard lock(mutex_);
@@ -63,7 +66,7 @@ void EntryGate::enterMessages(int rank, std::span<const Message> messages, const
       mine.piecesBefore.try_emplace(given, pieces_[given]);
       const uint64_t count = pieces_[given] += m.pieces;
       const uint64_t upTo = !m.send || m.takenAtEnd ? count : count > 2 ? count - 2 : 0;
-      if (besides[static_cast<size_t>(m.peer)] && upTo != 0) {
+      if (static_cast<size_t>(m.peer) < besides.size() && besides[static_cast<size_t>(m.peer)] && upTo != 0) {
         mine.needs.push_back({.rank = rank, .writer = m.peer, .word = waited, .upTo = upTo});
       }
     }
@@ -122,7 +125,7 @@ std::string EntryGate::heldBecause(int rank) {
   for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   const auto [sender, receiver, taken] = first->word;
   const std::string part =
-      first->call ? "resident call #" + std::to_string(first->upTo)
+      first->call ? "call #" + std::to_string(first->upTo)
       : taken     ? "send to rank " + std::to_string(receiver) + " (piece " + std::to_string(first->upTo) + ")"
                   : "receive from rank " + std::to_string(sender) + " (piece " + std::to_string(first->upTo) + ")";
   const std::string whose = first->rank == rank ? "its " + part

@@ -1,15 +1,18 @@
-// The entry gate of resident work (comm/resident_area.hpp), shared by the
-// ranks of one communicator that are threads of this process.
+// The entry gate of a communicator's calls on CUDA streams, shared by its
+// ranks that are threads of this process on one GPU (EntryGate::of).
 //
-// Such ranks on one GPU share its device: a thread that synchronizes it
+// Such ranks share their device: a thread that synchronizes it
 // (cudaDeviceSynchronize, which nccl-tests' threads call between calls;
 // cudaFree) waits for every stream there, its peers' too. Were a peer's
 // stream waiting for a write that this thread has not queued yet, neither
-// would ever go on. So no stream is made to wait for a write that is not
-// queued or about to be: a thread enters everything its group will queue
-// resident, for every rank it drives (enterCall, enterMessages, with what
-// each wait needs), then passes the gate (pass) before it queues any of it,
-// and queues without waiting again. It passes once every peer of its GPU
+// would ever go on: a resident call's stream waits on its peers' flags, and
+// a call through the host holds its stream until its host worker has met
+// the peers. So no stream is made to wait for a peer's part that is not
+// queued or about to be: a thread enters everything its group will queue,
+// for every rank it drives (enterCall, enterMessages, with what each wait
+// needs; a call that holds no stream enters with no needs, so that every
+// rank numbers the same calls), then passes the gate (pass) before it
+// queues any of it, and queues without waiting again. It passes once every peer of its GPU
 // whose writes its waits need has entered them, and so, transitively, has
 // every peer whose writes those peers' waits need where those peers are
 // held at the gate themselves: then every thread of that set passes, and
@@ -26,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <span>
@@ -50,17 +54,22 @@ class EntryGate {
   // The calling thread's number: never reused, as a std::thread::id may be
   // once its thread has ended.
   static uint64_t thisThread();
+  // The gate of the communicator `key` names (its unique id's bytes), one
+  // for all its ranks in this process; it lasts while one of them holds it.
+  static std::shared_ptr<EntryGate> of(const std::string& key);
 
   // `rank`'s driver until its first call: the thread that asked for its
   // communicator.
   void noteCreator(int rank, uint64_t thread);
-  // `rank`'s next resident call; `besides`: per rank, a peer on its GPU in
-  // this process (whose part the call waits for).
+  // `rank`'s next call; `besides`: per rank, a peer on its GPU in this
+  // process whose part the call waits for on its stream (none: a call that
+  // holds no stream, only numbered).
   void enterCall(int rank, const std::vector<bool>& besides);
-  // `rank`'s next messages, numbered per ordered pair from 1 as the area
-  // numbers their pieces: a receive waits for every piece, a send for its
-  // receiver to have taken the pieces two before (its slots), or, read in
-  // place, its own.
+  // `rank`'s next messages, numbered per ordered pair from 1 as the
+  // resident area numbers their pieces (a message through the host is one
+  // piece): a receive waits for every piece, a send for its receiver to
+  // have taken the pieces two before (its slots), or, `takenAtEnd`, its own;
+  // `besides` as for enterCall.
   void enterMessages(int rank, std::span<const Message> messages, const std::vector<bool>& besides);
   // Waits until this thread may queue what it entered, as above, or `rank`'s
   // communicator failed (fail); throws loomRemoteError naming the ranks

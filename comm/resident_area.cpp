@@ -16,8 +16,8 @@
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "base/shared_by_key.hpp"
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/entry_gate.hpp"
 
 namespace loom {
 namespace {
@@ -76,25 +76,9 @@ struct ResidentArea::StreamClaims {
     std::vector<Wait> waits;
   };
   std::map<std::tuple<int, int, bool>, Word> words;  // (sender, receiver, taken)
-  EntryGate gate;  // comm/entry_gate.hpp
 };
 
-std::shared_ptr<ResidentArea::StreamClaims> ResidentArea::claimsOf(const void* key) {
-  static std::mutex mutex;
-  static auto* all = new std::map<const void*, std::weak_ptr<StreamClaims>>();  // outlives statics
-  std::lock_guard lock(mutex);
-  std::erase_if(*all, [](const auto& entry) { return entry.second.expired(); });
-  std::weak_ptr<StreamClaims>& slot = (*all)[key];
-  std::shared_ptr<StreamClaims> claims = slot.lock();
-  if (claims == nullptr) {
-    claims = std::make_shared<StreamClaims>();
-    slot = claims;
-  }
-  return claims;
-}
-
-ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes,
-                           uint64_t creator)
+ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes)
     : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
   const int n = bootstrap.size();
   peers_.resize(static_cast<size_t>(n));
@@ -138,13 +122,11 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   std::memcpy(&first, cards.data(), sizeof first);
   twoShotFromBytes_ = first.twoShotFromBytes;
   sharesAddresses_ = true;
-  besides_.assign(static_cast<size_t>(n), false);
   for (int r = 0; r < n && ok; ++r) {
     Card card;
     std::memcpy(&card, cards.data() + static_cast<size_t>(r) * sizeof(Card), sizeof card);
     sharesAddresses_ = sharesAddresses_ && card.area.pid == mine.area.pid;
     oneDevice_ = oneDevice_ && card.area.device == mine.area.device;
-    besides_[static_cast<size_t>(r)] = r != rank_ && card.area.pid == mine.area.pid && card.area.device == mine.area.device;
     if (card.scratchBytes != scratchBytes) {
       LOOM_INFO(Init, "no resident collectives: rank %d has %llu bytes of scratch (LOOM_DEVICE_SCRATCH_BYTES), this rank %zu",
                 r, static_cast<unsigned long long>(card.scratchBytes), scratchBytes);
@@ -192,10 +174,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   sharesAddresses_ = sharesAddresses_ && ready_;
   // One device, so the same answer on every rank.
   sharesEveryBuffer_ = sharesAddresses_ && oneDevice_ && runtime_.hasMemoryPools(device_);
-  if (sharesAddresses_) {
-    claims_ = claimsOf(peers_[0].base);
-    claims_->gate.noteCreator(rank_, creator);
-  }
+  if (sharesAddresses_) claims_ = sharedByKey<StreamClaims>(static_cast<const void*>(peers_[0].base));
   LOOM_INFO(Init, "resident collectives %s (%zu bytes of scratch a rank%s)", ready_ ? "ready" : "off", scratchBytes,
             sharesAddresses_ ? ", ranks of one process: buffers read in place" : "");
 }
@@ -457,22 +436,6 @@ void ResidentArea::claimPointToPoint(std::span<const MessageClaim> messages, voi
   }
 }
 
-void ResidentArea::enterCall() {
-  if (claims_ != nullptr) claims_->gate.enterCall(rank_, besides_);
-}
-
-void ResidentArea::enterMessages(std::span<const MessageClaim> messages) {
-  if (claims_ != nullptr) claims_->gate.enterMessages(rank_, messages, besides_);
-}
-
-void ResidentArea::passGate(std::chrono::milliseconds timeout) {
-  if (claims_ != nullptr) claims_->gate.pass(rank_, timeout);
-}
-
-void ResidentArea::leaveGate() noexcept {
-  if (claims_ != nullptr) claims_->gate.leave();
-}
-
 uint64_t ResidentArea::beginCall(bool readersAtEnd) {
   const uint64_t sequence = ++sequence_;
   std::lock_guard lock(callsMutex_);
@@ -543,7 +506,6 @@ void ResidentArea::release() noexcept {
   std::lock_guard lock(releaseMutex_);
   if (!ready_ || released_) return;
   released_ = true;
-  if (claims_ != nullptr) claims_->gate.fail(rank_);
   constexpr uint64_t kPastAll = std::numeric_limits<uint64_t>::max();
   try {
     for (int r = 0; r < size(); ++r) {

@@ -58,9 +58,7 @@ class ResidentArea {
   // `scratchBytes` of scratch per rank; `twoShotFromBytes` as this rank would
   // have it (rank 0's is every rank's). Never throws for a device that
   // cannot take part: ready() is then false on every rank.
-  // `creator`: the thread that asked for the communicator
-  // (EntryGate::thisThread()), the rank's driver at the gate until its first call.
-  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes, uint64_t creator);
+  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes);
   ~ResidentArea();
   ResidentArea(const ResidentArea&) = delete;
   ResidentArea& operator=(const ResidentArea&) = delete;
@@ -168,10 +166,10 @@ class ResidentArea {
   // driving several ranks through one stream). Each rank needs a stream of
   // its own.
   void claimStream(void* stream);
-  // A message of a group, as claimPointToPoint sees it (the entry gate's,
-  // comm/entry_gate.hpp): to (`send`) or from `peer`, in `pieces` pieces;
-  // `takenAtEnd`: a send read in place, which waits at its end for its
-  // receiver to have taken its last piece.
+  // A message of a group, as claimPointToPoint sees it (and the
+  // communicator's entry gate, comm/entry_gate.hpp): to (`send`) or from
+  // `peer`, in `pieces` pieces; `takenAtEnd`: a send read in place, which
+  // waits at its end for its receiver to have taken its last piece.
   using MessageClaim = EntryGate::Message;
   // Claims `stream` for this rank's next resident messages (one group's, in
   // call order), before any is queued, as claimStream does for calls.
@@ -184,16 +182,6 @@ class ResidentArea {
   // follow it on one stream). What it waits for would wait behind it on the
   // stream, and neither would ever run.
   void claimPointToPoint(std::span<const MessageClaim> messages, void* stream);
-
-  // The entry gate (comm/entry_gate.hpp), where the ranks are threads of
-  // this process: each does nothing elsewhere. This rank's next resident
-  // call, and its next messages, as claimPointToPoint will claim them.
-  void enterCall();
-  void enterMessages(std::span<const MessageClaim> messages);
-  // Waits until this thread may queue what it entered (EntryGate::pass).
-  void passGate(std::chrono::milliseconds timeout);
-  // Forgets what this thread entered and has not passed.
-  void leaveGate() noexcept;
 
   // A resident call of this rank begins: its sequence (every rank numbers the
   // same calls alike), noted with the time, for overdue(); `readersAtEnd`:
@@ -219,7 +207,6 @@ class ResidentArea {
   bool sharesAddresses_ = false;  // every rank a thread of this process: a pointer is the same to all
   bool oneDevice_ = true;  // every rank's area on one device
   bool sharesEveryBuffer_ = false;
-  std::vector<bool> besides_;  // per rank: a peer that is a thread of this process on this rank's GPU (the gate's)
   int device_ = -1;
   std::byte* own_ = nullptr;  // this rank's allocation
   std::vector<PeerView> peers_;
@@ -249,10 +236,9 @@ class ResidentArea {
   std::mutex releaseMutex_;
   bool released_ = false;
   struct StreamClaims;  // the process's ranks' last call on each stream (resident_area.cpp)
-  std::shared_ptr<StreamClaims> claims_;  // threads of one process only
-  // The claims of the communicator whose rank 0's area lies at `key` (the
-  // same address to every thread), shared by its ranks here.
-  static std::shared_ptr<StreamClaims> claimsOf(const void* key);
+  // Threads of one process only: shared by the communicator's ranks here,
+  // found by rank 0's area's address (the same to every thread).
+  std::shared_ptr<StreamClaims> claims_;
 };
 
 }  // namespace loom

@@ -9,6 +9,7 @@ void PeerInfo::serialize(ByteWriter& w) const {
   w.putString(hostname);
   w.putString(bootstrapAddress);
   w.put(static_cast<int32_t>(cudaDeviceCount));
+  w.put(cudaDeviceId);
 }
 
 PeerInfo PeerInfo::deserialize(ByteReader& r) {
@@ -19,6 +20,7 @@ PeerInfo PeerInfo::deserialize(ByteReader& r) {
   p.hostname = r.getString(256);
   p.bootstrapAddress = r.getString(128);
   p.cudaDeviceCount = r.get<int32_t>();
+  p.cudaDeviceId = r.get<uint64_t>();
   return p;
 }
 

@@ -15,6 +15,7 @@ struct PeerInfo {
   std::string hostname;
   std::string bootstrapAddress;  // this rank's bootstrap listener, host:port
   int cudaDeviceCount = 0;       // visible CUDA devices, 0 without CUDA
+  uint64_t cudaDeviceId = 0;     // the rank's GPU (cuda::deviceIdOf's hash of its bus id), 0 without one
 
   void serialize(ByteWriter& w) const;
   static PeerInfo deserialize(ByteReader& r);

@@ -274,40 +274,61 @@ void queueResident(const std::vector<Call>& calls) {
   }
 }
 
-// Enters at their areas' entry gates (comm/entry_gate.hpp) everything `calls`
-// will queue resident, then passes the gates, before any of it is queued:
-// where this thread drives several ranks of one GPU, each of their calls
-// finds the others entered, and none is queued while a peer it waits for
-// may still be held.
-void passResidentGates(const std::vector<Call>& calls) {
-  std::map<Communicator*, std::vector<ResidentOp>> messages;
+// Enters at their communicators' entry gates (comm/entry_gate.hpp) every
+// call and message of `calls`, then passes the gates, before any of it is
+// queued: where this thread drives several ranks of one GPU, each of their
+// calls finds the others entered, and none is queued while a peer it waits
+// for may still be held. What holds a CUDA stream (resident, or through the
+// host behind the stream's gate) waits for its peers' entries; the rest is
+// only numbered.
+void passGates(const std::vector<Call>& calls) {
+  struct Messages {
+    std::vector<ResidentOp> resident;
+    std::vector<EntryGate::Message> onStream;  // through the host, on a CUDA stream
+    std::vector<EntryGate::Message> numbered;  // through the host, holding no CUDA stream
+  };
+  std::map<Communicator*, Messages> messages;
   std::vector<Communicator*> entered;
   for (const Call& c : calls) {
-    if (const auto* s = std::get_if<OnStream>(&c.what); s != nullptr && s->resident) {
-      if (ResidentArea* area = c.comm->resident()) {
-        area->enterCall();
-        entered.push_back(c.comm);
-      }
-    } else if (const auto* p2p = std::get_if<ResidentPointToPoint>(&c.what)) {
-      messages[c.comm].push_back(p2p->op);
+    if (!c.comm->gated()) continue;
+    if (const auto* p2p = std::get_if<ResidentPointToPoint>(&c.what)) {
+      messages[c.comm].resident.push_back(p2p->op);
+    } else if (const auto* op = std::get_if<PointToPoint>(&c.what)) {
+      if (op->bytes == 0) continue;  // nothing on either side
+      const bool send = op->kind == OpKind::Send;
+      // A send through the host leaves once its bytes are in the
+      // connection's FIFO; a larger one waits for its receiver.
+      const bool taken = send && op->bytes > c.comm->engine().context().fifo.totalBytes();
+      Messages& m = messages[c.comm];
+      (c.cudaStream ? m.onStream : m.numbered)
+          .push_back({.peer = op->peer, .send = send, .pieces = 1, .takenAtEnd = taken});
+    } else {
+      const auto* s = std::get_if<OnStream>(&c.what);
+      c.comm->enterCall(s != nullptr ? s->resident : c.cudaStream);
     }
+    if (entered.empty() || entered.back() != c.comm) entered.push_back(c.comm);
   }
-  for (const auto& [comm, ops] : messages) {
-    if (ResidentArea* area = comm->resident()) {
-      enterResidentPointToPoint(*area, ops);
-      entered.push_back(comm);
-    }
-  }
+  std::sort(entered.begin(), entered.end());
+  entered.erase(std::unique(entered.begin(), entered.end()), entered.end());
   try {
-    for (Communicator* comm : entered) comm->resident()->passGate(comm->config().timeout);
+    for (auto& [comm, m] : messages) {
+      if (!m.resident.empty()) {
+        ResidentArea* area = comm->resident();
+        if (area == nullptr) throw Error(loomInternalError, "a resident send or receive on a communicator without its area");
+        comm->enterMessages(residentMessages(*area, m.resident), true);
+      }
+      comm->enterMessages(m.onStream, true);
+      comm->enterMessages(m.numbered, false);
+    }
+    for (Communicator* comm : entered) comm->passGate();
   } catch (...) {
-    for (Communicator* comm : entered) comm->resident()->leaveGate();
+    for (Communicator* comm : entered) comm->leaveGate();
     throw;
   }
 }
 
 void execute(std::vector<Call> calls) {
-  passResidentGates(calls);
+  passGates(calls);
   const auto resident = [](const Call& c) { return std::holds_alternative<ResidentPointToPoint>(c.what); };
   if (std::any_of(calls.begin(), calls.end(), resident)) {
     queueResident(calls);

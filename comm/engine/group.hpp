@@ -54,8 +54,8 @@ struct Collective {
 struct OnStream {
   std::function<void()> enqueue;
   // A resident call (collectives/resident_collectives.hpp), which waits on
-  // the stream for its peers: entered at its area's gate
-  // (ResidentArea::enterCall), which the group passes before any of its
+  // the stream for its peers: entered at its communicator's gate
+  // (Communicator::enterCall), which the group passes before any of its
   // work is queued.
   bool resident = false;
 };
@@ -73,6 +73,10 @@ struct Call {
   Communicator* comm;
   HostStream* stream;  // null: blocking (an OnStream's stream is its own)
   std::variant<PointToPoint, Collective, OnStream, ResidentPointToPoint> what;
+  // A Collective or PointToPoint made on a CUDA stream (`stream` is that
+  // stream's host stream): the CUDA stream waits for it, so it passes the
+  // communicator's entry gate (Communicator::enterCall) first.
+  bool cudaStream = false;
   // The CUDA device current where the call was made (submit() notes it): the
   // call runs there, whichever thread runs it and whatever device that
   // thread's caller made current since (NCCL's idiom of one thread driving

@@ -119,9 +119,9 @@ bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t byte
   return device && area != nullptr && onCudaStream;
 }
 
-void enterResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops) {
+std::vector<ResidentArea::MessageClaim> residentMessages(ResidentArea& area, std::span<const ResidentOp> ops) {
   std::vector<std::optional<RegionPlace>> inPlace;
-  area.enterMessages(claimsOf(area, ops, inPlace));
+  return claimsOf(area, ops, inPlace);
 }
 
 void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream) {

@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "comm/resident_area.hpp"
 #include "memory/memory_kind.hpp"
@@ -55,13 +56,13 @@ struct ResidentOp {
 // as collectives/call_path.hpp decides for collectives.
 bool runsResident(const ResidentArea* area, memory::MemoryKind kind, size_t bytes, bool onCudaStream);
 
-// The pieces `ops` (one group's of one rank) will queue, entered at the
-// area's gate (ResidentArea::enterMessages) before any of the group's work
-// is queued.
-void enterResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops);
+// The pieces `ops` (one group's of one rank) will queue, as the
+// communicator's entry gate takes them (Communicator::enterMessages) before
+// any of the group's work is queued.
+std::vector<ResidentArea::MessageClaim> residentMessages(ResidentArea& area, std::span<const ResidentOp> ops);
 
 // Queues `ops` (one group's on one stream, in call order) on `stream` and
-// returns, once past the area's gate (ResidentArea::passGate).
+// returns, once past the communicator's entry gate (Communicator::passGate).
 void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream);
 
 // Point-to-point ops queued resident in this process: the tests' proof that

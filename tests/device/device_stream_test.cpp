@@ -1178,7 +1178,7 @@ TEST(ResidentCollectives, RanksReadInPlaceInPiecesPublishEveryPieceAtOnce) {
     auto comms = initThreadCommsOnGpus(n, 2);
     // Each call: input and result elements, the call, and what rank r's
     // result holds at i in round k (checked where `checked`).
-    struct Call {
+    struct Case {
       std::string name;
       size_t sendCount, recvCount;
       std::function<loomResult_t(const void*, void*, loomComm_t, loomStream_t)> run;
@@ -1192,7 +1192,7 @@ TEST(ResidentCollectives, RanksReadInPlaceInPiecesPublishEveryPieceAtOnce) {
       for (int q = 0; q < n; ++q) total += input(q, i, k);
       return total;
     };
-    const std::vector<Call> calls{
+    const std::vector<Case> calls{
         {"all-reduce", kCount, kCount,
          [](const void* s, void* r, loomComm_t c, loomStream_t st) { return loomAllReduce(s, r, kCount, loomInt32, loomSum, c, st); },
          [&](int, size_t i, int k) { return sum(i, k); }},
@@ -1227,7 +1227,7 @@ TEST(ResidentCollectives, RanksReadInPlaceInPiecesPublishEveryPieceAtOnce) {
            return loomGroupEnd();
          },
          [&](int r, size_t i, int k) { return input((r + n - 1) % n, i, k); }}};
-    for (const Call& call : calls) {
+    for (const Case& call : calls) {
       SCOPED_TRACE(call.name);
       onThreads(n, [&](int r) {
         runtime().setCurrentDevice(r % 2);
@@ -1821,112 +1821,168 @@ TEST(CallsOnAStream, NcclTestsFlowsOnDeviceBuffersGoResidentAndExact) {
 // synchronization waits on a peer's stream. In the ring of one piece, a
 // rank's receive would wait for a peer that entered its group but is itself
 // held by rank 0: the gate passes no thread until every peer its waits
-// reach, transitively, has entered what they need.
+// reach, transitively, has entered what they need. The same through the
+// host (LOOM_DEVICE_RESIDENT=0), where each call holds its stream behind a
+// gate until its host worker has met the peers.
 TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachOther) {
   if (!fake()) GTEST_SKIP() << "a CUDA device is visible: nccl-tests -t runs there (run-gpu-tests)";
   loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "20000");
-  constexpr int kRanks = 4;  // in a ring, rank 2 waits on neither rank 0 nor a rank 0 waits on
-  constexpr size_t kCount = 300001;  // several pieces of the scratch, and sends past two slots
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  std::vector<loomComm_t> comms(kRanks, nullptr);
-  ASSERT_EQ(loomGroupStart(), loomSuccess);
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], kRanks, id, r), loomSuccess) << loomGetLastError(nullptr);
-  }
-  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
-  std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
-  std::vector<std::unique_ptr<Stream>> streams;
-  for (int r = 0; r < kRanks; ++r) {
-    send.push_back(std::make_unique<DeviceBuffer>(kCount * kRanks * 4));
-    recv.push_back(std::make_unique<DeviceBuffer>(kCount * kRanks * 4));
-    streams.push_back(std::make_unique<Stream>());
-  }
-  const auto valueOf = [](int r, size_t i) { return static_cast<int32_t>((i * 7 + static_cast<size_t>(r) * 13) % 101); };
-  for (int r = 0; r < kRanks; ++r) {
-    std::vector<int32_t> in(kCount * kRanks);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(r, i);
-    send[static_cast<size_t>(r)]->upload(in.data());
-  }
-  enum Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kRing, kSmallRing, kAlltoAllBySends, kKinds };
-  constexpr size_t kSmall = 1000;  // one piece: a send that waits for nothing
-  const uint64_t resident = loom::coll::residentCalls();
-  const uint64_t messages = loom::residentPointToPointOps();
-  std::atomic<int> stuck{0};
-  onThreads(kRanks, [&](int r) {
-    const auto i = static_cast<size_t>(r);
-    const loomStream_t stream = streams[i]->loom();
-    for (int round = 0; round < 2 * kKinds; ++round) {
-      std::byte* in = send[i]->data();
-      std::byte* out = recv[i]->data();
-      loomResult_t result = loomSuccess;
-      switch (static_cast<Kind>(round % kKinds)) {
-        case kAllReduce: result = loomAllReduce(in, out, kCount, loomInt32, loomSum, comms[i], stream); break;
-        case kAllGather: result = loomAllGather(in, out, kCount, loomInt32, comms[i], stream); break;
-        case kReduceScatter: result = loomReduceScatter(in, out, kCount, loomInt32, loomSum, comms[i], stream); break;
-        case kBroadcast: result = loomBroadcast(in, out, kCount, loomInt32, 1, comms[i], stream); break;
-        case kRing:
-          ASSERT_EQ(loomGroupStart(), loomSuccess);
-          ASSERT_EQ(loomSend(in, kCount, loomInt32, (r + 1) % kRanks, comms[i], stream), loomSuccess);
-          ASSERT_EQ(loomRecv(out, kCount, loomInt32, (r + kRanks - 1) % kRanks, comms[i], stream), loomSuccess);
-          result = loomGroupEnd();
-          break;
-        case kAlltoAllBySends:  // nccl-tests' alltoall: a send and a receive with every rank, itself too
-          ASSERT_EQ(loomGroupStart(), loomSuccess);
-          for (int p = 0; p < kRanks; ++p) {
-            const size_t block = static_cast<size_t>(p) * kSmall * 4;
-            ASSERT_EQ(loomSend(in + block, kSmall, loomInt32, p, comms[i], stream), loomSuccess);
-            ASSERT_EQ(loomRecv(out + block, kSmall, loomInt32, p, comms[i], stream), loomSuccess);
-          }
-          result = loomGroupEnd();
-          break;
-        case kSmallRing:
-          ASSERT_EQ(loomGroupStart(), loomSuccess);
-          ASSERT_EQ(loomSend(in, kSmall, loomInt32, (r + 1) % kRanks, comms[i], stream), loomSuccess);
-          ASSERT_EQ(loomRecv(out, kSmall, loomInt32, (r + kRanks - 1) % kRanks, comms[i], stream), loomSuccess);
-          result = loomGroupEnd();
-          break;
-        case kKinds: break;
-      }
-      ASSERT_EQ(result, loomSuccess) << "rank " << r << ", round " << round << ": " << loomGetLastError(comms[i]);
-      // nccl-tests' data check: the device synchronized, then the result read.
-      if (r == 0) std::this_thread::sleep_for(50ms);
-      if (!loom::cuda::fakeSynchronizeDevice(15s)) {
-        stuck.fetch_add(1);
-        ADD_FAILURE() << "rank " << r << ", round " << round << ": the device synchronization waited on a peer's stream";
-        return;
-      }
-      std::vector<int32_t> got(kCount * kRanks);
-      recv[i]->download(got.data());
-      const auto sumOf = [&](size_t at) {
-        int32_t sum = 0;
-        for (int q = 0; q < kRanks; ++q) sum += valueOf(q, at);
-        return sum;
-      };
-      const auto kind = static_cast<Kind>(round % kKinds);
-      const size_t results = kind == kAllGather ? kCount * kRanks
-                             : kind == kSmallRing ? kSmall
-                             : kind == kAlltoAllBySends ? kSmall * kRanks
-                                                       : kCount;
-      for (size_t e = 0; e < results; ++e) {
-        int32_t want = 0;
+  // Resident, and through the host behind each stream's gate (whose worker
+  // waits for its peers as the resident call's stream does).
+  for (const bool onTheStream : {true, false}) {
+    SCOPED_TRACE(onTheStream ? "resident" : "LOOM_DEVICE_RESIDENT=0");
+    loom::test::ScopedEnv how("LOOM_DEVICE_RESIDENT", onTheStream ? "1" : "0");
+    constexpr int kRanks = 4;  // in a ring, rank 2 waits on neither rank 0 nor a rank 0 waits on
+    constexpr size_t kCount = 300001;  // several pieces of the scratch, and sends past two slots
+    loomUniqueId id;
+    ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+    std::vector<loomComm_t> comms(kRanks, nullptr);
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], kRanks, id, r), loomSuccess) << loomGetLastError(nullptr);
+    }
+    ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+    std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
+    std::vector<std::unique_ptr<Stream>> streams;
+    for (int r = 0; r < kRanks; ++r) {
+      send.push_back(std::make_unique<DeviceBuffer>(kCount * kRanks * 4));
+      recv.push_back(std::make_unique<DeviceBuffer>(kCount * kRanks * 4));
+      streams.push_back(std::make_unique<Stream>());
+    }
+    const auto valueOf = [](int r, size_t i) { return static_cast<int32_t>((i * 7 + static_cast<size_t>(r) * 13) % 101); };
+    for (int r = 0; r < kRanks; ++r) {
+      std::vector<int32_t> in(kCount * kRanks);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = valueOf(r, i);
+      send[static_cast<size_t>(r)]->upload(in.data());
+    }
+    enum Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kRing, kSmallRing, kAlltoAllBySends, kKinds };
+    constexpr size_t kSmall = 1000;  // one piece: a send that waits for nothing
+    const uint64_t resident = loom::coll::residentCalls();
+    const uint64_t messages = loom::residentPointToPointOps();
+    std::atomic<int> stuck{0};
+    onThreads(kRanks, [&](int r) {
+      const auto i = static_cast<size_t>(r);
+      const loomStream_t stream = streams[i]->loom();
+      for (int round = 0; round < 2 * kKinds; ++round) {
+        std::byte* in = send[i]->data();
+        std::byte* out = recv[i]->data();
+        loomResult_t result = loomSuccess;
         switch (static_cast<Kind>(round % kKinds)) {
-          case kAllReduce: want = sumOf(e); break;
-          case kAllGather: want = valueOf(static_cast<int>(e / kCount), e % kCount); break;
-          case kReduceScatter: want = sumOf(i * kCount + e); break;
-          case kBroadcast: want = valueOf(1, e); break;
+          case kAllReduce: result = loomAllReduce(in, out, kCount, loomInt32, loomSum, comms[i], stream); break;
+          case kAllGather: result = loomAllGather(in, out, kCount, loomInt32, comms[i], stream); break;
+          case kReduceScatter: result = loomReduceScatter(in, out, kCount, loomInt32, loomSum, comms[i], stream); break;
+          case kBroadcast: result = loomBroadcast(in, out, kCount, loomInt32, 1, comms[i], stream); break;
           case kRing:
-          case kSmallRing: want = valueOf((r + kRanks - 1) % kRanks, e); break;
-          case kAlltoAllBySends: want = valueOf(static_cast<int>(e / kSmall), i * kSmall + e % kSmall); break;
+            ASSERT_EQ(loomGroupStart(), loomSuccess);
+            ASSERT_EQ(loomSend(in, kCount, loomInt32, (r + 1) % kRanks, comms[i], stream), loomSuccess);
+            ASSERT_EQ(loomRecv(out, kCount, loomInt32, (r + kRanks - 1) % kRanks, comms[i], stream), loomSuccess);
+            result = loomGroupEnd();
+            break;
+          case kAlltoAllBySends:  // nccl-tests' alltoall: a send and a receive with every rank, itself too
+            ASSERT_EQ(loomGroupStart(), loomSuccess);
+            for (int p = 0; p < kRanks; ++p) {
+              const size_t block = static_cast<size_t>(p) * kSmall * 4;
+              ASSERT_EQ(loomSend(in + block, kSmall, loomInt32, p, comms[i], stream), loomSuccess);
+              ASSERT_EQ(loomRecv(out + block, kSmall, loomInt32, p, comms[i], stream), loomSuccess);
+            }
+            result = loomGroupEnd();
+            break;
+          case kSmallRing:
+            ASSERT_EQ(loomGroupStart(), loomSuccess);
+            ASSERT_EQ(loomSend(in, kSmall, loomInt32, (r + 1) % kRanks, comms[i], stream), loomSuccess);
+            ASSERT_EQ(loomRecv(out, kSmall, loomInt32, (r + kRanks - 1) % kRanks, comms[i], stream), loomSuccess);
+            result = loomGroupEnd();
+            break;
           case kKinds: break;
         }
-        ASSERT_EQ(got[e], want) << "rank " << r << ", round " << round << ", element " << e;
+        ASSERT_EQ(result, loomSuccess) << "rank " << r << ", round " << round << ": " << loomGetLastError(comms[i]);
+        // nccl-tests' data check: the device synchronized, then the result read.
+        if (r == 0) std::this_thread::sleep_for(50ms);
+        if (!loom::cuda::fakeSynchronizeDevice(15s)) {
+          stuck.fetch_add(1);
+          ADD_FAILURE() << "rank " << r << ", round " << round << ": the device synchronization waited on a peer's stream";
+          return;
+        }
+        std::vector<int32_t> got(kCount * kRanks);
+        recv[i]->download(got.data());
+        const auto sumOf = [&](size_t at) {
+          int32_t sum = 0;
+          for (int q = 0; q < kRanks; ++q) sum += valueOf(q, at);
+          return sum;
+        };
+        const auto kind = static_cast<Kind>(round % kKinds);
+        const size_t results = kind == kAllGather ? kCount * kRanks
+                               : kind == kSmallRing ? kSmall
+                               : kind == kAlltoAllBySends ? kSmall * kRanks
+                                                         : kCount;
+        for (size_t e = 0; e < results; ++e) {
+          int32_t want = 0;
+          switch (static_cast<Kind>(round % kKinds)) {
+            case kAllReduce: want = sumOf(e); break;
+            case kAllGather: want = valueOf(static_cast<int>(e / kCount), e % kCount); break;
+            case kReduceScatter: want = sumOf(i * kCount + e); break;
+            case kBroadcast: want = valueOf(1, e); break;
+            case kRing:
+            case kSmallRing: want = valueOf((r + kRanks - 1) % kRanks, e); break;
+            case kAlltoAllBySends: want = valueOf(static_cast<int>(e / kSmall), i * kSmall + e % kSmall); break;
+            case kKinds: break;
+          }
+          ASSERT_EQ(got[e], want) << "rank " << r << ", round " << round << ", element " << e;
+        }
+      }
+    });
+    EXPECT_EQ(stuck.load(), 0);
+    const uint64_t residentOnes = onTheStream ? 1 : 0;  // through the host: none
+    EXPECT_EQ(loom::coll::residentCalls() - resident, residentOnes * 2 * 4 * kRanks) << "collectives went resident";
+    EXPECT_EQ(loom::residentPointToPointOps() - messages, residentOnes * 2 * (4 + 2 * kRanks) * kRanks)
+        << "messages went resident";
+    loom::test::destroyAll(comms);
+  }
+}
+
+// Every call of ranks that are threads on one GPU is numbered at their
+// entry gate, also one that holds no CUDA stream (a blocking call): a
+// rank's call on a CUDA stream waits at the gate for its peers' call of the
+// same number, which a peer making that call blocking must have entered
+// too, else the two wait on each other until LOOM_TIMEOUT_MS. Rank 0 makes
+// each call blocking, rank 1 on a CUDA stream (host memory there: through
+// the host, behind the stream's gate), collectives, sends and receives
+// alike; every result exact.
+TEST(CallsOnAStream, BlockingCallsAreNumberedAtTheGateBesideCallsOnStreams) {
+  if (!fake()) GTEST_SKIP() << "the fake device's GPU shared by thread ranks";
+  loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "5000");
+  constexpr size_t kCount = 4099;
+  auto comms = initThreadCommsOnGpus(2, 1);
+  Stream stream;
+  onThreads(2, [&](int r) {
+    const auto i = static_cast<size_t>(r);
+    const loomStream_t on = r == 0 ? nullptr : stream.loom();
+    std::vector<int32_t> in(kCount), out(kCount);
+    for (int round = 0; round < 6; ++round) {
+      for (size_t e = 0; e < kCount; ++e) in[e] = static_cast<int32_t>(e % 89) + r * 1000 + round;
+      const int kind = round % 3;
+      loomResult_t result = loomSuccess;
+      if (kind == 0) {
+        result = loomAllReduce(in.data(), out.data(), kCount, loomInt32, loomSum, comms[i], on);
+      } else if (kind == 1) {
+        result = loomBroadcast(in.data(), out.data(), kCount, loomInt32, 0, comms[i], on);
+      } else {
+        ASSERT_EQ(loomGroupStart(), loomSuccess);
+        ASSERT_EQ(loomSend(in.data(), kCount, loomInt32, 1 - r, comms[i], on), loomSuccess);
+        ASSERT_EQ(loomRecv(out.data(), kCount, loomInt32, 1 - r, comms[i], on), loomSuccess);
+        result = loomGroupEnd();
+      }
+      ASSERT_EQ(result, loomSuccess) << "rank " << r << ", round " << round << ": " << loomGetLastError(comms[i]);
+      if (r == 1) {
+        ASSERT_TRUE(stream.finishes(20s)) << "round " << round;
+      }
+      for (size_t e = 0; e < kCount; ++e) {
+        const auto base = static_cast<int32_t>(e % 89) + round;
+        const int32_t want = kind == 0 ? 2 * base + 1000 : kind == 1 ? base : base + (1 - r) * 1000;
+        ASSERT_EQ(out[e], want) << "rank " << r << ", round " << round << ", element " << e;
       }
     }
   });
-  EXPECT_EQ(stuck.load(), 0);
-  EXPECT_EQ(loom::coll::residentCalls() - resident, 2u * 4 * kRanks) << "every collective went resident";
-  EXPECT_EQ(loom::residentPointToPointOps() - messages, 2u * (4 + 2 * kRanks) * kRanks) << "every message went resident";
   loom::test::destroyAll(comms);
 }
 
@@ -2114,7 +2170,7 @@ TEST(ResidentAllReduce, APeerThatNeverComesIsNamedAndTheStreamGoesOn) {
         return loomAllReduce(buffer, buffer, 1024, loomInt32, loomSum, comm, stream);
       },
       [] { return loom::coll::residentCalls(); },
-      "to queue its resident call #1: rank(s) 1, thread(s) of this process on its GPU, never made that call",
+      "to queue its call #1: rank(s) 1, thread(s) of this process on its GPU, never made that call",
       "resident collective #1 on the stream: rank(s) 1 never arrived");
 }
 
