@@ -47,7 +47,7 @@ const char* loomGetLastError(loomComm_t comm) { return loom::api::lastErrorFor(c
 loomResult_t loomGetUniqueId(loomUniqueId* uniqueId) {
   return call(__func__, nullptr, [&] {
     requireNonNull(uniqueId, "uniqueId");
-    *uniqueId = loom::createUniqueId(loom::Config::resolve(nullptr).timeout);
+    *uniqueId = loom::userUniqueId(loom::Config::resolve(nullptr).timeout);
   });
 }
 

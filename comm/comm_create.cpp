@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "base/device/cuda.hpp"
+#include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "comm/bootstrap/rendezvous.hpp"
@@ -16,12 +19,67 @@
 
 namespace loom {
 
+namespace {
+
+// The id LOOM_COMM_ID names (NCCL_COMM_ID's), the same in every process
+// that has it: its root's address, and for secret LOOM_STORE_SECRET or,
+// unset, one derived from the address (FNV-1a of it, twice), which every
+// process computes alike. Nullopt where LOOM_COMM_ID is unset.
+std::optional<UniqueIdData> fixedUniqueId() {
+  const std::optional<std::string> at = env::getIfSet("LOOM_COMM_ID");
+  if (!at || at->empty()) return std::nullopt;
+  UniqueIdData data;
+  try {
+    data.root = net::SocketAddress::parse(*at);
+  } catch (const Error& e) {
+    throw Error(loomInvalidArgument, "LOOM_COMM_ID=" + *at + " is no host:port: " + e.what());
+  }
+  if (const std::optional<std::string> secret = env::getIfSet("LOOM_STORE_SECRET"); secret && !secret->empty()) {
+    data.secret = Secret::fromHex(*secret, "LOOM_STORE_SECRET");
+    return data;
+  }
+  const std::string text = "loom comm id " + data.root.toString();
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t half = 0; half < 2; ++half) {
+    for (char ch : text) {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 0x100000001b3ull;
+    }
+    std::memcpy(data.secret.bytes.data() + 8 * half, &h, 8);
+  }
+  return data;
+}
+
+// Where `data` is LOOM_COMM_ID's id and this is its rank 0: the root, on
+// that address, before this rank joins it (the other ranks retry until it
+// listens).
+void startFixedRoot(const UniqueIdData& data, int rank, std::chrono::milliseconds timeout) {
+  if (rank != 0) return;
+  const std::optional<UniqueIdData> fixed = fixedUniqueId();
+  if (!fixed || fixed->root.toString() != data.root.toString() || !(fixed->secret == data.secret)) return;
+  net::Socket listener;
+  try {
+    listener = net::Socket::listen(data.root, "rendezvous root (LOOM_COMM_ID)");
+  } catch (const Error& e) {
+    throw Error(loomSystemError, "rank 0 cannot start the rendezvous root at LOOM_COMM_ID=" + data.root.toString() +
+                                     " (an address of this host, with the port free?): " + e.what());
+  }
+  startRendezvousRoot(std::move(listener), data.secret, timeout);
+}
+
+}  // namespace
+
 loomUniqueId createUniqueId(std::chrono::milliseconds timeout) {
   auto listener = listenOnBootstrapInterface("rendezvous root");
   UniqueIdData data{listener.localAddress(), Secret::random()};
   loomUniqueId id = encodeUniqueId(data);
   startRendezvousRoot(std::move(listener), data.secret, timeout);
   return id;
+}
+
+loomUniqueId userUniqueId(std::chrono::milliseconds timeout) {
+  if (const std::optional<UniqueIdData> fixed = fixedUniqueId()) return encodeUniqueId(*fixed);
+  return createUniqueId(timeout);
 }
 
 namespace {
@@ -37,7 +95,8 @@ std::unique_ptr<loomComm> create(int nranks, const loomUniqueId& id, int rank, c
   }
   UniqueIdData data = decodeUniqueId(id);
   auto comm = std::make_unique<loomComm>(config);
-  auto init = [c = comm.get(), data, rank, nranks, blocking = config.blocking] {
+  auto init = [c = comm.get(), data, rank, nranks, blocking = config.blocking, timeout = config.timeout] {
+    startFixedRoot(data, rank, timeout);
     if (blocking) c->init(data, rank, nranks);
     else c->initAsync(data, rank, nranks);
   };

@@ -14,6 +14,10 @@ namespace loom {
 
 // Starts a rendezvous root in this process and returns its id.
 loomUniqueId createUniqueId(std::chrono::milliseconds timeout);
+// loomGetUniqueId's: createUniqueId's, or with LOOM_COMM_ID, nothing
+// started and the id of the root there, the same in every process, which
+// the rank 0 of a communicator made from it starts at its init (createComm).
+loomUniqueId userUniqueId(std::chrono::milliseconds timeout);
 
 // Validates the arguments (naming the bad one) and initializes; with a
 // non-blocking config the communicator returns while init runs.

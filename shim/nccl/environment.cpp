@@ -16,6 +16,7 @@
 //   NCCL_TOPO_DUMP_FILE  LOOM_TOPO_DUMP_FILE
 //   NCCL_SHM_DISABLE=1   LOOM_TRANSPORT=socket
 //   NCCL_COMM_BLOCKING   a config's blocking where the caller left it undefined (comm.cpp)
+//   NCCL_COMM_ID         LOOM_COMM_ID        host:port of a fixed rendezvous root
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +58,7 @@ void mapDebug() {
 
 void mapNetwork() {
   if (const char* v = get("NCCL_SOCKET_IFNAME")) set("LOOM_SOCKET_IFNAME", v);
+  if (const char* v = get("NCCL_COMM_ID")) set("LOOM_COMM_ID", v);
   const char* perThread = get("NCCL_NSOCKS_PERTHREAD");
   const char* threads = get("NCCL_SOCKET_NTHREADS");
   if (perThread != nullptr || threads != nullptr) {
@@ -93,7 +95,7 @@ std::span<const char* const> mappedVariables() {
       "NCCL_SOCKET_IFNAME",  "NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_NTHREADS",
       "NCCL_ALGO",           "NCCL_BUFFSIZE",         "NCCL_TOPO_FILE",
       "NCCL_TOPO_DUMP_FILE", "NCCL_SHM_DISABLE",      "NCCL_COMM_BLOCKING",
-      "NCCL_IB_HCA",         "NCCL_IB_GID_INDEX",
+      "NCCL_IB_HCA",         "NCCL_IB_GID_INDEX",     "NCCL_COMM_ID",
   };
   return kMapped;
 }

@@ -4,7 +4,9 @@
  *
  *   loom_test_nccl_program RANK NRANKS DIR
  *
- * Rank 0 writes ncclGetUniqueId's id to DIR/id; the others wait for it.
+ * Rank 0 writes ncclGetUniqueId's id to DIR/id; the others wait for it. With
+ * NCCL_COMM_ID set, every rank calls ncclGetUniqueId itself, as NCCL's users
+ * of a fixed bootstrap address do, and nothing is exchanged.
  * Prints "ok" and exits 0 when everything held; "FAIL ..." and 1 otherwise. */
 #include <nccl.h>
 #include <stdint.h>
@@ -281,7 +283,10 @@ int main(int argc, char** argv) {
   NCCL(ncclGetVersion(&version));
   CHECK(version == NCCL_VERSION_CODE && version == 22707, "version %d", version);
   ncclUniqueId id;
-  if (rank == 0) {
+  const char* fixed = getenv("NCCL_COMM_ID");
+  if (fixed != NULL && fixed[0] != '\0') {
+    NCCL(ncclGetUniqueId(&id));
+  } else if (rank == 0) {
     NCCL(ncclGetUniqueId(&id));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);

@@ -180,6 +180,18 @@ TEST(NcclShim, NcclVariablesBecomeLoomsAndLoomsWin) {
       << job.ranks[0].output;
 }
 
+// NCCL_COMM_ID: every rank calls ncclGetUniqueId itself and gets the id of
+// the root at that address, which rank 0 starts at its init; nothing is
+// passed between the ranks. Twice, so the second job's rank 0 binds the
+// port again.
+TEST(NcclShim, NcclCommIdLetsEveryRankMakeTheIdItself) {
+  const std::string at = "127.0.0.1:" + std::to_string(loom::test::freePort());
+  for (int round = 0; round < 2; ++round) {
+    auto job = runProgram(3, {{"NCCL_COMM_ID", at}});
+    expectEveryRankOk(job);
+  }
+}
+
 // NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL traces every call as it returns,
 // one line each: its arguments, communicator, rank and result, a refused
 // one with its error.
