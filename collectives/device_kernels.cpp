@@ -1,9 +1,12 @@
 #include "collectives/device_kernels.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
+#include "base/backoff.hpp"
 #include "base/datatype.hpp"
 #include "base/device/runtime.hpp"
 
@@ -15,6 +18,21 @@ namespace loom::coll {
 namespace {
 
 std::atomic<uint64_t> hostBytes{0};
+
+// The flag operations of reduceFromBetween, in order, by the host: a wait
+// turns Loom's one wait loop until its word holds at least its value.
+void runFlagsOnHost(std::span<const loom::cuda::MemOp> ops) {
+  for (const loom::cuda::MemOp& op : ops) {
+    if (op.write) {
+      __atomic_store_n(op.word, op.value, __ATOMIC_RELEASE);
+      continue;
+    }
+    Backoff backoff;
+    while (__atomic_load_n(op.word, __ATOMIC_ACQUIRE) < op.value) {
+      backoff.idle([](Backoff::Phase) {}, [](std::chrono::microseconds t) { std::this_thread::sleep_for(t); });
+    }
+  }
+}
 
 // The host's kernels, each a host function on the stream.
 class HostKernels final : public DeviceKernels {
@@ -55,6 +73,28 @@ class HostKernels final : public DeviceKernels {
           hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
         });
   }
+  void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
+                         void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                         std::span<const loom::cuda::MemOp> after, void* stream) override {
+    // One host function, as one kernel: no batch of memory operations.
+    loom::cuda::runtime().hostFunction(
+        stream, [=, all = std::vector<PlaceView>(places.begin(), places.end()),
+                 first = std::vector<loom::cuda::MemOp>(before.begin(), before.end()),
+                 last = std::vector<loom::cuda::MemOp>(after.begin(), after.end())] {
+          runFlagsOnHost(first);
+          std::vector<const void*> sources(all.size());
+          bool found = true;
+          for (size_t r = 0; r < all.size() && found; ++r) {
+            sources[r] = placeOnHost(all[r], sequence, false, 0, 0);
+            found = sources[r] != nullptr;
+          }
+          if (found && count != 0) {
+            cpu::reduce(type, op, sources, dst, count, 1.0);
+            hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
+          }
+          runFlagsOnHost(last);
+        });
+  }
 };
 
 #ifdef LOOM_HAVE_CUDA
@@ -73,6 +113,11 @@ class CudaKernels final : public DeviceKernels {
   void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                   uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) override {
     if (count != 0) cuda::reduceFrom(type, op, places, sequence, block, at, dst, count, stream);
+  }
+  void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
+                         void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                         std::span<const loom::cuda::MemOp> after, void* stream) override {
+    cuda::reduceFromBetween(type, op, places, sequence, dst, count, before, after, stream);
   }
 };
 #endif

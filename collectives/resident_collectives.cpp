@@ -99,6 +99,7 @@ class Published final : public Parts {
   void copy(int r, bool result, size_t block, size_t at, void* dst, size_t bytes, void* stream) const override {
     cuda::runtime().copyFromPlace(dst, places_[static_cast<size_t>(r)], sequence_, result, block, at, bytes, stream);
   }
+  std::span<const PlaceView> places() const { return places_; }
 
  private:
   uint64_t sequence_;
@@ -232,6 +233,21 @@ std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bo
   return InPlace{.input = *input, .result = *result};
 }
 
+// Whether `c`'s piece `p` runs its round of flags and its read as one piece
+// of work (DeviceKernels::reduceFromBetween: one kernel on a GPU, which
+// polls the flags itself) instead of a kernel between two batches of stream
+// memory operations: an all-reduce of at most LOOM_DEVICE_ONE_KERNEL_BYTES
+// in one piece, one shot, on ranks whose kernels run at once (threads of
+// one process on one GPU), each reading the others' inputs where they lie,
+// summed as they lie (no PreMulSum, no average after). The flags are the
+// same either way, so each rank decides for itself.
+bool readsBetweenFlags(const ResidentArea& area, const Collective& c, const Piece& p, bool twoShots,
+                       const std::optional<InPlace>& inPlace, size_t count) {
+  return c.kind == CollectiveKind::AllReduce && area.sharesEveryBuffer() && inPlace && !twoShots && count == 1 &&
+         c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average &&
+         p.count * c.typeSize <= area.oneKernelBytes();
+}
+
 // One piece as one resident call: publish, read, release. `inPlace`: where
 // this rank's part is read where it lies (offersInPlace); piece `index` of
 // `count`, after the last of which such a rank waits until every peer has
@@ -297,7 +313,28 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   for (int r = 0; r < n; ++r) {
     if (r != me) q.wait(area.arrivedFrom(me, r), sequence);
   }
+  // Release: done reading, told to each owner and to the host's watch. An
+  // input read in place stays the peers' until each is done with it (and
+  // with every piece before, which it read first): the work after the call
+  // on this stream may overwrite it.
+  const auto release = [&](cuda::MemopBatch& b) {
+    for (int r = 0; r < n; ++r) {
+      if (r != me) b.write(area.doneBy(r, me), sequence);
+    }
+    for (int r = 0; waitReaders && r < n; ++r) {
+      if (r != me) b.wait(area.doneBy(me, r), sequence);
+    }
+    b.write(area.finished(), sequence);
+  };
   const Published parts(area, sequence, p.first * c.typeSize);
+  if (readsBetweenFlags(area, c, p, twoShots, inPlace, count)) {
+    const std::vector<cuda::MemOp> before = q.take();
+    cuda::MemopBatch after(q.runtime(), q.stream());  // gathered only, for the kernel to run
+    release(after);
+    deviceKernels().reduceFromBetween(c.type, readOp(c), parts.places(), sequence, c.recv + p.first * c.typeSize,
+                                      p.count, before, after.take(), q.stream());
+    return;
+  }
   if (twoShots) {
     std::byte* out = c.recv + p.first * c.typeSize;
     std::byte* shared = !inPlace ? area.slot(me, sequence)
@@ -313,17 +350,7 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
   if (c.reduction.average && hasResult && !twoShots) {
     deviceKernels().average(c.type, c.recv + p.first * c.typeSize, p.count, n, q.stream());
   }
-  // Release: done reading, told to each owner and to the host's watch.
-  for (int r = 0; r < n; ++r) {
-    if (r != me) q.write(area.doneBy(r, me), sequence);
-  }
-  // An input read in place stays the peers' until each is done with it (and
-  // with every piece before, which it read first): the work after the call
-  // on this stream may overwrite it.
-  for (int r = 0; waitReaders && r < n; ++r) {
-    if (r != me) q.wait(area.doneBy(me, r), sequence);
-  }
-  q.write(area.finished(), sequence);
+  release(q);
 }
 
 // Whether `c` runs as one piece, its ranks reading each other's buffers

@@ -79,7 +79,10 @@ struct ResidentArea::StreamClaims {
 };
 
 ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes)
-    : runtime_(cuda::runtime()), rank_(bootstrap.rank()), scratchBytes_(scratchBytes) {
+    : runtime_(cuda::runtime()),
+      rank_(bootstrap.rank()),
+      scratchBytes_(scratchBytes),
+      oneKernelBytes_(static_cast<size_t>(env::getInt("LOOM_DEVICE_ONE_KERNEL_BYTES", 0, 1 << 30))) {
   const int n = bootstrap.size();
   peers_.resize(static_cast<size_t>(n));
   sendPieces_.assign(static_cast<size_t>(n), 0);

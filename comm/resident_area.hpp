@@ -157,6 +157,8 @@ class ResidentArea {
   // fills the next call's slot while its peers still read this one's.
   std::byte* slot(int r, uint64_t sequence) const;
   size_t slotBytes() const { return scratchBytes_ / 2; }
+  // LOOM_DEVICE_ONE_KERNEL_BYTES, as this rank read it at init.
+  size_t oneKernelBytes() const { return oneKernelBytes_; }
 
   // Claims `stream` for this rank's next resident call, before it is
   // queued. Refused (loomInvalidUsage, naming both ranks) where another rank
@@ -204,6 +206,7 @@ class ResidentArea {
   int rank_ = 0;
   size_t scratchBytes_ = 0;
   uint64_t twoShotFromBytes_ = 0;
+  size_t oneKernelBytes_ = 0;
   bool sharesAddresses_ = false;  // every rank a thread of this process: a pointer is the same to all
   bool oneDevice_ = true;  // every rank's area on one device
   bool sharesEveryBuffer_ = false;

@@ -1,5 +1,7 @@
 #include "base/device/memop_batch.hpp"
 
+#include <utility>
+
 namespace loom::cuda {
 
 void MemopBatch::wait(const uint64_t* word, uint64_t value) {
@@ -13,6 +15,8 @@ StreamHandle MemopBatch::stream() {
   flush();
   return stream_;
 }
+
+std::vector<MemOp> MemopBatch::take() { return std::exchange(ops_, {}); }
 
 void MemopBatch::flush() {
   if (ops_.empty()) return;

@@ -29,6 +29,9 @@ class MemopBatch {
   StreamHandle stream();
   // Queues what was gathered.
   void flush();
+  // Hands over what was gathered, unqueued, for work that runs it itself
+  // (DeviceKernels::reduceFromBetween).
+  std::vector<MemOp> take();
   DeviceRuntime& runtime() const { return runtime_; }
 
  private:

@@ -110,14 +110,17 @@ struct Places {
 
 // The fold of every rank's published block: each thread block's first
 // thread loads the places (and whether 16-byte vectors fit all of them),
-// then the block folds as the kernels above do.
-template <class T, ReduceOp Op>
-__global__ void reducePublished(Places places, uint64_t sequence, size_t block, size_t at, void* dst, size_t count) {
+// after `first` (which that thread alone runs), then the block folds as the
+// kernels above do.
+template <class T, ReduceOp Op, class First>
+__device__ __forceinline__ void foldPublished(const Places& places, uint64_t sequence, size_t block, size_t at,
+                                              void* dst, size_t count, First&& first) {
   using S = typename Element<T>::Stored;
   using A = typename Element<T>::Acc;
   __shared__ Sources s;
   __shared__ int shape;  // 0: nothing to read; 1: vectors, then elements; 2: elements
   if (threadIdx.x == 0) {
+    first();
     s.n = places.n;
     bool vectors = alignedOnDevice(dst);
     shape = 1;
@@ -137,6 +140,46 @@ __global__ void reducePublished(Places places, uint64_t sequence, size_t block, 
     done = vectors * 16 / sizeof(S);
   }
   foldElements<T, Op>(s, dst, done, count, A(1));
+}
+
+template <class T, ReduceOp Op>
+__global__ void reducePublished(Places places, uint64_t sequence, size_t block, size_t at, void* dst, size_t count) {
+  foldPublished<T, Op>(places, sequence, block, at, dst, count, [] {});
+}
+
+// Flag operations for one thread to run in order (kernels.hpp's
+// reduceFromBetween).
+struct Flags {
+  uint64_t* word[kMaxFlagOps];
+  uint64_t value[kMaxFlagOps];
+  unsigned char write[kMaxFlagOps];
+  int n;
+};
+
+// A wait polls its word (volatile: another rank's kernel or stream writes
+// it) and then orders what follows after what it saw; a write is ordered
+// after everything before it, this kernel's loads of the peers' buffers
+// among them, device-wide and for the host's watch of the words.
+__device__ void runFlags(const Flags& f) {
+  for (int i = 0; i < f.n; ++i) {
+    if (f.write[i] != 0) {
+      __threadfence_system();
+      *reinterpret_cast<volatile uint64_t*>(f.word[i]) = f.value[i];
+    } else {
+      while (*reinterpret_cast<volatile const uint64_t*>(f.word[i]) < f.value[i]) __nanosleep(64);
+      __threadfence();
+    }
+  }
+}
+
+// reducePublished's fold of block 0, in one thread block, between `before`
+// and `after`.
+template <class T, ReduceOp Op>
+__global__ void reducePublishedBetween(Flags before, Places places, uint64_t sequence, void* dst, size_t count,
+                                       Flags after) {
+  foldPublished<T, Op>(places, sequence, 0, 0, dst, count, [&] { runFlags(before); });
+  __syncthreads();  // every thread's loads of the peers' places are done
+  if (threadIdx.x == 0) runFlags(after);
 }
 
 template <class T>
@@ -193,6 +236,17 @@ void launchReducePublished(const Places& places, uint64_t sequence, size_t block
 
 using PublishedLauncher = void (*)(const Places&, uint64_t, size_t, size_t, void*, size_t, cudaStream_t);
 
+// One block: the fold is small, and a second block would need the first's
+// flags.
+template <class T, ReduceOp Op>
+void launchReducePublishedBetween(const Flags& before, const Places& places, uint64_t sequence, void* dst,
+                                  size_t count, const Flags& after, cudaStream_t stream) {
+  reducePublishedBetween<T, Op><<<1, kThreads, 0, stream>>>(before, places, sequence, dst, count, after);
+  check(cudaGetLastError(), "launching a reduction kernel between flags");
+}
+
+using BetweenLauncher = void (*)(const Flags&, const Places&, uint64_t, void*, size_t, const Flags&, cudaStream_t);
+
 #define LOOM_ROW(T)                                                                                   \
   {launchReduce<T, ReduceOp::Sum>, launchReduce<T, ReduceOp::Prod>, launchReduce<T, ReduceOp::Min>, \
    launchReduce<T, ReduceOp::Max>, launchReduce<T, ReduceOp::PreMulSum>}
@@ -204,16 +258,33 @@ const Launcher kLaunchers[loomNumTypes][5] = {LOOM_ROW(int8_t),  LOOM_ROW(uint8_
                                               LOOM_ROW(Bfloat16)};
 #undef LOOM_ROW
 
-// PreMulSum's column is Sum's: a published input is scaled already.
-#define LOOM_ROW(T)                                                                                       \
-  {launchReducePublished<T, ReduceOp::Sum>, launchReducePublished<T, ReduceOp::Prod>,                     \
-   launchReducePublished<T, ReduceOp::Min>, launchReducePublished<T, ReduceOp::Max>,                      \
-   launchReducePublished<T, ReduceOp::Sum>}
+// The launchers of published places: PreMulSum's column is Sum's, since a
+// published input is scaled already.
+#define LOOM_ROW(L, T) {L<T, ReduceOp::Sum>, L<T, ReduceOp::Prod>, L<T, ReduceOp::Min>, L<T, ReduceOp::Max>, L<T, ReduceOp::Sum>}
+#define LOOM_TABLE(L)                                                                                     \
+  {LOOM_ROW(L, int8_t), LOOM_ROW(L, uint8_t), LOOM_ROW(L, int32_t), LOOM_ROW(L, uint32_t),               \
+   LOOM_ROW(L, int64_t), LOOM_ROW(L, uint64_t), LOOM_ROW(L, Half), LOOM_ROW(L, float), LOOM_ROW(L, double), \
+   LOOM_ROW(L, Bfloat16)}
 
-const PublishedLauncher kPublishedLaunchers[loomNumTypes][5] = {
-    LOOM_ROW(int8_t), LOOM_ROW(uint8_t), LOOM_ROW(int32_t), LOOM_ROW(uint32_t), LOOM_ROW(int64_t),
-    LOOM_ROW(uint64_t), LOOM_ROW(Half), LOOM_ROW(float), LOOM_ROW(double), LOOM_ROW(Bfloat16)};
+const PublishedLauncher kPublishedLaunchers[loomNumTypes][5] = LOOM_TABLE(launchReducePublished);
+const BetweenLauncher kBetweenLaunchers[loomNumTypes][5] = LOOM_TABLE(launchReducePublishedBetween);
+#undef LOOM_TABLE
 #undef LOOM_ROW
+
+Flags flagsOf(std::span<const loom::cuda::MemOp> ops) {
+  if (ops.size() > kMaxFlagOps) {
+    throw Error(loomInternalError, std::to_string(ops.size()) + " flag operations around one kernel, past " +
+                                       std::to_string(kMaxFlagOps));
+  }
+  Flags f{};
+  f.n = static_cast<int>(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    f.word[i] = ops[i].word;
+    f.value[i] = ops[i].value;
+    f.write[i] = ops[i].write ? 1 : 0;
+  }
+  return f;
+}
 
 template <class T>
 void launchDivide(void* dst, size_t count, uint64_t divisor, cudaStream_t stream) {
@@ -234,6 +305,7 @@ void loadReduce() {
   (void)cudaFuncGetAttributes(&attributes, reduceVectors<T, Op>);
   (void)cudaFuncGetAttributes(&attributes, reduceElements<T, Op>);
   (void)cudaFuncGetAttributes(&attributes, reducePublished<T, Op>);
+  (void)cudaFuncGetAttributes(&attributes, reducePublishedBetween<T, Op>);
   (void)cudaGetLastError();
 }
 
@@ -322,6 +394,24 @@ void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView
   for (size_t k = 0; k < places.size(); ++k) all.p[k] = places[k];
   kPublishedLaunchers[type][static_cast<int>(op)](all, sequence, block, at, dst, count,
                                                   static_cast<cudaStream_t>(stream));
+}
+
+void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
+                       void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                       std::span<const loom::cuda::MemOp> after, void* stream) {
+  if (static_cast<unsigned>(type) >= loomNumTypes) {
+    throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(type)) + " is not a loomDataType_t");
+  }
+  if (places.empty() || places.size() > kMaxSources) {
+    throw Error(loomInvalidArgument, "a device reduction folds 1 to " + std::to_string(kMaxSources) +
+                                         " sources in one pass, not " + std::to_string(places.size()));
+  }
+  Places all{};
+  all.n = static_cast<int>(places.size());
+  for (size_t k = 0; k < places.size(); ++k) all.p[k] = places[k];
+  // A count of 0 still runs the flags.
+  kBetweenLaunchers[type][static_cast<int>(op)](flagsOf(before), all, sequence, dst, count, flagsOf(after),
+                                                static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace loom::coll::cuda

@@ -22,6 +22,7 @@
 
 #include "collectives/cpu/reduce.hpp"
 #include "base/device/published_piece.hpp"
+#include "base/device/runtime.hpp"
 
 namespace loom::coll::cuda {
 
@@ -46,5 +47,22 @@ void copy(void* dst, const void* src, size_t bytes, void* stream);
 // is published scaled).
 void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                 uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream);
+
+// The most flag operations reduceFromBetween takes on either side of its
+// fold (a round of flags of 16 ranks is under 50).
+constexpr size_t kMaxFlagOps = 64;
+
+// reduceFrom() of the places' first block, between flag operations, in one
+// kernel of one thread block: its first thread runs `before` in order (a
+// wait spins until its word holds at least its value; a write stores its
+// value after everything before it), the block folds, then the first thread
+// runs `after`. For ranks whose kernels run at once (threads of one process
+// on one GPU), so that a small call's round of flags and its read cost one
+// launch instead of a kernel between two batches of stream memory
+// operations. A kernel spinning on a word holds one SM's block, released
+// when the word comes (a failure's release raises every word).
+void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
+                       void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                       std::span<const loom::cuda::MemOp> after, void* stream);
 
 }  // namespace loom::coll::cuda

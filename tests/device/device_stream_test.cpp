@@ -499,30 +499,58 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
 // A small resident call's waits and writes go on the stream in batches
 // (base/device/memop_batch.hpp), one before its reduction kernel (publish,
 // "arrived", the wait for the peers') and one after it ("done", the wait for
-// its readers, "finished"), not one operation at a time: 2 ranks, 8 bytes
-// out of place (each input read where it lies), 10 calls, exact.
-TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatches) {
+// its readers, "finished"), not one operation at a time; and where the
+// ranks' kernels run at once (threads of one process on one GPU), a small
+// all-reduce that sums, multiplies, or takes a minimum or maximum runs those
+// flags inside its one kernel (LOOM_DEVICE_ONE_KERNEL_BYTES), with no batch.
+// 2 and 3 ranks, 12 calls each: 8 bytes summed and maxed (one kernel),
+// averaged (batches: an average kernel follows), and 96 KiB (past the
+// default's 64 KiB: batches), interleaved, so that calls of both forms
+// follow each other on the same flags; every result exact. With 0, every
+// call in batches.
+TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatchesOrRunsThemInItsKernel) {
   if (!fake()) GTEST_SKIP() << "the fake device counts its batches";
-  constexpr int kCalls = 10;
-  auto comms = loom::test::initThreadComms(2);
-  const uint64_t batches = loom::cuda::fakeMemopBatches();
-  onThreads(2, [&](int r) {
-    Stream stream;
-    DeviceBuffer send(8), recv(8);
-    for (int call = 0; call < kCalls; ++call) {
-      const std::array<int32_t, 2> in{r + call, 7 * r};
-      std::array<int32_t, 2> out{-1, -1};
-      runtime().copyNow(send.data(), in.data(), 8);
-      ASSERT_EQ(loomAllReduce(send.data(), recv.data(), 2, loomInt32, loomSum, comms[r], stream.loom()), loomSuccess)
-          << loomGetLastError(comms[r]);
-      ASSERT_TRUE(stream.finishes());
-      runtime().copyNow(out.data(), recv.data(), 8);
-      EXPECT_EQ(out[0], 1 + 2 * call) << "rank " << r << ", call " << call;
-      EXPECT_EQ(out[1], 7) << "rank " << r << ", call " << call;
+  constexpr int kCalls = 12;
+  constexpr size_t kLarge = 96 << 10;
+  for (const char* oneKernel : {"65536", "0"}) {
+    loom::test::ScopedEnv bytes("LOOM_DEVICE_ONE_KERNEL_BYTES", oneKernel);
+    const bool inKernel = std::string(oneKernel) != "0";
+    for (int n : {2, 3}) {
+      SCOPED_TRACE(std::to_string(n) + " ranks, LOOM_DEVICE_ONE_KERNEL_BYTES=" + oneKernel);
+      auto comms = loom::test::initThreadComms(n);
+      const uint64_t batches = loom::cuda::fakeMemopBatches();
+      const uint64_t resident = loom::coll::residentCalls();
+      onThreads(n, [&](int r) {
+        Stream stream;
+        DeviceBuffer send(kLarge), recv(kLarge);
+        for (int call = 0; call < kCalls; ++call) {
+          const int kind = call % 4;  // sum, max, average (8 bytes), sum (96 KiB)
+          const size_t count = kind == 3 ? kLarge / 4 : 2;
+          std::vector<int32_t> in(count), out(count, -1);
+          for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 13) + 3 * r + call;
+          runtime().copyNow(send.data(), in.data(), count * 4);
+          const loomRedOp_t op = kind == 1 ? loomMax : kind == 2 ? loomAvg : loomSum;
+          ASSERT_EQ(loomAllReduce(send.data(), recv.data(), count, loomInt32, op, comms[static_cast<size_t>(r)],
+                                  stream.loom()),
+                    loomSuccess)
+              << loomGetLastError(comms[static_cast<size_t>(r)]);
+          ASSERT_TRUE(stream.finishes());
+          runtime().copyNow(out.data(), recv.data(), count * 4);
+          for (size_t i = 0; i < count; ++i) {
+            const int32_t base = static_cast<int32_t>(i % 13) + call;
+            const int32_t sum = n * base + 3 * n * (n - 1) / 2;
+            const int32_t want = kind == 1 ? base + 3 * (n - 1) : kind == 2 ? sum / n : sum;
+            ASSERT_EQ(out[i], want) << "rank " << r << ", call " << call << ", element " << i;
+          }
+        }
+      });
+      // Per rank: 2 batches for each call in batches; none for one kernel's.
+      const uint64_t inBatches = inKernel ? kCalls / 2 : kCalls;
+      EXPECT_EQ(loom::cuda::fakeMemopBatches() - batches, uint64_t{2} * static_cast<uint64_t>(n) * inBatches);
+      EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n) * kCalls);
+      loom::test::destroyAll(comms);
     }
-  });
-  EXPECT_EQ(loom::cuda::fakeMemopBatches() - batches, uint64_t{2} * 2 * kCalls);
-  loom::test::destroyAll(comms);
+  }
 }
 
 // Every collective on a stream of several ranks, resident, exact, with a
@@ -2062,6 +2090,54 @@ TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
   EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);
   EXPECT_TRUE(stream.finishes()) << "the stream still waits for an aborted call";
   EXPECT_EQ(after[0], 42);
+  EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
+}
+
+// The same where the call's flags are polled inside its kernel (threads on
+// one GPU, a small all-reduce: LOOM_DEVICE_ONE_KERNEL_BYTES): rank 1 makes
+// its call, so both pass the entry gate, but its stream holds it back, and
+// rank 0's kernel polls for it. An abort of rank 0 raises the words it
+// polls: its stream goes on, and its result is left alone (rank 1's place
+// is not yet there to read). Let go, rank 1's call completes on what rank
+// 0 had published.
+TEST(CallsOnAStream, AnAbortLetsAKernelThatPollsItsFlagsGoOn) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: gpu_test checks its streams";
+  auto comms = loom::test::initThreadComms(2);
+  Stream stream0, stream1;
+  DeviceBuffer send0(8), recv0(8), send1(8), recv1(8);
+  const std::array<int32_t, 2> in0{1, 2}, in1{10, 20}, marks{-1, -1};
+  runtime().copyNow(send0.data(), in0.data(), 8);
+  runtime().copyNow(send1.data(), in1.data(), 8);
+  runtime().copyNow(recv0.data(), marks.data(), 8);
+  runtime().copyNow(recv1.data(), marks.data(), 8);
+  const uint64_t batches = loom::cuda::fakeMemopBatches();
+  Go go;
+  runtime().waitValue(stream1.handle(), go.word(), 1);  // rank 1's stream, held
+  std::vector<int32_t> after(1, 0);
+  const std::vector<int32_t> marker(1, 42);
+  onThreads(2, [&](int r) {
+    DeviceBuffer& send = r == 0 ? send0 : send1;
+    DeviceBuffer& recv = r == 0 ? recv0 : recv1;
+    const Stream& stream = r == 0 ? stream0 : stream1;
+    ASSERT_EQ(loomAllReduce(send.data(), recv.data(), 2, loomInt32, loomSum, comms[static_cast<size_t>(r)],
+                            stream.loom()),
+              loomSuccess);
+  });
+  runtime().copy(after.data(), marker.data(), 4, stream0.handle());  // the user's next kernel
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(runtime().idle(stream0.handle())) << "rank 0's kernel went past a peer that never arrived";
+  EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);
+  EXPECT_TRUE(stream0.finishes()) << "rank 0's kernel still polls after the abort";
+  EXPECT_EQ(after[0], 42);
+  std::array<int32_t, 2> got{};
+  runtime().copyNow(got.data(), recv0.data(), 8);
+  EXPECT_EQ(got, marks) << "the released call read a place rank 1 never published";
+  go.raise();
+  EXPECT_TRUE(stream1.finishes());
+  runtime().copyNow(got.data(), recv1.data(), 8);
+  EXPECT_EQ(got, (std::array<int32_t, 2>{11, 22}));
+  EXPECT_FALSE(go.timedOut());
+  EXPECT_EQ(loom::cuda::fakeMemopBatches() - batches, 0u) << "the flags went in batches, not in the kernel";
   EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
 }
 

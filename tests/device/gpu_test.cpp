@@ -265,6 +265,100 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
   }
 }
 
+// Threads on one GPU run a small all-reduce's flags inside its one kernel
+// (LOOM_DEVICE_ONE_KERNEL_BYTES): every type under sum, product, minimum and
+// maximum, 7 and 4099 elements, back to back on each rank's stream with no
+// synchronization between (so each kernel polls for the peers' next call
+// while the last may still run), a call past the size in batches between
+// them; every result exact (small whole numbers, which every type holds).
+TEST(GpuStreams, SmallAllReducesOfThreadsRunTheirFlagsInOneKernel) {
+  REQUIRE_GPU();
+  constexpr loomRedOp_t kOps[] = {loomSum, loomProd, loomMin, loomMax};
+  const auto value = [](int r, size_t i, int call) { return static_cast<int>((i + static_cast<size_t>(r + call)) % 3); };
+  for (int n : {2, 4}) {
+    auto comms = initThreadComms(n);
+    std::barrier done(n);
+    onThreads(n, [&](int r) {
+      cudaStream_t stream = nullptr;
+      ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      constexpr size_t kLarge = 20000;  // 80 KB of floats: past the default, in batches
+      DeviceBuffer large(kLarge * 4);
+      std::vector<std::unique_ptr<DeviceBuffer>> sends, recvs;
+      struct Call {
+        loomDataType_t type;
+        loomRedOp_t op;
+        size_t count;
+        int index;
+      };
+      std::vector<Call> calls;
+      int index = 0;
+      for (loomDataType_t type : kAllTypes) {
+        for (loomRedOp_t op : kOps) {
+          for (size_t count : {size_t{7}, size_t{4099}}) calls.push_back({type, op, count, index++});
+        }
+      }
+      for (const Call& c : calls) {
+        std::vector<std::byte> in(c.count * sizeOf(c.type));
+        for (size_t i = 0; i < c.count; ++i) {
+          const int v = value(r, i, c.index);
+          std::byte* at = in.data() + i * sizeOf(c.type);
+          switch (c.type) {
+            case loomFloat16: { const uint16_t h = cpu::floatToHalf(static_cast<float>(v)); std::memcpy(at, &h, 2); break; }
+            case loomBfloat16: { const uint16_t h = cpu::floatToBfloat16(static_cast<float>(v)); std::memcpy(at, &h, 2); break; }
+            case loomFloat32: { const float f = static_cast<float>(v); std::memcpy(at, &f, 4); break; }
+            case loomFloat64: { const double d = v; std::memcpy(at, &d, 8); break; }
+            default: { const uint64_t bits = static_cast<uint64_t>(v); std::memcpy(at, &bits, sizeOf(c.type)); break; }
+          }
+        }
+        sends.push_back(std::make_unique<DeviceBuffer>(in.size()));
+        recvs.push_back(std::make_unique<DeviceBuffer>(in.size()));
+        sends.back()->upload(in.data());
+      }
+      ok(cudaMemset(large.data(), 0, kLarge * 4), "cudaMemset");
+      ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      done.arrive_and_wait();  // nobody allocates while a peer's stream may be held
+      ArriveOnExit freeTogether{done};
+      const auto on = reinterpret_cast<loomStream_t>(stream);
+      for (size_t k = 0; k < calls.size(); ++k) {
+        const Call& c = calls[k];
+        ASSERT_EQ(loomAllReduce(sends[k]->data(), recvs[k]->data(), c.count, c.type, c.op, comms[r], on), loomSuccess)
+            << loomGetLastError(comms[r]);
+        if (k % 10 == 9) {
+          ASSERT_EQ(loomAllReduce(large.data(), large.data(), kLarge, loomFloat32, loomSum, comms[r], on), loomSuccess)
+              << loomGetLastError(comms[r]);
+        }
+      }
+      ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      for (size_t k = 0; k < calls.size(); ++k) {
+        const Call& c = calls[k];
+        std::vector<std::byte> got(c.count * sizeOf(c.type));
+        recvs[k]->download(got.data());
+        for (size_t i = 0; i < c.count; ++i) {
+          long long want = value(0, i, c.index);
+          for (int q = 1; q < n; ++q) {
+            const int v = value(q, i, c.index);
+            want = c.op == loomSum ? want + v : c.op == loomProd ? want * v : c.op == loomMin ? std::min<long long>(want, v)
+                                                                                              : std::max<long long>(want, v);
+          }
+          const std::byte* at = got.data() + i * sizeOf(c.type);
+          double seen = 0;
+          switch (c.type) {
+            case loomFloat16: { uint16_t h; std::memcpy(&h, at, 2); seen = cpu::halfToFloat(h); break; }
+            case loomBfloat16: { uint16_t h; std::memcpy(&h, at, 2); seen = cpu::bfloat16ToFloat(h); break; }
+            case loomFloat32: { float f; std::memcpy(&f, at, 4); seen = f; break; }
+            case loomFloat64: std::memcpy(&seen, at, 8); break;
+            default: { uint64_t bits = 0; std::memcpy(&bits, at, sizeOf(c.type)); seen = static_cast<double>(bits); break; }
+          }
+          ASSERT_EQ(seen, static_cast<double>(want)) << check::typeName(c.type) << " op " << c.op << " count " << c.count
+                                                     << ", rank " << r << " of " << n << ", element " << i;
+        }
+      }
+      ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    });
+    destroyAll(comms);
+  }
+}
+
 // Threads on one GPU run an all-reduce past one scratch slot as one piece,
 // reading each other's buffers where they lie in two shots: in place, out of
 // place with a PreMulSum (its input scaled into memory of the call's own,
