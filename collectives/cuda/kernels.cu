@@ -158,12 +158,13 @@ struct Flags {
 
 // A wait polls its word (volatile: another rank's kernel or stream writes
 // it) and then orders what follows after what it saw; a write is ordered
-// after everything before it, this kernel's loads of the peers' buffers
-// among them, device-wide and for the host's watch of the words.
+// after everything before it, this block's loads of the peers' buffers
+// among them (the caller's __syncthreads gathers them). Device-wide fences:
+// the ranks whose calls take this kernel share one GPU.
 __device__ void runFlags(const Flags& f) {
   for (int i = 0; i < f.n; ++i) {
     if (f.write[i] != 0) {
-      __threadfence_system();
+      __threadfence();
       *reinterpret_cast<volatile uint64_t*>(f.word[i]) = f.value[i];
     } else {
       while (*reinterpret_cast<volatile const uint64_t*>(f.word[i]) < f.value[i]) __nanosleep(64);
