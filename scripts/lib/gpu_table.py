@@ -98,6 +98,16 @@ def main(logs):
                   f"{share(scratch2, size, model[2])} | "
                   f"{model[2]:.1f} / {model[4]:.1f} |")
         print()
+    # The threads' small all-reduces: one kernel polling the flags (the default) against the
+    # flags in memop batches around the kernel (LOOM_DEVICE_ONE_KERNEL_BYTES=0).
+    one = times(os.path.join(logs, "nccl_tests_all_reduce_t2.log"))
+    batches = times(os.path.join(logs, "nccl_tests_all_reduce_t2_batches.log"))
+    if batches:
+        print("| all_reduce, 2 threads | one kernel | memop batches |")
+        print("|---|---|---|")
+        for size in (8, 1 << 10, 64 << 10):
+            print(f"| {human(size)} | {cell(one, size)} | {cell(batches, size)} |")
+        print()
 
 
 if __name__ == "__main__":
