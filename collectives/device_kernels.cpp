@@ -74,7 +74,7 @@ class HostKernels final : public DeviceKernels {
         });
   }
   void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
-                         void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                         size_t block, size_t at, void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
                          std::span<const loom::cuda::MemOp> after, void* stream) override {
     // One host function, as one kernel: no batch of memory operations.
     loom::cuda::runtime().hostFunction(
@@ -85,7 +85,7 @@ class HostKernels final : public DeviceKernels {
           std::vector<const void*> sources(all.size());
           bool found = true;
           for (size_t r = 0; r < all.size() && found; ++r) {
-            sources[r] = placeOnHost(all[r], sequence, false, 0, 0);
+            sources[r] = placeOnHost(all[r], sequence, false, block, at);
             found = sources[r] != nullptr;
           }
           if (found && count != 0) {
@@ -115,9 +115,9 @@ class CudaKernels final : public DeviceKernels {
     if (count != 0) cuda::reduceFrom(type, op, places, sequence, block, at, dst, count, stream);
   }
   void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
-                         void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                         size_t block, size_t at, void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
                          std::span<const loom::cuda::MemOp> after, void* stream) override {
-    cuda::reduceFromBetween(type, op, places, sequence, dst, count, before, after, stream);
+    cuda::reduceFromBetween(type, op, places, sequence, block, at, dst, count, before, after, stream);
   }
 };
 #endif

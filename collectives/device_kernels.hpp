@@ -38,14 +38,15 @@ class DeviceKernels {
   virtual void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
                           uint64_t sequence, size_t block, size_t at, void* dst, size_t count, void* stream) = 0;
 
-  // reduceFrom() of the places' first block between flag operations, as
-  // one piece of work on the stream: `before` in order (a wait until its
+  // reduceFrom() between flag operations, as one piece of work on the
+  // stream: `before` in order (a wait until its
   // word holds at least its value, a write), the fold, then `after`. On a
   // GPU one kernel (cuda/kernels.hpp's reduceFromBetween), for ranks whose
   // kernels run at once: threads of one process on one GPU.
   virtual void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
-                                 uint64_t sequence, void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
-                                 std::span<const loom::cuda::MemOp> after, void* stream) = 0;
+                                 uint64_t sequence, size_t block, size_t at, void* dst, size_t count,
+                                 std::span<const loom::cuda::MemOp> before, std::span<const loom::cuda::MemOp> after,
+                                 void* stream) = 0;
 
   // A sum of `ranks` ranks' values made their average in place, queued, as
   // the host path does: floats scaled by 1/ranks, integers divided.

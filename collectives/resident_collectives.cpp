@@ -236,14 +236,18 @@ std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bo
 // Whether `c`'s piece `p` runs its round of flags and its read as one piece
 // of work (DeviceKernels::reduceFromBetween: one kernel on a GPU, which
 // polls the flags itself) instead of a kernel between two batches of stream
-// memory operations: an all-reduce of at most LOOM_DEVICE_ONE_KERNEL_BYTES
-// in one piece, one shot, on ranks whose kernels run at once (threads of
-// one process on one GPU), each reading the others' inputs where they lie,
-// summed as they lie (no PreMulSum, no average after). The flags are the
-// same either way, so each rank decides for itself.
+// memory operations: an all-reduce, reduce-scatter or reduce of at most
+// LOOM_DEVICE_ONE_KERNEL_BYTES (of each block) in one piece, one shot, on
+// ranks whose kernels run at once (threads of one process on one GPU), each
+// reading the others' inputs where they lie, folded as they lie (no
+// PreMulSum, no average after). A reduce's other ranks fold nothing: their
+// kernel runs the flags alone. The flags are the same either way, so each
+// rank decides for itself.
 bool readsBetweenFlags(const ResidentArea& area, const Collective& c, const Piece& p, bool twoShots,
                        const std::optional<InPlace>& inPlace, size_t count) {
-  return c.kind == CollectiveKind::AllReduce && area.sharesEveryBuffer() && inPlace && !twoShots && count == 1 &&
+  const bool folds = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::ReduceScatter ||
+                     c.kind == CollectiveKind::Reduce;
+  return folds && area.sharesEveryBuffer() && inPlace && !twoShots && count == 1 &&
          c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average &&
          p.count * c.typeSize <= area.oneKernelBytes();
 }
@@ -331,8 +335,12 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     const std::vector<cuda::MemOp> before = q.take();
     cuda::MemopBatch after(q.runtime(), q.stream());  // gathered only, for the kernel to run
     release(after);
-    deviceKernels().reduceFromBetween(c.type, readOp(c), parts.places(), sequence, c.recv + p.first * c.typeSize,
-                                      p.count, before, after.take(), q.stream());
+    // As read() folds: a reduce-scatter this rank's block, a reduce at its root alone.
+    const size_t block = c.kind == CollectiveKind::ReduceScatter ? static_cast<size_t>(me) : 0;
+    const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;
+    deviceKernels().reduceFromBetween(c.type, readOp(c), parts.places(), sequence, block, 0,
+                                      hasResult ? c.recv + p.first * c.typeSize : nullptr, hasResult ? p.count : 0,
+                                      before, after.take(), q.stream());
     return;
   }
   if (twoShots) {

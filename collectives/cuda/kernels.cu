@@ -173,12 +173,11 @@ __device__ void runFlags(const Flags& f) {
   }
 }
 
-// reducePublished's fold of block 0, in one thread block, between `before`
-// and `after`.
+// reducePublished's fold, in one thread block, between `before` and `after`.
 template <class T, ReduceOp Op>
-__global__ void reducePublishedBetween(Flags before, Places places, uint64_t sequence, void* dst, size_t count,
-                                       Flags after) {
-  foldPublished<T, Op>(places, sequence, 0, 0, dst, count, [&] { runFlags(before); });
+__global__ void reducePublishedBetween(Flags before, Places places, uint64_t sequence, size_t block, size_t at,
+                                       void* dst, size_t count, Flags after) {
+  foldPublished<T, Op>(places, sequence, block, at, dst, count, [&] { runFlags(before); });
   __syncthreads();  // every thread's loads of the peers' places are done
   if (threadIdx.x == 0) runFlags(after);
 }
@@ -240,13 +239,14 @@ using PublishedLauncher = void (*)(const Places&, uint64_t, size_t, size_t, void
 // One block: the fold is small, and a second block would need the first's
 // flags.
 template <class T, ReduceOp Op>
-void launchReducePublishedBetween(const Flags& before, const Places& places, uint64_t sequence, void* dst,
-                                  size_t count, const Flags& after, cudaStream_t stream) {
-  reducePublishedBetween<T, Op><<<1, kThreads, 0, stream>>>(before, places, sequence, dst, count, after);
+void launchReducePublishedBetween(const Flags& before, const Places& places, uint64_t sequence, size_t block,
+                                  size_t at, void* dst, size_t count, const Flags& after, cudaStream_t stream) {
+  reducePublishedBetween<T, Op><<<1, kThreads, 0, stream>>>(before, places, sequence, block, at, dst, count, after);
   check(cudaGetLastError(), "launching a reduction kernel between flags");
 }
 
-using BetweenLauncher = void (*)(const Flags&, const Places&, uint64_t, void*, size_t, const Flags&, cudaStream_t);
+using BetweenLauncher = void (*)(const Flags&, const Places&, uint64_t, size_t, size_t, void*, size_t, const Flags&,
+                                 cudaStream_t);
 
 #define LOOM_ROW(T)                                                                                   \
   {launchReduce<T, ReduceOp::Sum>, launchReduce<T, ReduceOp::Prod>, launchReduce<T, ReduceOp::Min>, \
@@ -398,7 +398,7 @@ void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView
 }
 
 void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
-                       void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                       size_t block, size_t at, void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
                        std::span<const loom::cuda::MemOp> after, void* stream) {
   if (static_cast<unsigned>(type) >= loomNumTypes) {
     throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(type)) + " is not a loomDataType_t");
@@ -411,7 +411,7 @@ void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const Pl
   all.n = static_cast<int>(places.size());
   for (size_t k = 0; k < places.size(); ++k) all.p[k] = places[k];
   // A count of 0 still runs the flags.
-  kBetweenLaunchers[type][static_cast<int>(op)](flagsOf(before), all, sequence, dst, count, flagsOf(after),
+  kBetweenLaunchers[type][static_cast<int>(op)](flagsOf(before), all, sequence, block, at, dst, count, flagsOf(after),
                                                 static_cast<cudaStream_t>(stream));
 }
 

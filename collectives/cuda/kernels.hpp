@@ -52,8 +52,7 @@ void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView
 // fold (a round of flags of 16 ranks is under 50).
 constexpr size_t kMaxFlagOps = 64;
 
-// reduceFrom() of the places' first block, between flag operations, in one
-// kernel of one thread block: its first thread runs `before` in order (a
+// reduceFrom() between flag operations, in one kernel of one thread block: its first thread runs `before` in order (a
 // wait spins until its word holds at least its value; a write stores its
 // value after everything before it), the block folds, then the first thread
 // runs `after`. For ranks whose kernels run at once (threads of one process
@@ -62,7 +61,7 @@ constexpr size_t kMaxFlagOps = 64;
 // operations. A kernel spinning on a word holds one SM's block, released
 // when the word comes (a failure's release raises every word).
 void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
-                       void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
+                       size_t block, size_t at, void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
                        std::span<const loom::cuda::MemOp> after, void* stream);
 
 }  // namespace loom::coll::cuda

@@ -501,16 +501,18 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
 // "arrived", the wait for the peers') and one after it ("done", the wait for
 // its readers, "finished"), not one operation at a time; and where the
 // ranks' kernels run at once (threads of one process on one GPU), a small
-// all-reduce that sums, multiplies, or takes a minimum or maximum runs those
-// flags inside its one kernel (LOOM_DEVICE_ONE_KERNEL_BYTES), with no batch.
-// 2 and 3 ranks, 12 calls each: 8 bytes summed and maxed (one kernel),
-// averaged (batches: an average kernel follows), and 96 KiB (past the
-// default's 64 KiB: batches), interleaved, so that calls of both forms
-// follow each other on the same flags; every result exact. With 0, every
-// call in batches.
+// all-reduce, reduce-scatter or reduce that sums, multiplies, or takes a
+// minimum or maximum runs those flags inside its one kernel
+// (LOOM_DEVICE_ONE_KERNEL_BYTES), with no batch. 2 and 3 ranks, 12 calls
+// each: 8-byte all-reduces summed and maxed, a reduce-scatter and a reduce
+// (one kernel), averaged (batches: an average kernel follows), and 96 KiB
+// (past the default's 64 KiB: batches), interleaved, so that calls of both
+// forms follow each other on the same flags; every result exact. With 0,
+// every call in batches.
 TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatchesOrRunsThemInItsKernel) {
   if (!fake()) GTEST_SKIP() << "the fake device counts its batches";
   constexpr int kCalls = 12;
+  constexpr int kKinds = 6;  // all-reduce sum, max, average (8 B), sum (96 KiB); reduce-scatter; reduce
   constexpr size_t kLarge = 96 << 10;
   for (const char* oneKernel : {"65536", "0"}) {
     loom::test::ScopedEnv bytes("LOOM_DEVICE_ONE_KERNEL_BYTES", oneKernel);
@@ -523,29 +525,36 @@ TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatchesOrRunsThemInItsKer
       onThreads(n, [&](int r) {
         Stream stream;
         DeviceBuffer send(kLarge), recv(kLarge);
+        const auto value = [r](size_t i, int call) { return static_cast<int32_t>(i % 13) + 3 * r + call; };
         for (int call = 0; call < kCalls; ++call) {
-          const int kind = call % 4;  // sum, max, average (8 bytes), sum (96 KiB)
-          const size_t count = kind == 3 ? kLarge / 4 : 2;
-          std::vector<int32_t> in(count), out(count, -1);
-          for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 13) + 3 * r + call;
-          runtime().copyNow(send.data(), in.data(), count * 4);
+          const int kind = call % kKinds;
+          const size_t count = kind == 3 ? kLarge / 4 : 2;  // of the result
+          const size_t inputs = kind == 4 ? count * static_cast<size_t>(n) : count;
+          std::vector<int32_t> in(inputs), out(count, -1);
+          for (size_t i = 0; i < inputs; ++i) in[i] = value(i, call);
+          runtime().copyNow(send.data(), in.data(), inputs * 4);
+          runtime().copyNow(recv.data(), out.data(), count * 4);
           const loomRedOp_t op = kind == 1 ? loomMax : kind == 2 ? loomAvg : loomSum;
-          ASSERT_EQ(loomAllReduce(send.data(), recv.data(), count, loomInt32, op, comms[static_cast<size_t>(r)],
-                                  stream.loom()),
-                    loomSuccess)
-              << loomGetLastError(comms[static_cast<size_t>(r)]);
+          const loomComm_t comm = comms[static_cast<size_t>(r)];
+          const loomResult_t result =
+              kind == 4   ? loomReduceScatter(send.data(), recv.data(), count, loomInt32, op, comm, stream.loom())
+              : kind == 5 ? loomReduce(send.data(), recv.data(), count, loomInt32, op, n - 1, comm, stream.loom())
+                          : loomAllReduce(send.data(), recv.data(), count, loomInt32, op, comm, stream.loom());
+          ASSERT_EQ(result, loomSuccess) << loomGetLastError(comm);
           ASSERT_TRUE(stream.finishes());
           runtime().copyNow(out.data(), recv.data(), count * 4);
           for (size_t i = 0; i < count; ++i) {
-            const int32_t base = static_cast<int32_t>(i % 13) + call;
+            const size_t at = kind == 4 ? static_cast<size_t>(r) * count + i : i;  // this rank's block
+            const int32_t base = static_cast<int32_t>(at % 13) + call;
             const int32_t sum = n * base + 3 * n * (n - 1) / 2;
-            const int32_t want = kind == 1 ? base + 3 * (n - 1) : kind == 2 ? sum / n : sum;
+            int32_t want = kind == 1 ? base + 3 * (n - 1) : kind == 2 ? sum / n : sum;
+            if (kind == 5 && r != n - 1) want = -1;  // a reduce's other ranks: nothing written
             ASSERT_EQ(out[i], want) << "rank " << r << ", call " << call << ", element " << i;
           }
         }
       });
       // Per rank: 2 batches for each call in batches; none for one kernel's.
-      const uint64_t inBatches = inKernel ? kCalls / 2 : kCalls;
+      const uint64_t inBatches = inKernel ? 2 * kCalls / kKinds : kCalls;
       EXPECT_EQ(loom::cuda::fakeMemopBatches() - batches, uint64_t{2} * static_cast<uint64_t>(n) * inBatches);
       EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n) * kCalls);
       loom::test::destroyAll(comms);
