@@ -95,6 +95,23 @@ class HostKernels final : public DeviceKernels {
           runFlagsOnHost(last);
         });
   }
+  void copyFromBetween(std::span<const PlaceView> places, uint64_t sequence, std::span<const PlaceCopy> copies,
+                       std::span<const loom::cuda::MemOp> before, std::span<const loom::cuda::MemOp> after,
+                       void* stream) override {
+    loom::cuda::runtime().hostFunction(
+        stream, [=, all = std::vector<PlaceView>(places.begin(), places.end()),
+                 each = std::vector<PlaceCopy>(copies.begin(), copies.end()),
+                 first = std::vector<loom::cuda::MemOp>(before.begin(), before.end()),
+                 last = std::vector<loom::cuda::MemOp>(after.begin(), after.end())] {
+          runFlagsOnHost(first);
+          // As copyFromPlace: a place not for this call moves nothing.
+          for (const PlaceCopy& c : each) {
+            const std::byte* src = placeOnHost(all[c.rank], sequence, false, c.block, 0);
+            if (src != nullptr && src != c.dst && c.bytes != 0) std::memcpy(c.dst, src, c.bytes);
+          }
+          runFlagsOnHost(last);
+        });
+  }
 };
 
 #ifdef LOOM_HAVE_CUDA
@@ -118,6 +135,11 @@ class CudaKernels final : public DeviceKernels {
                          size_t block, size_t at, void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
                          std::span<const loom::cuda::MemOp> after, void* stream) override {
     cuda::reduceFromBetween(type, op, places, sequence, block, at, dst, count, before, after, stream);
+  }
+  void copyFromBetween(std::span<const PlaceView> places, uint64_t sequence, std::span<const PlaceCopy> copies,
+                       std::span<const loom::cuda::MemOp> before, std::span<const loom::cuda::MemOp> after,
+                       void* stream) override {
+    cuda::copyFromBetween(places, sequence, copies, before, after, stream);
   }
 };
 #endif

@@ -48,6 +48,13 @@ class DeviceKernels {
                                  std::span<const loom::cuda::MemOp> before, std::span<const loom::cuda::MemOp> after,
                                  void* stream) = 0;
 
+  // Copies out of the places (each what DeviceRuntime::copyFromPlace would
+  // queue), between flag operations as reduceFromBetween runs them: one
+  // kernel on a GPU (cuda/kernels.hpp's copyFromBetween).
+  virtual void copyFromBetween(std::span<const PlaceView> places, uint64_t sequence, std::span<const PlaceCopy> copies,
+                               std::span<const loom::cuda::MemOp> before, std::span<const loom::cuda::MemOp> after,
+                               void* stream) = 0;
+
   // A sum of `ranks` ranks' values made their average in place, queued, as
   // the host path does: floats scaled by 1/ranks, integers divided.
   void average(loomDataType_t type, void* dst, size_t count, int ranks, void* stream);

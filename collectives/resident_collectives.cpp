@@ -112,17 +112,54 @@ cpu::ReduceOp readOp(const Collective& c) {
   return c.reduction.op == cpu::ReduceOp::PreMulSum ? cpu::ReduceOp::Sum : c.reduction.op;
 }
 
+// Whether `c`'s read step folds the ranks' parts (else it copies them).
+bool folds(const Collective& c) {
+  return c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
+         c.kind == CollectiveKind::ReduceScatter;
+}
+
+// The copies of the read step of `c`'s piece `p`, for this rank, where it
+// copies (a gather's, broadcast's or all-to-all's): out of which rank's
+// part, which of its blocks, into where in the user's output.
+std::vector<PlaceCopy> copiesOf(const ResidentArea& area, const Collective& c, const Piece& p) {
+  const int n = area.size();
+  const int me = area.rank();
+  const size_t into = p.first * c.typeSize;  // of the piece into each block
+  const auto out = [&](int r) { return c.recv + static_cast<size_t>(r) * c.blockBytes() + into; };
+  const auto mine = static_cast<uint64_t>(me);
+  std::vector<PlaceCopy> copies;
+  const auto add = [&](int r, uint64_t block, std::byte* dst) {
+    copies.push_back({.rank = static_cast<uint32_t>(r), .block = block, .dst = dst, .bytes = p.count * c.typeSize});
+  };
+  switch (c.kind) {
+    case CollectiveKind::AllGather:
+      for (int r = 0; r < n; ++r) add(r, 0, out(r));
+      break;
+    case CollectiveKind::Broadcast:
+      add(c.root, 0, c.recv + into);
+      break;
+    case CollectiveKind::AlltoAll:
+      for (int r = 0; r < n; ++r) add(r, mine, out(r));
+      break;
+    case CollectiveKind::Gather:
+      for (int r = 0; me == c.root && r < n; ++r) add(r, 0, out(r));
+      break;
+    case CollectiveKind::Scatter:
+      add(c.root, mine, c.recv + into);
+      break;
+    default:  // the reductions fold
+      break;
+  }
+  return copies;
+}
+
 // The read step of `c`'s piece `p`, for this rank: from every rank's part,
 // queued on the batch's stream.
 void read(const ResidentArea& area, const Collective& c, const Piece& p, const Parts& parts, cuda::MemopBatch& q) {
   void* stream = q.stream();
   const cpu::ReduceOp op = readOp(c);
-  const int n = area.size();
   const int me = area.rank();
-  const size_t bytes = p.count * c.typeSize;              // of each block's piece
-  const size_t into = p.first * c.typeSize;                // of the piece into each block
-  const auto block = [&](int r) { return static_cast<size_t>(r) * c.blockBytes(); };  // in the user's buffer
-  const auto mine = static_cast<size_t>(me);
+  const size_t into = p.first * c.typeSize;  // of the piece into each block
   switch (c.kind) {
     case CollectiveKind::AllReduce:
       parts.reduce(c, op, 0, 0, c.recv + into, p.count, stream);
@@ -131,23 +168,12 @@ void read(const ResidentArea& area, const Collective& c, const Piece& p, const P
       if (me == c.root) parts.reduce(c, op, 0, 0, c.recv + into, p.count, stream);
       break;
     case CollectiveKind::ReduceScatter:
-      parts.reduce(c, op, mine, 0, c.recv + into, p.count, stream);
+      parts.reduce(c, op, static_cast<size_t>(me), 0, c.recv + into, p.count, stream);
       break;
-    case CollectiveKind::AllGather:
-      for (int r = 0; r < n; ++r) parts.copy(r, false, 0, 0, c.recv + block(r) + into, bytes, stream);
-      break;
-    case CollectiveKind::Broadcast:
-      parts.copy(c.root, false, 0, 0, c.recv + into, bytes, stream);
-      break;
-    case CollectiveKind::AlltoAll:
-      for (int r = 0; r < n; ++r) parts.copy(r, false, mine, 0, c.recv + block(r) + into, bytes, stream);
-      break;
-    case CollectiveKind::Gather:
-      if (me != c.root) break;
-      for (int r = 0; r < n; ++r) parts.copy(r, false, 0, 0, c.recv + block(r) + into, bytes, stream);
-      break;
-    case CollectiveKind::Scatter:
-      parts.copy(c.root, false, mine, 0, c.recv + into, bytes, stream);
+    default:
+      for (const PlaceCopy& k : copiesOf(area, c, p)) {
+        parts.copy(static_cast<int>(k.rank), false, k.block, 0, k.dst, k.bytes, stream);
+      }
       break;
   }
 }
@@ -234,21 +260,21 @@ std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bo
 }
 
 // Whether `c`'s piece `p` runs its round of flags and its read as one piece
-// of work (DeviceKernels::reduceFromBetween: one kernel on a GPU, which
-// polls the flags itself) instead of a kernel between two batches of stream
-// memory operations: an all-reduce, reduce-scatter or reduce of at most
+// of work (DeviceKernels::reduceFromBetween, copyFromBetween: one kernel on
+// a GPU, which polls the flags itself) instead of its kernels and copies
+// between two batches of stream memory operations: a call of at most
 // LOOM_DEVICE_ONE_KERNEL_BYTES (of each block) in one piece, one shot, on
-// ranks whose kernels run at once (threads of one process on one GPU), each
-// reading the others' inputs where they lie, folded as they lie (no
-// PreMulSum, no average after). A reduce's other ranks fold nothing: their
-// kernel runs the flags alone. The flags are the same either way, so each
-// rank decides for itself.
+// ranks whose kernels run at once (threads of one process on one GPU),
+// where this rank's input is read where it lies or it has none (nothing
+// copied into its slot first), and a fold folds the parts as they lie (no
+// PreMulSum, no average after). A rank with nothing to read (a reduce's or
+// gather's other ranks) runs the flags alone. The flags are the same either
+// way, so each rank decides for itself.
 bool readsBetweenFlags(const ResidentArea& area, const Collective& c, const Piece& p, bool twoShots,
                        const std::optional<InPlace>& inPlace, size_t count) {
-  const bool folds = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::ReduceScatter ||
-                     c.kind == CollectiveKind::Reduce;
-  return folds && area.sharesEveryBuffer() && inPlace && !twoShots && count == 1 &&
-         c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average &&
+  const bool staged = !inPlace && c.sendBytes != 0;
+  const bool asTheyLie = !folds(c) || (c.reduction.op != cpu::ReduceOp::PreMulSum && !c.reduction.average);
+  return area.sharesEveryBuffer() && !staged && !twoShots && count == 1 && asTheyLie &&
          p.count * c.typeSize <= area.oneKernelBytes();
 }
 
@@ -335,6 +361,10 @@ void runPiece(ResidentArea& area, const Collective& c, const Piece& p, bool twoS
     const std::vector<cuda::MemOp> before = q.take();
     cuda::MemopBatch after(q.runtime(), q.stream());  // gathered only, for the kernel to run
     release(after);
+    if (!folds(c)) {
+      deviceKernels().copyFromBetween(parts.places(), sequence, copiesOf(area, c, p), before, after.take(), q.stream());
+      return;
+    }
     // As read() folds: a reduce-scatter this rank's block, a reduce at its root alone.
     const size_t block = c.kind == CollectiveKind::ReduceScatter ? static_cast<size_t>(me) : 0;
     const bool hasResult = c.kind != CollectiveKind::Reduce || me == c.root;

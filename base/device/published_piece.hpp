@@ -59,6 +59,15 @@ inline constexpr uint64_t regionsOf(uint32_t input, uint32_t result, uint64_t fu
   return (input & 0xffffu) | uint64_t{result & 0xffffu} << 16 | further << 32;
 }
 
+// One copy out of a published place (DeviceKernels::copyFromBetween): rank
+// `rank`'s block `block` of the piece, `bytes` of it, into `dst`.
+struct PlaceCopy {
+  uint32_t rank = 0;
+  uint64_t block = 0;
+  void* dst = nullptr;
+  uint64_t bytes = 0;
+};
+
 // A published place as one reader reaches it: the entry, in the publisher's
 // line, and the reader's table of the publisher's regions (kPlaceRegions
 // bases, in the reader's device memory); `other`, the publisher's other

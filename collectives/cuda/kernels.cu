@@ -182,6 +182,42 @@ __global__ void reducePublishedBetween(Flags before, Places places, uint64_t seq
   if (threadIdx.x == 0) runFlags(after);
 }
 
+struct Copies {
+  PlaceCopy c[kMaxSources];
+  int n;
+};
+
+// Copies out of published places, in one thread block, between `before` and
+// `after`: the first thread loads every source after `before`, then the
+// block moves them, 16 bytes a thread at a time where both ends allow.
+__global__ void copyPublishedBetween(Flags before, Places places, uint64_t sequence, Copies copies, Flags after) {
+  __shared__ const char* from[kMaxSources];
+  if (threadIdx.x == 0) {
+    runFlags(before);
+    for (int k = 0; k < copies.n; ++k) {
+      from[k] = placeOnDevice(places.p[copies.c[k].rank], sequence, false, copies.c[k].block, 0);
+    }
+  }
+  __syncthreads();
+  for (int k = 0; k < copies.n; ++k) {
+    const char* src = from[k];
+    char* dst = static_cast<char*>(copies.c[k].dst);
+    const size_t bytes = copies.c[k].bytes;
+    if (src == nullptr || src == dst) continue;
+    size_t done = 0;
+    if (alignedOnDevice(src) && alignedOnDevice(dst)) {
+      const size_t vectors = bytes / 16;
+      for (size_t v = threadIdx.x; v < vectors; v += blockDim.x) {
+        reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
+      }
+      done = vectors * 16;
+    }
+    for (size_t i = done + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+  __syncthreads();  // every thread's loads of the peers' places are done
+  if (threadIdx.x == 0) runFlags(after);
+}
+
 template <class T>
 __global__ void divideElements(T* dst, size_t count, T divisor) {
   for (size_t i = firstIndex(); i < count; i += gridStride()) dst[i] = static_cast<T>(dst[i] / divisor);
@@ -337,6 +373,9 @@ void loadKernels() {
     loadAllOps<float>();
     loadAllOps<double>();
     loadAllOps<Bfloat16>();
+    cudaFuncAttributes attributes{};
+    (void)cudaFuncGetAttributes(&attributes, copyPublishedBetween);
+    (void)cudaGetLastError();
   });
 }
 
@@ -413,6 +452,28 @@ void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const Pl
   // A count of 0 still runs the flags.
   kBetweenLaunchers[type][static_cast<int>(op)](flagsOf(before), all, sequence, block, at, dst, count, flagsOf(after),
                                                 static_cast<cudaStream_t>(stream));
+}
+
+void copyFromBetween(std::span<const PlaceView> places, uint64_t sequence, std::span<const PlaceCopy> copies,
+                     std::span<const loom::cuda::MemOp> before, std::span<const loom::cuda::MemOp> after,
+                     void* stream) {
+  if (places.empty() || places.size() > kMaxSources || copies.size() > kMaxSources) {
+    throw Error(loomInternalError, "copies between flags take at most " + std::to_string(kMaxSources) +
+                                       " places and copies, not " + std::to_string(places.size()) + " and " +
+                                       std::to_string(copies.size()));
+  }
+  Places all{};
+  all.n = static_cast<int>(places.size());
+  for (size_t k = 0; k < places.size(); ++k) all.p[k] = places[k];
+  Copies each{};
+  each.n = static_cast<int>(copies.size());
+  for (size_t k = 0; k < copies.size(); ++k) {
+    if (copies[k].rank >= places.size()) throw Error(loomInternalError, "a copy from a rank with no place");
+    each.c[k] = copies[k];
+  }
+  copyPublishedBetween<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(flagsOf(before), all, sequence, each,
+                                                                              flagsOf(after));
+  check(cudaGetLastError(), "launching a copy kernel between flags");
 }
 
 }  // namespace loom::coll::cuda

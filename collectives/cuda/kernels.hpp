@@ -64,4 +64,12 @@ void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const Pl
                        size_t block, size_t at, void* dst, size_t count, std::span<const loom::cuda::MemOp> before,
                        std::span<const loom::cuda::MemOp> after, void* stream);
 
+// The copies `copies` out of the places (each a copy DeviceRuntime::copyFromPlace
+// would queue, at most kMaxSources), between flag operations as reduceFromBetween
+// runs them, in one kernel of one thread block. A copy whose place is not for
+// call `sequence` moves nothing.
+void copyFromBetween(std::span<const PlaceView> places, uint64_t sequence, std::span<const PlaceCopy> copies,
+                     std::span<const loom::cuda::MemOp> before, std::span<const loom::cuda::MemOp> after,
+                     void* stream);
+
 }  // namespace loom::coll::cuda

@@ -497,64 +497,92 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
 }
 
 // A small resident call's waits and writes go on the stream in batches
-// (base/device/memop_batch.hpp), one before its reduction kernel (publish,
-// "arrived", the wait for the peers') and one after it ("done", the wait for
-// its readers, "finished"), not one operation at a time; and where the
-// ranks' kernels run at once (threads of one process on one GPU), a small
-// all-reduce, reduce-scatter or reduce that sums, multiplies, or takes a
-// minimum or maximum runs those flags inside its one kernel
-// (LOOM_DEVICE_ONE_KERNEL_BYTES), with no batch. 2 and 3 ranks, 12 calls
-// each: 8-byte all-reduces summed and maxed, a reduce-scatter and a reduce
-// (one kernel), averaged (batches: an average kernel follows), and 96 KiB
-// (past the default's 64 KiB: batches), interleaved, so that calls of both
-// forms follow each other on the same flags; every result exact. With 0,
+// (base/device/memop_batch.hpp), one before its reduction kernel or copies
+// (publish, "arrived", the wait for the peers') and one after ("done", the
+// wait for its readers, "finished"), not one operation at a time; and where
+// the ranks' kernels run at once (threads of one process on one GPU), a
+// small call runs those flags inside its one kernel
+// (LOOM_DEVICE_ONE_KERNEL_BYTES), with no batch: folds that sum,
+// multiply, or take a minimum or maximum, and every gather, broadcast and
+// all-to-all. 2 and 3 ranks, two rounds of every kind, interleaved so that
+// calls of both forms follow each other on the same flags: all-reduces
+// summed and maxed, a reduce-scatter, a reduce, an all-gather, a
+// broadcast, an all-to-all, a gather and a scatter (one kernel), an
+// all-reduce averaged (batches: an average kernel follows) and one of 96
+// KiB (past the default's 64 KiB: batches); every result exact. With 0,
 // every call in batches.
 TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatchesOrRunsThemInItsKernel) {
   if (!fake()) GTEST_SKIP() << "the fake device counts its batches";
-  constexpr int kCalls = 12;
-  constexpr int kKinds = 6;  // all-reduce sum, max, average (8 B), sum (96 KiB); reduce-scatter; reduce
-  constexpr size_t kLarge = 96 << 10;
+  enum Kind { kSum, kMax, kAverage, kLarge, kReduceScatter, kReduce, kAllGather, kBroadcast, kAlltoAll, kGather,
+              kScatter, kKinds };
+  constexpr int kCalls = 2 * kKinds;
+  constexpr size_t kLargeBytes = 96 << 10;
   for (const char* oneKernel : {"65536", "0"}) {
     loom::test::ScopedEnv bytes("LOOM_DEVICE_ONE_KERNEL_BYTES", oneKernel);
     const bool inKernel = std::string(oneKernel) != "0";
     for (int n : {2, 3}) {
       SCOPED_TRACE(std::to_string(n) + " ranks, LOOM_DEVICE_ONE_KERNEL_BYTES=" + oneKernel);
+      const int root = n - 1;
+      const auto nn = static_cast<size_t>(n);
       auto comms = loom::test::initThreadComms(n);
       const uint64_t batches = loom::cuda::fakeMemopBatches();
       const uint64_t resident = loom::coll::residentCalls();
+      const auto valueOf = [](int q, size_t i, int call) { return static_cast<int32_t>(i % 13) + 3 * q + call; };
       onThreads(n, [&](int r) {
         Stream stream;
-        DeviceBuffer send(kLarge), recv(kLarge);
-        const auto value = [r](size_t i, int call) { return static_cast<int32_t>(i % 13) + 3 * r + call; };
+        DeviceBuffer send(kLargeBytes), recv(kLargeBytes);
         for (int call = 0; call < kCalls; ++call) {
-          const int kind = call % kKinds;
-          const size_t count = kind == 3 ? kLarge / 4 : 2;  // of the result
-          const size_t inputs = kind == 4 ? count * static_cast<size_t>(n) : count;
-          std::vector<int32_t> in(inputs), out(count, -1);
-          for (size_t i = 0; i < inputs; ++i) in[i] = value(i, call);
+          const auto kind = static_cast<Kind>(call % kKinds);
+          const size_t count = kind == kLarge ? kLargeBytes / 4 : 2;  // of a block
+          const bool blocksIn = kind == kReduceScatter || kind == kAlltoAll || kind == kScatter;
+          const bool blocksOut = kind == kAllGather || kind == kAlltoAll || kind == kGather;
+          const size_t inputs = blocksIn ? count * nn : count;
+          const size_t outputs = blocksOut ? count * nn : count;
+          std::vector<int32_t> in(inputs), out(outputs, -1);
+          for (size_t i = 0; i < inputs; ++i) in[i] = valueOf(r, i, call);
           runtime().copyNow(send.data(), in.data(), inputs * 4);
-          runtime().copyNow(recv.data(), out.data(), count * 4);
-          const loomRedOp_t op = kind == 1 ? loomMax : kind == 2 ? loomAvg : loomSum;
+          runtime().copyNow(recv.data(), out.data(), outputs * 4);
+          const loomRedOp_t op = kind == kMax ? loomMax : kind == kAverage ? loomAvg : loomSum;
           const loomComm_t comm = comms[static_cast<size_t>(r)];
-          const loomResult_t result =
-              kind == 4   ? loomReduceScatter(send.data(), recv.data(), count, loomInt32, op, comm, stream.loom())
-              : kind == 5 ? loomReduce(send.data(), recv.data(), count, loomInt32, op, n - 1, comm, stream.loom())
-                          : loomAllReduce(send.data(), recv.data(), count, loomInt32, op, comm, stream.loom());
+          const loomStream_t on = stream.loom();
+          loomResult_t result = loomSuccess;
+          switch (kind) {
+            case kReduceScatter: result = loomReduceScatter(send.data(), recv.data(), count, loomInt32, op, comm, on); break;
+            case kReduce: result = loomReduce(send.data(), recv.data(), count, loomInt32, op, root, comm, on); break;
+            case kAllGather: result = loomAllGather(send.data(), recv.data(), count, loomInt32, comm, on); break;
+            case kBroadcast: result = loomBroadcast(send.data(), recv.data(), count, loomInt32, root, comm, on); break;
+            case kAlltoAll: result = loomAlltoAll(send.data(), recv.data(), count, loomInt32, comm, on); break;
+            case kGather: result = loomGather(send.data(), recv.data(), count, loomInt32, root, comm, on); break;
+            case kScatter: result = loomScatter(send.data(), recv.data(), count, loomInt32, root, comm, on); break;
+            default: result = loomAllReduce(send.data(), recv.data(), count, loomInt32, op, comm, on); break;
+          }
           ASSERT_EQ(result, loomSuccess) << loomGetLastError(comm);
           ASSERT_TRUE(stream.finishes());
-          runtime().copyNow(out.data(), recv.data(), count * 4);
-          for (size_t i = 0; i < count; ++i) {
-            const size_t at = kind == 4 ? static_cast<size_t>(r) * count + i : i;  // this rank's block
-            const int32_t base = static_cast<int32_t>(at % 13) + call;
-            const int32_t sum = n * base + 3 * n * (n - 1) / 2;
-            int32_t want = kind == 1 ? base + 3 * (n - 1) : kind == 2 ? sum / n : sum;
-            if (kind == 5 && r != n - 1) want = -1;  // a reduce's other ranks: nothing written
-            ASSERT_EQ(out[i], want) << "rank " << r << ", call " << call << ", element " << i;
+          runtime().copyNow(out.data(), recv.data(), outputs * 4);
+          for (size_t e = 0; e < outputs; ++e) {
+            const size_t q = e / count;  // the block
+            const size_t i = e % count;
+            int32_t sum = 0;
+            const size_t at = kind == kReduceScatter ? static_cast<size_t>(r) * count + i : e;
+            for (int p = 0; p < n; ++p) sum += valueOf(p, at, call);
+            int32_t want = -1;
+            switch (kind) {
+              case kMax: want = valueOf(n - 1, e, call); break;
+              case kAverage: want = sum / n; break;
+              case kReduce: want = r == root ? sum : -1; break;
+              case kAllGather: want = valueOf(static_cast<int>(q), i, call); break;
+              case kBroadcast: want = valueOf(root, e, call); break;
+              case kAlltoAll: want = valueOf(static_cast<int>(q), static_cast<size_t>(r) * count + i, call); break;
+              case kGather: want = r == root ? valueOf(static_cast<int>(q), i, call) : -1; break;
+              case kScatter: want = valueOf(root, static_cast<size_t>(r) * count + e, call); break;
+              default: want = sum; break;
+            }
+            ASSERT_EQ(out[e], want) << "rank " << r << ", call " << call << ", element " << e;
           }
         }
       });
       // Per rank: 2 batches for each call in batches; none for one kernel's.
-      const uint64_t inBatches = inKernel ? 2 * kCalls / kKinds : kCalls;
+      const uint64_t inBatches = inKernel ? 2 * 2 : kCalls;  // the average and the large all-reduce, twice
       EXPECT_EQ(loom::cuda::fakeMemopBatches() - batches, uint64_t{2} * static_cast<uint64_t>(n) * inBatches);
       EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n) * kCalls);
       loom::test::destroyAll(comms);
