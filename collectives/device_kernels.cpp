@@ -34,6 +34,20 @@ void runFlagsOnHost(std::span<const loom::cuda::MemOp> ops) {
   }
 }
 
+// reduceFrom's fold, by the host, as the stream runs it: nothing where a
+// place is not for call `sequence`.
+void foldPlaces(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
+                size_t block, size_t at, void* dst, size_t count) {
+  if (count == 0) return;
+  std::vector<const void*> sources(places.size());
+  for (size_t r = 0; r < places.size(); ++r) {
+    sources[r] = placeOnHost(places[r], sequence, false, block, at);
+    if (sources[r] == nullptr) return;
+  }
+  cpu::reduce(type, op, sources, dst, count, 1.0);
+  hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
+}
+
 // The host's kernels, each a host function on the stream.
 class HostKernels final : public DeviceKernels {
  public:
@@ -64,13 +78,7 @@ class HostKernels final : public DeviceKernels {
     if (count == 0) return;
     loom::cuda::runtime().hostFunction(
         stream, [=, all = std::vector<PlaceView>(places.begin(), places.end())] {
-          std::vector<const void*> sources(all.size());
-          for (size_t r = 0; r < all.size(); ++r) {
-            sources[r] = placeOnHost(all[r], sequence, false, block, at);
-            if (sources[r] == nullptr) return;
-          }
-          cpu::reduce(type, op, sources, dst, count, 1.0);
-          hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
+          foldPlaces(type, op, all, sequence, block, at, dst, count);
         });
   }
   void reduceFromBetween(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places, uint64_t sequence,
@@ -82,16 +90,7 @@ class HostKernels final : public DeviceKernels {
                  first = std::vector<loom::cuda::MemOp>(before.begin(), before.end()),
                  last = std::vector<loom::cuda::MemOp>(after.begin(), after.end())] {
           runFlagsOnHost(first);
-          std::vector<const void*> sources(all.size());
-          bool found = true;
-          for (size_t r = 0; r < all.size() && found; ++r) {
-            sources[r] = placeOnHost(all[r], sequence, false, block, at);
-            found = sources[r] != nullptr;
-          }
-          if (found && count != 0) {
-            cpu::reduce(type, op, sources, dst, count, 1.0);
-            hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
-          }
+          foldPlaces(type, op, all, sequence, block, at, dst, count);
           runFlagsOnHost(last);
         });
   }

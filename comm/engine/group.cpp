@@ -306,7 +306,7 @@ void passGates(const std::vector<Call>& calls) {
       const auto* s = std::get_if<OnStream>(&c.what);
       c.comm->enterCall(s != nullptr ? s->resident : c.cudaStream);
     }
-    if (entered.empty() || entered.back() != c.comm) entered.push_back(c.comm);
+    entered.push_back(c.comm);
   }
   std::sort(entered.begin(), entered.end());
   entered.erase(std::unique(entered.begin(), entered.end()), entered.end());
