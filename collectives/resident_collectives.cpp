@@ -547,11 +547,11 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   }
   const bool twoShots = twoShot(area, c);
   const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots);
-  const size_t pieces = (c.count + perPiece - 1) / perPiece;
-  for (size_t index = 0; index < pieces; ++index) {
+  const size_t pieceCount = (c.count + perPiece - 1) / perPiece;
+  for (size_t index = 0; index < pieceCount; ++index) {
     const size_t first = index * perPiece;
     const size_t count = std::min(perPiece, c.count - first);
-    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, index, pieces, q);
+    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, index, pieceCount, q);
   }
   q.flush();
   queued.fetch_add(1, std::memory_order_relaxed);

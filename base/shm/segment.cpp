@@ -140,6 +140,19 @@ void Segment::unlink() noexcept {
   linked_ = false;
 }
 
+void Segment::mapEveryPage() {
+  if (data_ == nullptr || size_ == 0) return;
+  if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return;
+  const int err = errno;
+  if (err == EINVAL) {  // a kernel before 5.14: each page faults on its first touch instead
+    LOOM_INFO(Net, "shared memory segment %s: pages mapped as first touched (no MADV_POPULATE_WRITE)", name_.c_str());
+    return;
+  }
+  throwSystemError("mapping every page of shared memory segment " + name_ + " (" + std::to_string(size_) +
+                       " bytes; is /dev/shm full?)",
+                   err);
+}
+
 void Segment::reset() noexcept {
   if (linked_) unlink();
   if (data_ != nullptr) ::munmap(data_, size_);

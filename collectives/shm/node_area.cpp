@@ -130,8 +130,9 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   const size_t bytes = controlBytes + buffers_ * (localToRank_.size() + 1) * slotBytes_;
 
   // The lowest rank of each node creates; everyone learns the names in one
-  // allgather, maps, and reports in a second, so that a failure anywhere
-  // fails every rank instead of leaving some waiting.
+  // allgather, maps, and reports in a second, then maps every page and
+  // reports in a third, so that a failure anywhere fails every rank instead
+  // of leaving some waiting.
   const auto self = static_cast<size_t>(comm.rank());
   std::vector<std::byte> blocks(peers.size() * kNameBytes);
   std::string error;
@@ -158,17 +159,29 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
     }
   }
   if (error.empty()) firstTouch(controlBytes);
-  std::fill(blocks.begin(), blocks.end(), std::byte{0});
-  blocks[self * kNameBytes] = std::byte{error.empty() ? uint8_t{1} : uint8_t{0}};
-  comm.bootstrap().allgather(blocks, kNameBytes);
-  segment_.unlink();  // everyone has mapped it (or failed); the creator's unlink removes the name
-  if (!error.empty()) throw Error(loomSystemError, "shared-memory collectives: " + error);
-  for (size_t r = 0; r < peers.size(); ++r) {
-    if (blocks[r * kNameBytes] == std::byte{0}) {
-      throw Error(loomSystemError, "shared-memory collectives: rank " + std::to_string(r) +
-                                       " could not map its node's shared segment");
+  // Every rank says whether it got this far, so that a failure anywhere
+  // fails every rank at the same point.
+  const auto agree = [&](const std::string& failedAt) {
+    std::fill(blocks.begin(), blocks.end(), std::byte{0});
+    blocks[self * kNameBytes] = std::byte{error.empty() ? uint8_t{1} : uint8_t{0}};
+    comm.bootstrap().allgather(blocks, kNameBytes);
+    if (!error.empty()) throw Error(loomSystemError, "shared-memory collectives: " + error);
+    for (size_t r = 0; r < peers.size(); ++r) {
+      if (blocks[r * kNameBytes] == std::byte{0}) {
+        throw Error(loomSystemError, "shared-memory collectives: rank " + std::to_string(r) + " could not " + failedAt);
+      }
     }
+  };
+  agree("map its node's shared segment");  // on a throw, the segment's end removes the name
+  segment_.unlink();  // everyone has mapped it; the creator's unlink removes the name
+  // Every rank has touched its own slots (firstTouch): now each maps every
+  // page, its peers' lines and slots too, so that no call faults on one.
+  try {
+    segment_.mapEveryPage();
+  } catch (const Error& e) {
+    error = e.what();
   }
+  agree("map every page of its node's shared segment");
   spin_ = !oversubscribed(localSize_);
   timeout_ = comm.engine().context().timeout;
   singleCopy_ = env::getInt("LOOM_SHM_SINGLE_COPY", 0, 1) == 1;

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "base/error.hpp"
+#include "tests/support/page_map.hpp"
 #include "tests/support/ranks.hpp"
 #include "transport/handshake.hpp"
 #include "transport/ibverbs/fake_verbs.hpp"
@@ -128,6 +129,30 @@ TEST(ShmSegment, SegmentsOfDeadCreatorsAreSwept) {
   EXPECT_FALSE(std::filesystem::exists(stale));
   EXPECT_TRUE(std::filesystem::exists(live));
   std::filesystem::remove(live);
+}
+
+// A page of a shared segment faults in each process on its first touch
+// there (1-60 us on a VM, in the middle of a call): mapEveryPage puts every
+// page in this process's page tables at once and keeps what they hold.
+TEST(ShmSegment, MapEveryPagePutsEveryPageInThisProcesssTables) {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  constexpr size_t kPages = 64;
+  const size_t bytes = kPages * page;
+  auto created = loom::shm::Segment::create(bytes, loom::shm::Segment::Populate::ByFirstWriter);
+  created.data()[5 * page + 1] = std::byte{42};  // one page written by its first writer
+  EXPECT_EQ(test::pagesNotMapped(created.data(), bytes), kPages - 1);
+  auto opened = loom::shm::Segment::open(created.name(), bytes);
+  EXPECT_EQ(test::pagesNotMapped(opened.data(), bytes), kPages);  // nothing touched through this mapping yet
+  opened.mapEveryPage();
+  EXPECT_EQ(test::pagesNotMapped(opened.data(), bytes), 0u);
+  EXPECT_EQ(opened.data()[5 * page + 1], std::byte{42});
+  for (size_t at = 0; at < bytes; at += page / 2) {
+    if (at == 5 * page) continue;
+    EXPECT_EQ(opened.data()[at], std::byte{0}) << "byte " << at;
+  }
+  // The creator's mapping sees the pages the opener's mapping made.
+  opened.data()[9 * page] = std::byte{7};
+  EXPECT_EQ(created.data()[9 * page], std::byte{7});
 }
 
 TEST(ShmSegment, OpeningANameThatIsNotLoomsIsRefused) {

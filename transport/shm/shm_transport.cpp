@@ -26,6 +26,7 @@ std::unique_ptr<SendConnection> ShmTransport::connect(const Endpoint& peer, Chan
   if (!reply.ok) throw Error(loomRemoteError, peerName(peer) + " refused a shared memory connection: " + reply.detail);
   auto segment = ::loom::shm::Segment::open(reply.detail, FifoView::segmentBytes(context.fifo));
   segment.unlink();  // both sides have it mapped now
+  segment.mapEveryPage();  // the receiver's creation allocated every page; the first messages fault on none
   LOOM_INFO(Net, "shm connection to %s via %s", peerName(peer).c_str(), reply.detail.c_str());
   return std::make_unique<ShmSendConnection>(std::move(segment), context.fifo, std::move(socket));
 }
