@@ -63,6 +63,12 @@ std::unique_ptr<transport::SendConnection> Engine::connect(int peer, transport::
   return transport::selectTransport(transports_, context_.self, endpoint).connect(endpoint, channel, context_);
 }
 
+bool Engine::quietWithSelf() {
+  std::lock_guard lock(mutex_);
+  const Peer& self = peers_[static_cast<size_t>(rank())];
+  return !self.send && self.sends.queue.empty() && self.recvs.queue.empty();
+}
+
 const char* Engine::transportTo(int peer) const {
   if (peer == rank()) return "self";
   const auto& transport = transport::selectTransport(transports_, context_.self, endpoints_[static_cast<size_t>(peer)]);

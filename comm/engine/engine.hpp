@@ -74,6 +74,13 @@ class Engine {
   // for the receiver's copy, would not).
   bool sendsByHandle(int peer, size_t bytes);
 
+  // Whether no message of this rank to itself can be in flight: it never
+  // opened a connection to itself, on which every such message travels, and
+  // queues no send or receive of its own. A group's sends to itself may then
+  // pair with its receives from itself in order, one copy each, as the
+  // engine would have matched them (group.cpp's copyToSelf).
+  bool quietWithSelf();
+
   const transport::Context& context() const { return context_; }
   const std::vector<transport::Endpoint>& endpoints() const { return endpoints_; }
   int rank() const { return context_.self.rank; }

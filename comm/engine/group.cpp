@@ -1,6 +1,7 @@
 #include "comm/engine/group.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -82,13 +83,16 @@ void unstageReceives(const std::vector<Call>& calls, const std::vector<P2pOp>& o
 }
 
 // A rank's sends to itself and its receives from itself, paired in order
-// as the engine would match them: where either side of a pair is device
-// memory and the sizes agree, one copy on the device fills the receive
-// (after the work queued before the call), and neither goes to the engine,
-// which would stage both through pinned memory. A group whose self sends
-// and receives do not pair up leaves them all to the engine (and its
-// errors). Returns which calls it served (empty: none, the common case,
-// which allocates nothing).
+// as the engine would match them: where the sizes of a pair agree, one copy
+// fills the receive, and neither goes to the engine, which would carry the
+// message through a FIFO to itself (two copies, in slots) and, for device
+// memory, stage both through pinned memory. Device memory is copied on the
+// device, after the work queued before the call; host memory here. A group
+// whose self sends and receives do not pair up, or a rank that may still
+// have a message to itself in flight (Engine::quietWithSelf: an earlier
+// send to itself alone), leaves them all to the engine (and its errors).
+// Returns which calls it served (empty: none, the common case, which
+// allocates nothing).
 std::vector<bool> copyToSelf(Communicator& comm, const std::vector<Call>& calls) {
   std::vector<bool> served;
   std::vector<size_t> sends, recvs;
@@ -97,19 +101,23 @@ std::vector<bool> copyToSelf(Communicator& comm, const std::vector<Call>& calls)
     if (p2p == nullptr || p2p->peer != comm.rank()) continue;
     (p2p->kind == OpKind::Send ? sends : recvs).push_back(i);
   }
-  if (sends.size() != recvs.size()) return served;
+  if (sends.empty() || sends.size() != recvs.size() || !comm.engine().quietWithSelf()) return served;
   cuda::DeviceStream* copies = nullptr;
   for (size_t k = 0; k < sends.size(); ++k) {
     const auto& send = std::get<PointToPoint>(calls[sends[k]].what);
     const auto& recv = std::get<PointToPoint>(calls[recvs[k]].what);
-    if (!(send.device || recv.device) || send.bytes != recv.bytes) continue;
+    if (send.bytes != recv.bytes) continue;
     if (served.empty()) served.assign(calls.size(), false);
+    served[sends[k]] = served[recvs[k]] = true;
+    if (!send.device && !recv.device) {
+      if (recv.buffer != send.buffer && send.bytes != 0) std::memmove(recv.buffer, send.buffer, send.bytes);
+      continue;
+    }
     if (copies == nullptr) {
       copies = &comm.staging.stream();
       if (!cuda::onUserStream()) copies->afterDefaultStream();
     }
     copies->copy(recv.buffer, send.buffer, send.bytes);
-    served[sends[k]] = served[recvs[k]] = true;
   }
   if (copies != nullptr) copies->synchronize(comm.deviceWaitCheck());
   return served;

@@ -5,6 +5,8 @@
 #include <loom/loom.h>
 
 #include <chrono>
+#include <filesystem>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -68,6 +70,70 @@ TEST_P(P2p, SendToSelfInsideAGroup) {
   ASSERT_EQ(loomRecv(in.data(), in.size(), loomUint8, 0, comms[0], nullptr), loomSuccess);
   ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
   EXPECT_EQ(firstMismatch(in, 7), -1);
+  loom::test::destroyAll(comms);
+}
+
+// Open file descriptors of this process: a connection, over any transport,
+// holds at least its handshake's socket.
+size_t openFds() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator{}));
+}
+
+// Sends to itself that pair with its receives from itself in one group are
+// one copy each, as NCCL makes them, with no connection to itself (whose
+// FIFO would carry each message in slots, copied twice): of every size, on
+// a rank of a larger communicator too, in place as well.
+TEST_P(P2p, SendsToSelfInAGroupAreCopiesOverNoConnection) {
+  for (const int n : {1, 2}) {
+    auto comms = loom::test::initThreadComms(n);
+    const size_t fdsBefore = openFds();
+    onThreads(n, [&](int r) {
+      const std::vector<size_t> sizes = {0, 1, 4097, (size_t{5} << 20) + 3};  // the last past the FIFO
+      std::vector<std::vector<std::byte>> out, in;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        out.emplace_back(sizes[i]);
+        in.emplace_back(sizes[i]);
+        fillPattern(out.back(), messageSeed(r, r, i));
+      }
+      std::vector<std::byte> both(333);
+      fillPattern(both, messageSeed(r, r, 99));
+      ASSERT_EQ(loomGroupStart(), loomSuccess);
+      for (size_t i = 0; i < sizes.size(); ++i) {  // sends, then receives: paired in order
+        ASSERT_EQ(loomSend(out[i].data(), sizes[i], loomUint8, r, comms[r], nullptr), loomSuccess);
+      }
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        ASSERT_EQ(loomRecv(in[i].data(), sizes[i], loomUint8, r, comms[r], nullptr), loomSuccess);
+      }
+      ASSERT_EQ(loomSend(both.data(), both.size(), loomUint8, r, comms[r], nullptr), loomSuccess);
+      ASSERT_EQ(loomRecv(both.data(), both.size(), loomUint8, r, comms[r], nullptr), loomSuccess);
+      ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[r]);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(firstMismatch(in[i], messageSeed(r, r, i)), -1) << n << " ranks, rank " << r << ", " << sizes[i] << " bytes";
+      }
+      EXPECT_EQ(firstMismatch(both, messageSeed(r, r, 99)), -1) << "in place";
+    });
+    EXPECT_EQ(openFds(), fdsBefore) << n << " ranks: a connection was opened for messages to self";
+    loom::test::destroyAll(comms);
+  }
+}
+
+// A send to itself made alone travels on the rank's connection to itself
+// and waits there for its receive; a later group's sends to itself then
+// queue behind it, as the engine matches them, and are not copied ahead of
+// it: the group's receive gets the first message, the next receive the
+// group's.
+TEST_P(P2p, ASendToSelfAloneStaysFirstInLine) {
+  auto comms = loom::test::initThreadComms(1);
+  int32_t first = 11, second = 22, x = 0, y = 0;
+  ASSERT_EQ(loomSend(&first, 1, loomInt32, 0, comms[0], nullptr), loomSuccess) << loomGetLastError(comms[0]);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  ASSERT_EQ(loomSend(&second, 1, loomInt32, 0, comms[0], nullptr), loomSuccess);
+  ASSERT_EQ(loomRecv(&x, 1, loomInt32, 0, comms[0], nullptr), loomSuccess);
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(comms[0]);
+  ASSERT_EQ(loomRecv(&y, 1, loomInt32, 0, comms[0], nullptr), loomSuccess) << loomGetLastError(comms[0]);
+  EXPECT_EQ(x, 11);
+  EXPECT_EQ(y, 22);
   loom::test::destroyAll(comms);
 }
 
