@@ -62,16 +62,14 @@ struct Logger {
   std::mutex mutex;
   LogConfig config;
   std::unique_ptr<FILE, FileCloser> file;  // null: stderr
-  std::atomic<int> level{-1};              // -1: not configured yet
-  std::atomic<uint32_t> subsystems{0};
 
   void apply(const LogConfig& c) {
     std::lock_guard lock(mutex);
     config = c;
     file.reset();
     if (!c.file.empty()) file.reset(std::fopen(substitute(c.file).c_str(), "a"));
-    subsystems.store(c.subsystems, std::memory_order_relaxed);
-    level.store(static_cast<int>(c.level), std::memory_order_release);
+    log_state::subsystems.store(c.subsystems, std::memory_order_relaxed);
+    log_state::level.store(static_cast<int>(c.level), std::memory_order_release);
   }
 };
 
@@ -120,21 +118,20 @@ LogConfig logConfigFromEnv() {
 
 void configureLogging(const LogConfig& config) { logger().apply(config); }
 
-bool logEnabled(LogLevel level, Subsys subsys) {
-  Logger& l = logger();
-  int current = l.level.load(std::memory_order_acquire);
-  if (current < 0) {
-    LogConfig c;
-    try {
-      c = logConfigFromEnv();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "loom: %s; logging at WARN\n", e.what());
-    }
-    l.apply(c);
-    current = static_cast<int>(c.level);
+namespace log_state {
+std::atomic<int> level{-1};
+std::atomic<uint32_t> subsystems{0};
+}  // namespace log_state
+
+bool logEnabledFirst(LogLevel level, Subsys subsys) {
+  LogConfig c;
+  try {
+    c = logConfigFromEnv();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "loom: %s; logging at WARN\n", e.what());
   }
-  return static_cast<int>(level) <= current &&
-         (l.subsystems.load(std::memory_order_relaxed) & static_cast<uint32_t>(subsys)) != 0;
+  logger().apply(c);
+  return static_cast<int>(level) <= static_cast<int>(c.level) && (c.subsystems & static_cast<uint32_t>(subsys)) != 0;
 }
 
 void logMessage(LogLevel level, Subsys subsys, const char* fmt, ...) {

@@ -41,13 +41,18 @@ std::chrono::system_clock::time_point coarseNow() {
 }  // namespace
 
 FlightRecorder::Entry& FlightRecorder::start(uint32_t sequence, const Collective& c) {
+  // Field by field, not `e = Entry{}`: that builds and moves a string on
+  // every call, where clearing the old error keeps its capacity.
   Entry& e = ring_[started_++ % kCapacity];
-  e = Entry{};
   e.sequence = sequence;
   e.kind = c.kind;
   e.count = c.count;
   e.type = c.type;
+  e.algorithm = "-";
+  e.state = State::Running;
   e.started = coarseNow();
+  e.ended = {};
+  e.error.clear();
   return e;
 }
 

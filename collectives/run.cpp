@@ -31,8 +31,8 @@ size_t contributionBytes(const Collective& c, int nranks) {
 }  // namespace
 
 const char* collectiveName(CollectiveKind kind) {
-  constexpr const char* kNames[kCollectiveKinds] = {"broadcast",  "reduce",   "allreduce", "reducescatter",
-                                                    "allgather", "alltoall", "gather",    "scatter"};
+  static constexpr const char* kNames[kCollectiveKinds] = {"broadcast",  "reduce",   "allreduce", "reducescatter",
+                                                           "allgather", "alltoall", "gather",    "scatter"};
   return kNames[static_cast<int>(kind)];
 }
 
