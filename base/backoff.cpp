@@ -13,6 +13,7 @@ thread_local std::chrono::nanoseconds tSpin = Backoff::kSpin;
 }  // namespace
 
 Backoff::Phase Backoff::next() {
+  if (idle_ && phase_ == Phase::Spin && ++turns_ % kTurnsPerClock != 0) return Phase::Spin;
   auto now = std::chrono::steady_clock::now();
   if (!idle_) {
     idle_ = true;
