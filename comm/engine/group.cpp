@@ -1,10 +1,12 @@
 #include "comm/engine/group.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -46,8 +48,8 @@ std::vector<std::pair<Key, std::vector<Call>>> splitBy(const std::vector<Call>& 
 // filled here, before any op is posted, a receive's by its op (also where
 // the sender's message comes as bytes). `staged[i]`: whether call i's
 // buffer stands in pinned memory.
-void stageDeviceBuffers(const std::vector<Call>& calls, std::vector<P2pOp>& ops, cuda::StagedCopies& staging,
-                        std::vector<bool>& staged) {
+void stageDeviceBuffers(const std::vector<Call>& calls, std::pmr::vector<P2pOp>& ops, cuda::StagedCopies& staging,
+                        std::pmr::vector<bool>& staged) {
   cuda::DeviceStream* copies = nullptr;
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
@@ -72,8 +74,8 @@ void stageDeviceBuffers(const std::vector<Call>& calls, std::vector<P2pOp>& ops,
 }
 
 // What the receives of device memory took in goes where the caller asked.
-void unstageReceives(const std::vector<Call>& calls, const std::vector<P2pOp>& ops, cuda::StagedCopies& staging,
-                     const std::vector<bool>& staged) {
+void unstageReceives(const std::vector<Call>& calls, const std::pmr::vector<P2pOp>& ops, cuda::StagedCopies& staging,
+                     const std::pmr::vector<bool>& staged) {
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
     if (!staged[i] || p2p->kind != OpKind::Recv || ops[i].landedOnDevice) continue;
@@ -130,8 +132,13 @@ void runOneRank(const std::vector<Call>& calls) {
     if (const auto* collective = std::get_if<Collective>(&call.what)) collective->run();
   }
   const std::vector<bool> served = copyToSelf(*calls.front().comm, calls);
-  std::vector<P2pOp> ops(calls.size());
-  std::vector<P2pOp*> pointers;
+  // A group's ops live on this stack where they fit (a few sends and
+  // receives), not in three allocations a call.
+  std::array<std::byte, 4096> arena;
+  std::pmr::monotonic_buffer_resource memory(arena.data(), arena.size());
+  std::pmr::vector<P2pOp> ops(calls.size(), &memory);
+  std::pmr::vector<P2pOp*> pointers(&memory);
+  pointers.reserve(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto* p2p = std::get_if<PointToPoint>(&calls[i].what);
     if (p2p == nullptr || (!served.empty() && served[i])) continue;
@@ -145,7 +152,7 @@ void runOneRank(const std::vector<Call>& calls) {
   if (pointers.empty()) return;
   Communicator& comm = *calls.front().comm;
   cuda::StagedCopies staging(comm.staging, comm.deviceWaitCheck());
-  std::vector<bool> staged(calls.size(), false);
+  std::pmr::vector<bool> staged(calls.size(), false, &memory);
   stageDeviceBuffers(calls, ops, staging, staged);
   try {
     runOps(pointers);
@@ -335,7 +342,9 @@ void passGates(const std::vector<Call>& calls) {
   }
 }
 
-void execute(std::vector<Call> calls) {
+// `calls` is the caller's to give up: the resident and on-stream calls are
+// taken out of it as they are queued.
+void execute(std::vector<Call>& calls) {
   passGates(calls);
   const auto resident = [](const Call& c) { return std::holds_alternative<ResidentPointToPoint>(c.what); };
   if (std::any_of(calls.begin(), calls.end(), resident)) {
@@ -400,9 +409,14 @@ bool end() {
   if (state.depth == 0) throw Error(loomInvalidUsage, "loomGroupEnd without a matching loomGroupStart");
   if (--state.depth > 0) return false;
   const std::vector<Creation> creations = std::exchange(state.creations, {});
-  std::vector<Call> calls = std::exchange(state.calls, {});
+  std::vector<Call> calls;
+  calls.swap(state.calls);
   const bool inProgress = create(creations);
-  execute(std::move(calls));
+  execute(calls);
+  // The list goes back, emptied, for the thread's next group to fill without
+  // growing it again (unless a group made during this one has one already).
+  calls.clear();
+  if (state.calls.empty()) state.calls.swap(calls);
   return inProgress;
 }
 
@@ -422,7 +436,8 @@ void submit(const Call& call) {
     state.calls.push_back(std::move(noted));
     return;
   }
-  execute({std::move(noted)});
+  std::vector<Call> one{std::move(noted)};
+  execute(one);
 }
 
 }  // namespace loom::group

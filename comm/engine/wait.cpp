@@ -20,6 +20,11 @@ struct Posting {
 };
 std::vector<Posting> byEngine(std::span<P2pOp* const> ops) {
   std::vector<Posting> out;
+  // The usual case, one communicator: one posting of every op, two allocations.
+  if (std::all_of(ops.begin(), ops.end(), [&](const P2pOp* op) { return op->engine == ops.front()->engine; })) {
+    if (!ops.empty()) out.push_back({ops.front()->engine, std::vector<P2pOp*>(ops.begin(), ops.end())});
+    return out;
+  }
   for (P2pOp* op : ops) {
     auto it = std::find_if(out.begin(), out.end(), [&](const Posting& p) { return p.engine == op->engine; });
     if (it == out.end()) it = out.insert(out.end(), Posting{op->engine, {}});
