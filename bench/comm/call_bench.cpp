@@ -32,34 +32,26 @@ void require(loomResult_t r, benchmark::State& state) {
   if (r != loomSuccess) state.SkipWithError(loomGetLastError(comm()));
 }
 
-// 8 bytes in and out, in place where state.range(0) is 1.
-void Broadcast(benchmark::State& state) {
+// One collective of 8 bytes, out of place, or in place where state.range(0) is 1.
+using Collective = loomResult_t (*)(const void* in, void* out, loomComm_t comm);
+void OneCollective(benchmark::State& state, Collective call) {
   uint64_t in = 1, out = 0;
   uint64_t* dst = state.range(0) == 1 ? &in : &out;
-  for (auto _ : state) require(loomBroadcast(&in, dst, 1, loomUint64, 0, comm(), nullptr), state);
+  const loomComm_t c = comm();
+  for (auto _ : state) require(call(&in, dst, c), state);
 }
-BENCHMARK(Broadcast)->Arg(0)->Arg(1);
-
-void AllReduce(benchmark::State& state) {
-  uint64_t in = 1, out = 0;
-  uint64_t* dst = state.range(0) == 1 ? &in : &out;
-  for (auto _ : state) require(loomAllReduce(&in, dst, 1, loomUint64, loomSum, comm(), nullptr), state);
-}
-BENCHMARK(AllReduce)->Arg(0)->Arg(1);
-
-void AllGather(benchmark::State& state) {
-  uint64_t in = 1, out = 0;
-  uint64_t* dst = state.range(0) == 1 ? &in : &out;
-  for (auto _ : state) require(loomAllGather(&in, dst, 1, loomUint64, comm(), nullptr), state);
-}
-BENCHMARK(AllGather)->Arg(0)->Arg(1);
-
-void ReduceScatter(benchmark::State& state) {
-  uint64_t in = 1, out = 0;
-  uint64_t* dst = state.range(0) == 1 ? &in : &out;
-  for (auto _ : state) require(loomReduceScatter(&in, dst, 1, loomUint64, loomSum, comm(), nullptr), state);
-}
-BENCHMARK(ReduceScatter)->Arg(0)->Arg(1);
+BENCHMARK_CAPTURE(OneCollective, Broadcast, [](const void* in, void* out, loomComm_t c) {
+  return loomBroadcast(in, out, 1, loomUint64, 0, c, nullptr);
+})->Arg(0)->Arg(1);
+BENCHMARK_CAPTURE(OneCollective, AllReduce, [](const void* in, void* out, loomComm_t c) {
+  return loomAllReduce(in, out, 1, loomUint64, loomSum, c, nullptr);
+})->Arg(0)->Arg(1);
+BENCHMARK_CAPTURE(OneCollective, AllGather, [](const void* in, void* out, loomComm_t c) {
+  return loomAllGather(in, out, 1, loomUint64, c, nullptr);
+})->Arg(0)->Arg(1);
+BENCHMARK_CAPTURE(OneCollective, ReduceScatter, [](const void* in, void* out, loomComm_t c) {
+  return loomReduceScatter(in, out, 1, loomUint64, loomSum, c, nullptr);
+})->Arg(0)->Arg(1);
 
 // A send to itself and its receive, in one group: the point-to-point path.
 void SendRecvToSelf(benchmark::State& state) {
