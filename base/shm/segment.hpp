@@ -36,7 +36,7 @@ class Segment {
   // Puts every page of the segment into this process's page tables now, so
   // that no call pays a page fault for its first touch of a page later: a
   // fault a page, in every process that maps it, stalled the first calls
-  // through each page by 1-60 us on a VM (a 2-rank 8-byte all-reduce's
+  // through each page by 3-60 us on a VM (a 2-rank 8-byte all-reduce's
   // first 100 calls took 1.8 us each where later ones took 0.45). Pages no
   // process has written yet are allocated here, on this process's NUMA node:
   // call it once their first writers have. A segment /dev/shm has no room
