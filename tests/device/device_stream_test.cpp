@@ -2013,6 +2013,74 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
 // each call blocking, rank 1 on a CUDA stream (host memory there: through
 // the host, behind the stream's gate), collectives, sends and receives
 // alike; every result exact.
+// nccl-tests' alltoall_perf -t 2 (ranks as threads of one process on one
+// GPU, which the H200 run saw stop without a word), on the fake device: each
+// thread's calls in a group of a send and a receive with every rank, itself
+// too, on its stream, from 8 bytes to 8 MiB of buffer as -b 8 -e 8M -f 4
+// walks them (blocks of one piece to past two 512 KiB pieces, read in
+// place), warm-up and timed calls back to back, the device synchronized
+// before each size's check; resident, and through the host. Every block
+// lands exact and no synchronization waits on a peer's stream.
+TEST(CallsOnAStream, NcclTestsAlltoAllOfTwoThreadsAtEverySizeIsExact) {
+  if (!fake()) GTEST_SKIP() << "a CUDA device is visible: nccl-tests -t runs there (run-gpu-tests)";
+  loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "20000");
+  for (const bool onTheStream : {true, false}) {
+    SCOPED_TRACE(onTheStream ? "resident" : "LOOM_DEVICE_RESIDENT=0");
+    loom::test::ScopedEnv how("LOOM_DEVICE_RESIDENT", onTheStream ? "1" : "0");
+    constexpr int kRanks = 2;
+    constexpr size_t kMostBytes = size_t{8} << 20;  // each rank's whole buffer, as nccl-tests sizes it
+    const uint64_t messages = loom::residentPointToPointOps();
+    auto comms = initThreadCommsOnGpus(kRanks, 1);
+    std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
+    std::vector<std::unique_ptr<Stream>> streams;
+    for (int r = 0; r < kRanks; ++r) {
+      send.push_back(std::make_unique<DeviceBuffer>(kMostBytes));
+      recv.push_back(std::make_unique<DeviceBuffer>(kMostBytes));
+      streams.push_back(std::make_unique<Stream>());
+    }
+    const auto valueOf = [](int r, size_t i, size_t bytes) {
+      return static_cast<int32_t>((i * 3 + static_cast<size_t>(r) * 7919 + bytes) % 100003);
+    };
+    std::atomic<int> stuck{0};
+    onThreads(kRanks, [&](int r) {
+      const auto i = static_cast<size_t>(r);
+      const loomStream_t on = streams[i]->loom();
+      for (size_t bytes = 8; bytes <= kMostBytes; bytes *= 4) {
+        const size_t count = bytes / 4 / kRanks;  // elements of each block
+        std::vector<int32_t> in(kMostBytes / 4);
+        for (size_t e = 0; e < count * kRanks; ++e) in[e] = valueOf(r, e, bytes);
+        send[i]->upload(in.data());
+        for (int call = 0; call < 4; ++call) {  // warm-up and timed calls, back to back
+          ASSERT_EQ(loomGroupStart(), loomSuccess);
+          for (int p = 0; p < kRanks; ++p) {
+            const size_t block = static_cast<size_t>(p) * count * 4;
+            ASSERT_EQ(loomSend(send[i]->data() + block, count, loomInt32, p, comms[i], on), loomSuccess);
+            ASSERT_EQ(loomRecv(recv[i]->data() + block, count, loomInt32, p, comms[i], on), loomSuccess);
+          }
+          ASSERT_EQ(loomGroupEnd(), loomSuccess)
+              << "rank " << r << ", " << bytes << " bytes: " << loomGetLastError(comms[i]);
+        }
+        if (!loom::cuda::fakeSynchronizeDevice(15s)) {
+          stuck.fetch_add(1);
+          ADD_FAILURE() << "rank " << r << ", " << bytes << " bytes: the device synchronization waited on a peer";
+          return;
+        }
+        std::vector<int32_t> got(kMostBytes / 4);
+        recv[i]->download(got.data());
+        for (size_t e = 0; e < count * kRanks; ++e) {
+          const int from = static_cast<int>(e / count);
+          ASSERT_EQ(got[e], valueOf(from, i * count + e % count, bytes))
+              << "rank " << r << ", " << bytes << " bytes, element " << e;
+        }
+      }
+    });
+    EXPECT_EQ(stuck.load(), 0);
+    // 11 sizes x 4 calls x 2 ranks x 4 ops, every one on the stream (or none).
+    EXPECT_EQ(loom::residentPointToPointOps() - messages, onTheStream ? 11u * 4 * 2 * 4 : 0u);
+    loom::test::destroyAll(comms);
+  }
+}
+
 TEST(CallsOnAStream, BlockingCallsAreNumberedAtTheGateBesideCallsOnStreams) {
   if (!fake()) GTEST_SKIP() << "the fake device's GPU shared by thread ranks";
   loom::test::ScopedEnv timeout("LOOM_TIMEOUT_MS", "5000");
