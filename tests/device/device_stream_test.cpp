@@ -2175,6 +2175,20 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
   }
 }
 
+// The user's next work queued on `stream` behind a call that waits for a
+// peer that never comes: it does not run until `comm` is aborted, and then
+// it does (`waiting` says what the stream waits in, for the messages).
+void expectAnAbortLetsTheStreamGoOn(loomComm_t comm, const Stream& stream, const char* waiting) {
+  std::vector<int32_t> after(1, 0);
+  const std::vector<int32_t> marker(1, 42);
+  runtime().copy(after.data(), marker.data(), 4, stream.handle());  // the user's next kernel
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(runtime().idle(stream.handle())) << waiting << " went past a peer that never came";
+  EXPECT_EQ(loomCommAbort(comm), loomSuccess);
+  EXPECT_TRUE(stream.finishes()) << waiting << " still waits after the abort";
+  EXPECT_EQ(after[0], 42);
+}
+
 // A call whose peer never comes holds its stream at the gate; an abort ends
 // the call, and the stream goes on.
 TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
@@ -2185,16 +2199,9 @@ TEST(CallsOnAStream, AnAbortLetsAWaitingStreamGoOn) {
   auto comms = initThreadCommsOnGpus(2, 2);
   Stream stream;
   DeviceBuffer buffer(4096);
-  std::vector<int32_t> after(1, 0);
-  const std::vector<int32_t> marker(1, 42);
   ASSERT_EQ(loomAllReduce(buffer.data(), buffer.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()),
             loomSuccess);
-  runtime().copy(after.data(), marker.data(), 4, stream.handle());  // the user's next kernel
-  std::this_thread::sleep_for(50ms);
-  EXPECT_FALSE(runtime().idle(stream.handle())) << "the stream went past a call whose peer never came";
-  EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);
-  EXPECT_TRUE(stream.finishes()) << "the stream still waits for an aborted call";
-  EXPECT_EQ(after[0], 42);
+  expectAnAbortLetsTheStreamGoOn(comms[0], stream, "the stream");
   EXPECT_EQ(loomCommAbort(comms[1]), loomSuccess);
 }
 
@@ -2218,8 +2225,6 @@ TEST(CallsOnAStream, AnAbortLetsAKernelThatPollsItsFlagsGoOn) {
   const uint64_t batches = loom::cuda::fakeMemopBatches();
   Go go;
   runtime().waitValue(stream1.handle(), go.word(), 1);  // rank 1's stream, held
-  std::vector<int32_t> after(1, 0);
-  const std::vector<int32_t> marker(1, 42);
   onThreads(2, [&](int r) {
     DeviceBuffer& send = r == 0 ? send0 : send1;
     DeviceBuffer& recv = r == 0 ? recv0 : recv1;
@@ -2228,12 +2233,7 @@ TEST(CallsOnAStream, AnAbortLetsAKernelThatPollsItsFlagsGoOn) {
                             stream.loom()),
               loomSuccess);
   });
-  runtime().copy(after.data(), marker.data(), 4, stream0.handle());  // the user's next kernel
-  std::this_thread::sleep_for(50ms);
-  EXPECT_FALSE(runtime().idle(stream0.handle())) << "rank 0's kernel went past a peer that never arrived";
-  EXPECT_EQ(loomCommAbort(comms[0]), loomSuccess);
-  EXPECT_TRUE(stream0.finishes()) << "rank 0's kernel still polls after the abort";
-  EXPECT_EQ(after[0], 42);
+  expectAnAbortLetsTheStreamGoOn(comms[0], stream0, "rank 0's kernel");
   std::array<int32_t, 2> got{};
   runtime().copyNow(got.data(), recv0.data(), 8);
   EXPECT_EQ(got, marks) << "the released call read a place rank 1 never published";
