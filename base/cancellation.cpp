@@ -41,10 +41,9 @@ loomResult_t Cancellation::code() const noexcept {
   return code_;
 }
 
-void Cancellation::throwIfCancelled(const std::string& what) const {
-  if (!cancelled()) return;
+void Cancellation::throwCancelled(const std::string* what) const {
   std::lock_guard lock(mutex_);
-  throw Error(code_, what.empty() ? why_ : what + ": " + why_);
+  throw Error(code_, what == nullptr || what->empty() ? why_ : *what + ": " + why_);
 }
 
 }  // namespace loom

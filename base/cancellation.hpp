@@ -27,11 +27,19 @@ class Cancellation {
   // Readable once cancelled; add it to every poll() set.
   int fd() const noexcept { return fd_; }
   // Throws the reason if cancelled, prefixed with `what` ("allreduce #3") when given.
-  void throwIfCancelled(const std::string& what = {}) const;
+  // Inline: every call and wait asks, and almost always the answer is no.
+  void throwIfCancelled() const {
+    if (cancelled()) throwCancelled(nullptr);
+  }
+  void throwIfCancelled(const std::string& what) const {
+    if (cancelled()) throwCancelled(&what);
+  }
   // The code waits end with; loomSuccess while not cancelled.
   loomResult_t code() const noexcept;
 
  private:
+  [[noreturn]] void throwCancelled(const std::string* what) const;
+
   int fd_;
   mutable std::mutex mutex_;  // guards the reason while it is set
   loomResult_t code_ = loomSuccess;

@@ -49,13 +49,12 @@ const char* datatypeName(loomDataType_t datatype) {
   return "?";
 }
 
-size_t bufferBytes(size_t count, loomDataType_t datatype, const char* countName, size_t blocks) {
+void throwBufferTooLarge(size_t count, loomDataType_t datatype, const char* countName, size_t blocks) {
   const size_t size = datatypeSize(datatype);
   size_t elements = 0;
   size_t bytes = 0;
   const bool overflows =
       __builtin_mul_overflow(count, blocks, &elements) || __builtin_mul_overflow(elements, size, &bytes);
-  if (!overflows && bytes <= LOOM_MAX_BUFFER_BYTES) return bytes;
   std::string what = std::string(countName) + "=" + std::to_string(count);
   if (blocks > 1) what += " x " + std::to_string(blocks) + " ranks";
   what += " x " + std::to_string(size) + "-byte " + datatypeName(datatype);
@@ -66,12 +65,9 @@ size_t bufferBytes(size_t count, loomDataType_t datatype, const char* countName,
                                        (negative ? "; a negative count passed as size_t?" : ""));
 }
 
-void requireInAddressSpace(const void* p, size_t bytes, const char* name) {
-  const auto begin = reinterpret_cast<uintptr_t>(p);
-  if (bytes != 0 && begin > UINTPTR_MAX - (bytes - 1)) {
-    throw Error(loomInvalidArgument, std::string(name) + " + " + std::to_string(bytes) +
-                                         " bytes runs past the end of the address space");
-  }
+void throwPastAddressSpace(size_t bytes, const char* name) {
+  throw Error(loomInvalidArgument,
+              std::string(name) + " + " + std::to_string(bytes) + " bytes runs past the end of the address space");
 }
 
 }  // namespace loom

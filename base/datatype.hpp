@@ -4,11 +4,15 @@
 #include <loom/loom.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace loom {
 
 // Throws loomInvalidArgument naming "datatype" for a value that is not a loomDataType_t.
 size_t datatypeSize(loomDataType_t datatype);
+// bufferBytes' and requireInAddressSpace's errors.
+[[noreturn]] void throwBufferTooLarge(size_t count, loomDataType_t datatype, const char* countName, size_t blocks);
+[[noreturn]] void throwPastAddressSpace(size_t bytes, const char* name);
 // "int8", "float32", "bfloat16", ...; "?" for a value that is not one.
 const char* datatypeName(loomDataType_t datatype);
 // Whether an average of `datatype` scales the sum by 1/n (the floating types
@@ -21,9 +25,22 @@ bool isFloatType(loomDataType_t datatype);
 // unless they are at most LOOM_MAX_BUFFER_BYTES: the one size rule of every
 // entry point, which also keeps every offset the algorithms compute from
 // wrapping.
-size_t bufferBytes(size_t count, loomDataType_t datatype, const char* countName = "count", size_t blocks = 1);
+// Inline, as every call asks; the messages are built out of line.
+inline size_t bufferBytes(size_t count, loomDataType_t datatype, const char* countName = "count",
+                          size_t blocks = 1) {
+  const size_t size = datatypeSize(datatype);
+  size_t elements = 0;
+  size_t bytes = 0;
+  if (!__builtin_mul_overflow(count, blocks, &elements) && !__builtin_mul_overflow(elements, size, &bytes) &&
+      bytes <= LOOM_MAX_BUFFER_BYTES) {
+    return bytes;
+  }
+  throwBufferTooLarge(count, datatype, countName, blocks);
+}
 // loomInvalidArgument naming `name` when [p, p + bytes) runs past the end of
 // the address space.
-void requireInAddressSpace(const void* p, size_t bytes, const char* name);
+inline void requireInAddressSpace(const void* p, size_t bytes, const char* name) {
+  if (bytes != 0 && reinterpret_cast<uintptr_t>(p) > UINTPTR_MAX - (bytes - 1)) throwPastAddressSpace(bytes, name);
+}
 
 }  // namespace loom

@@ -59,7 +59,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
 // takes device buffers as they are (AlgorithmEntry::readsDevice); a large
 // element-wise call of a job with GPUs stages in pieces, on every rank
 // (device_staging.hpp).
-void runLocked(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
+void runLocked(Communicator& comm, CommState& state, const Collective& c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry) {
   const bool onDevice = touchesDevice(c);
   const Executor& executor = onDevice ? hostExecutor() : executorFor(c);
@@ -117,10 +117,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     entry.algorithm = "alone";
     executor.copy(c.recv, c.send, c.blockBytes());  // with one rank, every collective is a copy of its own block
   } else {
-    // Rebuilt in place each call: the string keeps its capacity, so naming
-    // the call allocates nothing once warm.
-    std::string& what = state.callName;
-    what.assign(collectiveName(c.kind)).append(" #").append(std::to_string(sequence));
+    const std::string& what = state.nameCall(c.kind, sequence);
     const AlgorithmEntry& algorithm = *choice.algorithm;
     shm::NodeArea* node = nullptr;
     // Forced onto nodes of unequal size, hier runs the flat ring (algorithms/hierarchical_*.cpp).
@@ -175,7 +172,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
 
 }  // namespace
 
-void runCollective(Communicator& comm, Collective c) {
+void runCollective(Communicator& comm, const Collective& c) {
   CommState& state = CommState::of(comm);
   std::lock_guard lock(state.runMutex);
   const uint32_t sequence = ++state.sequence;
@@ -192,7 +189,7 @@ void runCollective(Communicator& comm, Collective c) {
       if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
       // A lost peer, or a deadline that a lost link elsewhere may explain:
       // the rank that knows why is about to say.
-      if (e.code() == loomRemoteError || e.code() == loomTimeout) comm.awaitRootCause(state.callName);
+      if (e.code() == loomRemoteError || e.code() == loomTimeout) comm.awaitRootCause(state.callName());
       throw;
     }
   } catch (const Error& e) {

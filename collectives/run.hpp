@@ -8,6 +8,6 @@
 
 namespace loom::coll {
 
-void runCollective(Communicator& comm, Collective c);
+void runCollective(Communicator& comm, const Collective& c);
 
 }  // namespace loom::coll

@@ -368,11 +368,6 @@ Bootstrap& Communicator::bootstrap() {
   return *bootstrap_;
 }
 
-Engine& Communicator::engine() {
-  requireReady();
-  return *engine_;
-}
-
 const char* Communicator::transportTo(int peer) const {
   requireInitialized();
   return engine_->transportTo(peer);
@@ -388,21 +383,12 @@ std::function<void()> Communicator::deviceWaitCheck() const {
   };
 }
 
-void Communicator::requireReady() const {
-  cancel_.throwIfCancelled();
-  requireInitialized();
-}
-
-void Communicator::requireInitialized() const {
-  switch (asyncError()) {
-    case loomSuccess: return;
-    case loomInProgress:
-      throw Error(loomInProgress, "communicator is still initializing (poll loomCommGetAsyncError)");
-    default: {
-      std::lock_guard lock(errorMutex_);
-      throw Error(loomInvalidUsage, "communicator failed to initialize or finalize: " + initError_);
-    }
+void Communicator::throwNotInitialized(loomResult_t state) const {
+  if (state == loomInProgress) {
+    throw Error(loomInProgress, "communicator is still initializing (poll loomCommGetAsyncError)");
   }
+  std::lock_guard lock(errorMutex_);
+  throw Error(loomInvalidUsage, "communicator failed to initialize or finalize: " + initError_);
 }
 
 HostStream& Communicator::groupWorker() {

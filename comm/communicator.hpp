@@ -63,7 +63,10 @@ class Communicator {
   const topo::Placement& placement() const;
   Bootstrap& bootstrap();
   // The data path: connections to peers and the ops posted on them.
-  Engine& engine();
+  Engine& engine() {
+    requireReady();
+    return *engine_;
+  }
   // The transport that carries this rank's messages to `peer` ("self",
   // "shm", "socket"); also on a revoked communicator (diagnostic queries).
   const char* transportTo(int peer) const;
@@ -75,9 +78,15 @@ class Communicator {
 
   // Throws unless init finished successfully (loomInProgress while it runs,
   // the init error after a failure) and nothing revoked or aborted it.
-  void requireReady() const;
+  // Inline: every call asks, and almost always the answer is yes.
+  void requireReady() const {
+    cancel_.throwIfCancelled();
+    requireInitialized();
+  }
   // The same, but a revoked communicator passes (shrink uses it).
-  void requireInitialized() const;
+  void requireInitialized() const {
+    if (const loomResult_t state = asyncError(); state != loomSuccess) throwNotInitialized(state);
+  }
   loomResult_t asyncError() const { return asyncError_.load(std::memory_order_acquire); }
 
   // Unblocks every wait at once; the object stays valid until deleted. The
@@ -200,6 +209,7 @@ class Communicator {
   std::atomic<CommExtension*> collectivesReady{nullptr};
 
  private:
+  [[noreturn]] void throwNotInitialized(loomResult_t state) const;
   void runInit(const UniqueIdData& id, int rank, int nranks);
   // Rank `from` found the ranks out of step (its poison()).
   void outOfStep(int from, const std::string& what);

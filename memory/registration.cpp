@@ -81,7 +81,7 @@ Mappings::~Mappings() {
   for (const auto& m : mappings_) ::munmap(m.data, m.bytes);
 }
 
-void Mappings::closeDeviceMappings() noexcept {
+void Mappings::closeNow() noexcept {
   if (cuda::onUserStream()) return;
   retired_.clear();
   if (!cacheOpened_) opened_.clear();

@@ -79,9 +79,15 @@ class Mappings {
   // stream would wait for the call, and the call for its stream. Such a
   // call's views, and those it evicts from the cache, are closed by the next
   // call that no stream waits for, or with the Mappings.
-  void closeDeviceMappings() noexcept;
+  // Inline: every collective on the node's segment asks, and on host memory
+  // there is never anything to close.
+  void closeDeviceMappings() noexcept {
+    if (!retired_.empty() || (!cacheOpened_ && !opened_.empty())) closeNow();
+  }
 
  private:
+  void closeNow() noexcept;
+
   struct Mapping {
     pid_t pid;
     uint64_t serial;

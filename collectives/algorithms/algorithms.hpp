@@ -8,10 +8,10 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "collectives/collective.hpp"
 #include "collectives/executor.hpp"
@@ -78,13 +78,27 @@ struct Plan {
 // at outputAt(q, k) bytes into an output. A gather copies every rank's
 // blocks from its input to every rank's output; a reduce-scatter reduces
 // block (q, k) of every rank's input into q's output. The flat ones have one
-// block per rank: rank q's, q blocks into the send or receive buffer.
+// block per rank: rank q's, q blocks into the send or receive buffer (and
+// the other buffer holds one); the hierarchical ones' block (q, k) is host
+// k's q-th rank's, at its place in both. Plain data: a small call asks for
+// a few places, and a function object per place was a noticeable share.
 struct NodeBlocks {
   const std::byte* input;
   size_t inputBytes;
   int perRank;
-  std::function<size_t(int local, int k)> inputAt;
-  std::function<size_t(int local, int k)> outputAt;
+  size_t block;                                    // bytes
+  bool inputByRank;                                // the input holds a block per rank (else one, at 0)
+  bool outputByRank;                               // the output does
+  const std::vector<std::vector<int>>* hostRanks;  // hierarchical: each host's ranks by local index; else null
+
+  size_t inputAt(int local, int k) const { return inputByRank ? placeOf(local, k) : 0; }
+  size_t outputAt(int local, int k) const { return outputByRank ? placeOf(local, k) : 0; }
+
+ private:
+  size_t placeOf(int local, int k) const {
+    const int rank = hostRanks == nullptr ? local : (*hostRanks)[static_cast<size_t>(k)][static_cast<size_t>(local)];
+    return static_cast<size_t>(rank) * block;
+  }
 };
 
 void ringAllReduce(const Plan& plan);

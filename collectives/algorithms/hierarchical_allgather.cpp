@@ -28,15 +28,13 @@ void hierarchicalAllGather(const Plan& plan) {
   ringAllGather(across);
 
   // Local rank q's block from host h is that of the h-th host's q-th rank.
-  const auto& hostRanks = plan.comm.placement().hostRanks;
-  const auto place = [&hostRanks, block](int q, int h) {
-    return static_cast<size_t>(hostRanks[static_cast<size_t>(h)][static_cast<size_t>(q)]) * block;
-  };
   shmGatherBlocks(plan, {.input = plan.c.recv,
                          .inputBytes = block * static_cast<size_t>(plan.nranks),
                          .perRank = across.nranks,
-                         .inputAt = place,
-                         .outputAt = place});
+                         .block = block,
+                         .inputByRank = true,
+                         .outputByRank = true,
+                         .hostRanks = &plan.comm.placement().hostRanks});
 }
 
 // One ring across nodes and one pass on the node's segment, which adds

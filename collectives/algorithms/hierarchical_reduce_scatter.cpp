@@ -28,14 +28,15 @@ void hierarchicalReduceScatter(const Plan& plan) {
 
   // Local rank q's k-th block is that of the k-th host's q-th rank, at the
   // same place in the input and the scratch.
-  const auto& hostRanks = plan.comm.placement().hostRanks;
-  const auto place = [&hostRanks, block](int q, int k) {
-    return static_cast<size_t>(hostRanks[static_cast<size_t>(k)][static_cast<size_t>(q)]) * block;
-  };
   Plan within = plan;
   within.c.recv = nodeSums;
-  shmReduceBlocks(within,
-                  {.input = plan.c.send, .inputBytes = inputBytes, .perRank = hosts, .inputAt = place, .outputAt = place});
+  shmReduceBlocks(within, {.input = plan.c.send,
+                           .inputBytes = inputBytes,
+                           .perRank = hosts,
+                           .block = block,
+                           .inputByRank = true,
+                           .outputByRank = true,
+                           .hostRanks = &plan.comm.placement().hostRanks});
 
   Plan across = plan;
   across.c.send = nodeSums;

@@ -114,8 +114,10 @@ NodeBlocks allGatherBlocks(const Plan& plan) {
   return {.input = plan.c.send,
           .inputBytes = block,
           .perRank = 1,
-          .inputAt = [](int, int) { return size_t{0}; },
-          .outputAt = [block](int q, int) { return static_cast<size_t>(q) * block; }};
+          .block = block,
+          .inputByRank = false,
+          .outputByRank = true,
+          .hostRanks = nullptr};
 }
 
 }  // namespace

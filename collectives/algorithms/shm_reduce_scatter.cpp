@@ -127,8 +127,10 @@ NodeBlocks reduceScatterBlocks(const Plan& plan) {
   return {.input = plan.c.send,
           .inputBytes = block * static_cast<size_t>(plan.node->localSize()),
           .perRank = 1,
-          .inputAt = [block](int q, int) { return static_cast<size_t>(q) * block; },
-          .outputAt = [](int, int) { return size_t{0}; }};
+          .block = block,
+          .inputByRank = true,
+          .outputByRank = false,
+          .hostRanks = nullptr};
 }
 
 }  // namespace

@@ -311,7 +311,7 @@ void NodeArea::startCall(const CallInfo& call, uint64_t callBytes) {
   call_ = call;
   probe_.emplace(comm_, static_cast<uint32_t>(call.sequence), call.call, callBytes, StallProbe::Waits::ForSteps);
   callStep_ = 0;
-  offered_ = {};
+  offered_.offered = 0;  // the rest is read only where this says a rank offered
   peersInPlace_ = false;
   deviceOffered_ = false;
   peerBuffers_.device = false;
@@ -344,6 +344,11 @@ void NodeArea::resolveBuffers(uint64_t step) {
   bool reachable = true;  // by this rank's kernels
   for (int local = 0; local < localSize_; ++local) {
     const CallBuffers& theirs = control_->rank(local).buffers[step % kArrivalDepth].buffers;
+    if (theirs.offered == 0) {  // its handles are an earlier call's
+      allOffered = false;
+      everyRankShown = false;
+      continue;
+    }
     allOffered = allOffered && theirs.offered == 1;
     everyRankShown = everyRankShown && !(theirs.send.empty() && theirs.recv.empty());
     oneProcess = oneProcess && theirs.pid == control_->rank(0).buffers[step % kArrivalDepth].buffers.pid;
@@ -425,7 +430,14 @@ uint64_t NodeArea::nextLineStep() {
     callStep_ = step;
     // Published by post(Arrived, step).
     control_->rank(localRank_).arrived[step % kArrivalDepth].call = call_;
-    control_->rank(localRank_).buffers[step % kArrivalDepth].buffers = offered_;
+    // A rank that offers nothing says so in one word (the handles are some
+    // 300 bytes, which a small call need not copy).
+    CallBuffers& published = control_->rank(localRank_).buffers[step % kArrivalDepth].buffers;
+    if (offered_.offered == 0) {
+      published.offered = 0;
+    } else {
+      published = offered_;
+    }
   }
   return step;
 }
@@ -501,7 +513,7 @@ void NodeArea::checkCalls(uint64_t step, const std::string& what, int only) cons
            " bytes, root " + std::to_string(c.root);
   };
   for (int local = 0; local < localSize_; ++local) {
-    if (only >= 0 && local != only) continue;
+    if (local == localRank_ || (only >= 0 && local != only)) continue;
     const CallInfo& theirs = control_->rank(local).arrived[step % kArrivalDepth].call;
     if (theirs == call) continue;
     throw Error(loomInvalidUsage, what + ": rank " + std::to_string(localToRank_[static_cast<size_t>(local)]) +
