@@ -48,16 +48,7 @@ const char* lastErrorFor(loomComm_t comm) {
   return tlsReturned.c_str();
 }
 
-void requireNonNull(const void* p, const char* name) {
-  if (p == nullptr) throw Error(loomInvalidArgument, std::string(name) + " is NULL");
-}
-
-memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name) {
-  if (bytes == 0) return memory::MemoryKind::Host;
-  requireNonNull(p, name);
-  requireInAddressSpace(p, bytes, name);
-  return memory::kindOf(p, bytes);
-}
+void throwNull(const char* name) { throw Error(loomInvalidArgument, std::string(name) + " is NULL"); }
 
 loomComm& ready(loomComm_t comm) {
   requireNonNull(comm, "comm");

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "base/datatype.hpp"
 #include "base/error.hpp"
 #include "comm/communicator.hpp"
 #include "comm/engine/event.hpp"
@@ -20,12 +21,21 @@ void recordError(loomComm_t comm, loomResult_t code, const std::string& message,
 const char* lastErrorFor(loomComm_t comm);
 
 // Throws loomInvalidArgument "<function>: <name> is NULL" when p is null.
-void requireNonNull(const void* p, const char* name);
+// Inline, as every call asks; the message is built out of line.
+[[noreturn]] void throwNull(const char* name);
+inline void requireNonNull(const void* p, const char* name) {
+  if (p == nullptr) throwNull(name);
+}
 
 // A buffer argument of `bytes` (nothing to check when 0): loomInvalidArgument
 // naming it if it is NULL or runs past the address space. Returns its kind
 // (a CUDA device's memory reaches the data path through pinned copies).
-memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name);
+inline memory::MemoryKind requireBuffer(const void* p, size_t bytes, const char* name) {
+  if (bytes == 0) return memory::MemoryKind::Host;
+  requireNonNull(p, name);
+  requireInAddressSpace(p, bytes, name);
+  return memory::kindOf(p, bytes);
+}
 
 // Throws unless `comm` is a usable communicator.
 loomComm& ready(loomComm_t comm);

@@ -1,8 +1,6 @@
 #include "collectives/comm_state.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <iterator>
 
 #include "base/env.hpp"
 #include "collectives/signature_check.hpp"
@@ -71,17 +69,6 @@ CommState::CommState(Communicator& comm)
       trees(topo::doubleBinaryTrees(comm.size())),
       channel(comm.engine()),
       comm_(comm) {}
-
-const std::string& CommState::nameCall(CollectiveKind kind, uint32_t number) {
-  if (callNameKind_ != kind) {
-    callName_.assign(collectiveName(kind)).append(" #");
-    callNamePrefix_ = callName_.size();
-    callNameKind_ = kind;
-  }
-  char digits[10];  // 2^32 - 1 has ten
-  const auto written = std::to_chars(std::begin(digits), std::end(digits), number);
-  return callName_.replace(callNamePrefix_, std::string::npos, digits, static_cast<size_t>(written.ptr - digits));
-}
 
 shm::NodeArea& CommState::nodeArea(size_t slotBytes) {
   if (!node_) node_ = std::make_unique<shm::NodeArea>(comm_, slotBytes);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/call_name.hpp"
 #include "collectives/channel.hpp"
 #include "collectives/flight_recorder.hpp"
 #include "collectives/redop.hpp"
@@ -33,11 +34,7 @@ class CommState final : public CommExtension {
 
   std::mutex runMutex;
   uint32_t sequence = 0;  // collectives started, under runMutex
-  // The running collective's name for errors ("allreduce #12"), under
-  // runMutex: nameCall() rewrites the number alone while the kind stays
-  // (a whole rebuild was a tenth of a small call's instructions).
-  const std::string& nameCall(CollectiveKind kind, uint32_t number);
-  const std::string& callName() const { return callName_; }
+  CallName callName;  // the running collective's, for errors ("allreduce #12"), under runMutex
   const bool checkSignatures;  // LOOM_CHECK, read once per communicator
   const size_t stagingPieceBytes;  // LOOM_STAGING_PIECE_BYTES, read once per communicator
   const bool jobHasDevices;        // some rank sees a CUDA device (device_staging.hpp's pieces)
@@ -66,9 +63,6 @@ class CommState final : public CommExtension {
  private:
   Communicator& comm_;
   std::unique_ptr<shm::NodeArea> node_;
-  std::string callName_;
-  std::optional<CollectiveKind> callNameKind_;  // whose "name #" callName_ begins with
-  size_t callNamePrefix_ = 0;
 };
 
 }  // namespace loom::coll

@@ -117,7 +117,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     entry.algorithm = "alone";
     executor.copy(c.recv, c.send, c.blockBytes());  // with one rank, every collective is a copy of its own block
   } else {
-    const std::string& what = state.nameCall(c.kind, sequence);
+    const std::string& what = state.callName.name(c.kind, sequence);
     const AlgorithmEntry& algorithm = *choice.algorithm;
     shm::NodeArea* node = nullptr;
     // Forced onto nodes of unequal size, hier runs the flat ring (algorithms/hierarchical_*.cpp).
@@ -189,7 +189,7 @@ void runCollective(Communicator& comm, const Collective& c) {
       if (e.code() == loomInvalidUsage && !comm.cancelled()) comm.poison(e.what());
       // A lost peer, or a deadline that a lost link elsewhere may explain:
       // the rank that knows why is about to say.
-      if (e.code() == loomRemoteError || e.code() == loomTimeout) comm.awaitRootCause(state.callName());
+      if (e.code() == loomRemoteError || e.code() == loomTimeout) comm.awaitRootCause(state.callName.last());
       throw;
     }
   } catch (const Error& e) {

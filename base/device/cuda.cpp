@@ -6,10 +6,7 @@ namespace loom::cuda {
 
 int deviceCount() { return runtime().deviceCount(); }
 
-PointerKind pointerKind(const void* p) {
-  DeviceRuntime& rt = runtime();
-  return rt.deviceCount() == 0 ? PointerKind::Host : rt.pointerKind(p);
-}
+PointerKind pointerKind(const void* p) { return runtime().pointerKind(p); }
 
 std::vector<std::string> visibleDeviceBusIds() {
   DeviceRuntime& rt = runtime();

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
-#include <functional>
 #include <optional>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -61,7 +60,10 @@ inline size_t elementsIn(size_t bytes, size_t typeSize) {
 // Runs `run` on `plan` as the CPU reaches it: device buffers swapped for
 // pinned host copies (runStaged), if it has any. For the algorithms that run
 // unstaged (run.cpp's readsDevice) on the paths that cannot read device memory.
-inline void onHostBuffers(const Plan& plan, const std::function<void(const Plan&)>& run) {
+// A template, not a std::function: a small call's host path then builds and
+// calls no function object.
+template <class Run>
+void onHostBuffers(const Plan& plan, const Run& run) {
   if (!touchesDevice(plan.c)) {
     run(plan);
     return;
