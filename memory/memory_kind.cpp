@@ -30,6 +30,4 @@ MemoryKind cudaKindOf(const void* p) {
   return MemoryKind::Host;
 }
 
-bool hostReachable(MemoryKind kind) { return kind == MemoryKind::Host || kind == MemoryKind::HostShared || kind == MemoryKind::CudaHostPinned; }
-
 }  // namespace loom::memory

@@ -28,6 +28,8 @@ MemoryKind kindOf(const void* p, size_t bytes);
 MemoryKind cudaKindOf(const void* p);
 
 // Whether a CPU thread may read and write it directly.
-bool hostReachable(MemoryKind kind);
+inline bool hostReachable(MemoryKind kind) {
+  return kind == MemoryKind::Host || kind == MemoryKind::HostShared || kind == MemoryKind::CudaHostPinned;
+}
 
 }  // namespace loom::memory
