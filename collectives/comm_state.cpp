@@ -75,10 +75,7 @@ shm::NodeArea& CommState::nodeArea(size_t slotBytes) {
   return *node_;
 }
 
-CommState& CommState::of(Communicator& comm) {
-  if (CommExtension* ready = comm.collectivesReady.load(std::memory_order_acquire)) {
-    return static_cast<CommState&>(*ready);
-  }
+CommState& CommState::create(Communicator& comm) {
   std::lock_guard lock(comm.extensionMutex);
   if (!comm.collectives) {
     comm.collectives = std::make_unique<CommState>(comm);

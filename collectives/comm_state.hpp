@@ -29,8 +29,14 @@ class CommState final : public CommExtension {
  public:
   explicit CommState(Communicator& comm);
 
-  // The communicator's state, created on first use.
-  static CommState& of(Communicator& comm);
+  // The communicator's state, created on first use (inline: every call asks;
+  // creating it is out of line).
+  static CommState& of(Communicator& comm) {
+    if (CommExtension* ready = comm.collectivesReady.load(std::memory_order_acquire)) {
+      return static_cast<CommState&>(*ready);
+    }
+    return create(comm);
+  }
 
   std::mutex runMutex;
   uint32_t sequence = 0;  // collectives started, under runMutex
@@ -61,6 +67,8 @@ class CommState final : public CommExtension {
   shm::NodeArea& nodeArea(size_t slotBytes);
 
  private:
+  static CommState& create(Communicator& comm);
+
   Communicator& comm_;
   std::unique_ptr<shm::NodeArea> node_;
 };

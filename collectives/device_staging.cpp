@@ -190,10 +190,6 @@ void runPieces(Staged& staged, const Geometry& g, cuda::DeviceStream* copies, co
 
 }  // namespace
 
-bool touchesDevice(const Collective& c) {
-  return c.sendKind == MemoryKind::CudaDevice || c.recvKind == MemoryKind::CudaDevice;
-}
-
 void runStaged(Communicator& comm, Collective c, const std::function<void(const Collective&)>& run) {
   withStaged(comm, c, Runs::Whole, [&](Staged& staged, cuda::DeviceStream& copies, const std::function<void()>& check) {
     if (staged.deviceSend != nullptr) copies.copy(staged.in, staged.deviceSend, c.sendBytes);

@@ -36,8 +36,11 @@
 
 namespace loom::coll {
 
-// Whether either of the call's buffers is on a device.
-bool touchesDevice(const Collective& c);
+// Whether either of the call's buffers is on a device. Inline: every call
+// asks, several times.
+inline bool touchesDevice(const Collective& c) {
+  return c.sendKind == memory::MemoryKind::CudaDevice || c.recvKind == memory::MemoryKind::CudaDevice;
+}
 
 // Runs `run` on `c` with each device buffer swapped for a pinned copy.
 void runStaged(Communicator& comm, Collective c, const std::function<void(const Collective&)>& run);
