@@ -534,6 +534,16 @@ void NodeArea::waitAll(Counter counter, uint64_t step, const std::string& what) 
 }
 
 void NodeArea::waitFor(int local, Counter counter, uint64_t step, const std::string& what) {
+  // Most waits of a small call find the peer there (a root ahead, a step
+  // settled long after): one look, without the frame the wait loop needs.
+  if (reached(local, counter, step)) {
+    acquireCounters();
+    return;
+  }
+  waitUntilReached(local, counter, step, what);
+}
+
+void NodeArea::waitUntilReached(int local, Counter counter, uint64_t step, const std::string& what) {
   // A peer on another core usually posts within a fraction of a microsecond:
   // look a few hundred times before the clock-reading back-off starts.
   for (int i = 0; i < (spin_ ? kQuickLooks : 1); ++i) {

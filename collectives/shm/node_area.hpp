@@ -265,6 +265,8 @@ class NodeArea {
   // Maps the buffers every local rank offered for the call at `step`, if all did.
   void resolveBuffers(uint64_t step);
   bool reached(int local, Counter counter, uint64_t step) const;
+  // waitFor's loop, once a first look found `local` short of `step`.
+  [[gnu::noinline]] void waitUntilReached(int local, Counter counter, uint64_t step, const std::string& what);
   // Throws if `local` cannot reach `step` any more (it left, or its process
   // died: looked up only when `checkProcess`), on abort, or past the timeout.
   void check(int local, Counter counter, uint64_t step, bool checkProcess,
