@@ -368,6 +368,30 @@ TEST(CollectiveErrors, AMissingRankTimesOutNamingIt) {
   for (auto& c : comms) loomCommAbort(c);
 }
 
+// The error names the call as the ranks number it, after a change of
+// collective and across a carry (collectives/call_name counts in place): an
+// all-gather and eighteen all-reduces on the node segment, then a twentieth
+// call that rank 1 never makes.
+TEST(CollectiveErrors, ATimeoutNamesTheCallByItsNumber) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "1000");
+  ScopedEnv algo("LOOM_ALGO", "shm");
+  auto comms = loom::test::initThreadComms(2);
+  loom::test::onThreads(2, [&](int r) {
+    loomComm_t comm = comms[static_cast<size_t>(r)];
+    float x = 1;
+    float gathered[2] = {};
+    for (int call = 1; call <= 19; ++call) {
+      const loomResult_t result = call == 1 ? loomAllGather(&x, gathered, 1, loomFloat32, comm, nullptr)
+                                            : loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comm, nullptr);
+      ASSERT_EQ(result, loomSuccess) << "rank " << r << ", call " << call << ": " << loomGetLastError(comm);
+    }
+  });
+  float x = 1;
+  expectError(loomAllReduce(&x, &x, 1, loomFloat32, loomSum, comms[0], nullptr), loomTimeout, comms[0],
+              "allreduce #20: rank 1");
+  for (auto& c : comms) loomCommAbort(c);
+}
+
 // The flight recorder: rank 0 runs three all-reduces, rank 1 only two. Rank
 // 0's third times out, and its record (JSON, LOOM_FLIGHT_RECORDER_FILE with
 // %r) shows #1 and #2 done on the tuner's algorithm and #3 failed with the
