@@ -1,13 +1,12 @@
 #include "collectives/device_alone.hpp"
 
 #include "base/device/cuda.hpp"
+#include "collectives/device_staging.hpp"
 
 namespace loom::coll {
 
 bool runsAloneOnDevice(const Communicator& comm, const Collective& c) {
-  const bool onDevice =
-      c.sendKind == memory::MemoryKind::CudaDevice || c.recvKind == memory::MemoryKind::CudaDevice;
-  return comm.size() == 1 && onDevice && c.reduction.op != cpu::ReduceOp::PreMulSum;
+  return comm.size() == 1 && touchesDevice(c) && c.reduction.op != cpu::ReduceOp::PreMulSum;
 }
 
 void runAloneOnDevice(const Collective& c, void* stream) {
