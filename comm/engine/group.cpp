@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -11,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/copy_bytes.hpp"
 #include "base/device/cuda.hpp"
 #include "base/device/staging.hpp"
 #include "base/error.hpp"
@@ -112,7 +112,7 @@ std::vector<bool> copyToSelf(Communicator& comm, const std::vector<Call>& calls)
     if (served.empty()) served.assign(calls.size(), false);
     served[sends[k]] = served[recvs[k]] = true;
     if (!send.device && !recv.device) {
-      if (recv.buffer != send.buffer && send.bytes != 0) std::memmove(recv.buffer, send.buffer, send.bytes);
+      if (recv.buffer != send.buffer && send.bytes != 0) copyBytes(recv.buffer, send.buffer, send.bytes);
       continue;
     }
     if (copies == nullptr) {
