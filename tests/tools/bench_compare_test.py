@@ -64,6 +64,31 @@ class PairedRatios(unittest.TestCase):
         self.assertEqual(compare.spread([]), (None, None, None))
 
 
+class Sweeps(unittest.TestCase):
+    def test_small_sizes_get_their_own_iterations(self):
+        self.assertEqual(compare.sweeps("8", "64M", "8", "10", "3", 2000),
+                         [["-b", "8", "-e", "32768", "-f", "8", "-n", "2000", "-w", "200"],
+                          ["-b", "262144", "-e", "16777216", "-f", "8", "-n", "10", "-w", "3"]])
+
+    def test_the_split_is_at_64_kib(self):
+        self.assertEqual(compare.sweeps("16K", "256K", "2", "10", "3", 1000),
+                         [["-b", "16384", "-e", "32768", "-f", "2", "-n", "1000", "-w", "100"],
+                          ["-b", "65536", "-e", "262144", "-f", "2", "-n", "10", "-w", "3"]])
+
+    def test_one_sweep_where_no_size_is_small_or_every_one_is(self):
+        self.assertEqual(compare.sweeps("1M", "4M", "2", "10", "3", 2000),
+                         [["-b", "1048576", "-e", "4194304", "-f", "2", "-n", "10", "-w", "3"]])
+        self.assertEqual(compare.sweeps("8", "1K", "2", "10", "3", 50),
+                         [["-b", "8", "-e", "1024", "-f", "2", "-n", "50", "-w", "5"]])
+
+    def test_small_n_0_keeps_n(self):
+        self.assertEqual(compare.sweeps("8", "1M", "8", "10", "3", 0),
+                         [["-b", "8", "-e", "262144", "-f", "8", "-n", "10", "-w", "3"]])
+
+    def test_sizes(self):
+        self.assertEqual([compare.size_of(t) for t in ("8", "64K", "16m", "1G")], [8, 65536, 16 << 20, 1 << 30])
+
+
 class Turns(unittest.TestCase):
     def test_each_round_starts_with_the_next_contender(self):
         order = ["loom", "base", "mpi"]
