@@ -22,9 +22,9 @@ void writeFile(const std::string& path, const std::string& text, const char* fla
 // the second).
 std::string timeField(double us) {
   char field[32];
-  for (const char* format : {"%8.2f", "%8.1f", "%8.0f"}) {
-    if (std::snprintf(field, sizeof field, format, us) <= 8) return field;
-  }
+  if (std::snprintf(field, sizeof field, "%8.2f", us) <= 8) return field;
+  if (std::snprintf(field, sizeof field, "%8.1f", us) <= 8) return field;
+  if (std::snprintf(field, sizeof field, "%8.0f", us) <= 8) return field;
   std::snprintf(field, sizeof field, "%8.1e", us);
   return field;
 }
