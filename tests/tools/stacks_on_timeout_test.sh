@@ -9,6 +9,17 @@ set -u
 script="$1"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# The processes whose command line is the hang's "sleep 123.25" or "sleep 123.5" (from /proc:
+# a fresh machine may have no procps).
+survivors() {
+  local cmdline pid
+  for cmdline in /proc/[0-9]*/cmdline; do
+    pid="${cmdline#/proc/}" && pid="${pid%/cmdline}"
+    case "$(tr '\0' ' ' <"$cmdline" 2>/dev/null)" in
+      "sleep 123.25 " | "sleep 123.5 ") echo "$pid" ;;
+    esac
+  done
+}
 
 # Its own status, at once.
 start=$SECONDS
@@ -40,9 +51,10 @@ for gdb in gdb none; do
     grep -qE '^#[0-9]+ .*nanosleep' <<<"$out" || fail "[$gdb] no gdb stack through nanosleep in: $out"
   fi
   sleep 0.5
-  if pgrep -f 'sleep 123\.(25|5)' >/dev/null; then
-    fail "[$gdb] a process of the hang outlived it"
-    pkill -f 'sleep 123\.(25|5)'
+  survivors="$(survivors)"
+  if [ -n "$survivors" ]; then
+    fail "[$gdb] a process of the hang outlived it: $survivors"
+    kill -KILL $survivors 2>/dev/null
   fi
 done
 
