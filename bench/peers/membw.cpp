@@ -49,12 +49,12 @@ double copyGBps(int threads) {
   return runs[runs.size() / 2];
 }
 
-// Binds the calling thread to `cpu`; false where it may not run there.
-bool bindTo(int cpu) {
+// Binds the calling thread to `cpu` (mayRunOnFirstTwo says first whether it may).
+void bindTo(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
 // The counter two threads hand back and forth, alone in an aligned pair of
