@@ -11,6 +11,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/net/interfaces.hpp"
+#include "base/shm/segment.hpp"
 #include "comm/bootstrap/root.hpp"
 #include "comm/bootstrap/unique_id.hpp"
 #include "comm/comm_topology.hpp"
@@ -48,6 +49,16 @@ Communicator::~Communicator() {
   if (bootstrap_ && bootstrap_->watchdog() && aborted_.load(std::memory_order_acquire)) bootstrap_->watchdog()->abandon();
   bootstrap_.reset();  // its watchdog says goodbye, unless aborted
   reapRendezvousRoots();  // the root of this communicator's rendezvous, if it ran here
+  // A peer that died between creating a shared segment and this rank's
+  // unlinking it (a FIFO's name in flight when the watchdog cancelled the
+  // connect) left the name behind: the survivor sweeps, rather than the
+  // next process to start.
+  bool lostPeer = false;
+  {
+    std::lock_guard lock(failedMutex_);
+    lostPeer = !failed_.empty();
+  }
+  if (lostPeer) shm::removeStaleSegments();
 }
 
 void Communicator::abort() noexcept {

@@ -58,8 +58,9 @@ class Segment {
   bool linked_ = false;  // this object still owes the unlink
 };
 
-// Removes /dev/shm/loom-<pid>-* segments whose creator no longer runs: the
-// ones a rank killed between creating and unlinking left behind.
+// Removes /dev/shm/loom-<pid>-* segments whose creator no longer runs (gone,
+// or a zombie not yet reaped): the ones a rank killed between creating and
+// unlinking left behind.
 void removeStaleSegments();
 
 // True if `name` (without the leading '/') is one of Loom's segment names.

@@ -131,6 +131,24 @@ TEST(ShmSegment, SegmentsOfDeadCreatorsAreSwept) {
   std::filesystem::remove(live);
 }
 
+// A rank killed a moment ago is a zombie until its parent reaps it: its
+// segments are orphans already, and a survivor sweeping then removes them.
+TEST(ShmSegment, SegmentsOfZombieCreatorsAreSwept) {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  // Exited, not reaped: waitid with WNOWAIT leaves it a zombie.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  std::string stale = "/dev/shm/loom-" + std::to_string(child) + "-00000000deadbeef";
+  FILE* f = std::fopen(stale.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  loom::shm::removeStaleSegments();
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  std::filesystem::remove(stale);
+  ::waitpid(child, nullptr, 0);
+}
+
 // A page of a shared segment faults in each process on its first touch
 // there (1-60 us on a VM, in the middle of a call): mapEveryPage puts every
 // page in this process's page tables at once and keeps what they hold.
