@@ -38,7 +38,9 @@ Child start(const std::vector<std::string>& argv, const std::map<std::string, st
     ::_exit(127);
   }
   ::close(pipeFds[1]);
-  return Child{pid, pipeFds[0], {}, false};
+  Child child{pid, pipeFds[0], {}, false};
+  child.result.pid = pid;
+  return child;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ struct ProcessResult {
   // the kill, or nothing was killed. What "the others stop soon after" is
   // measured by, whatever the start-up cost (the sanitizers' is seconds).
   std::chrono::milliseconds afterKill{-1};
+  int pid = -1;  // the process's id while it ran (segment names carry it)
 };
 
 ProcessResult runProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
