@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -12,10 +11,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "base/process.hpp"
 #include "base/random.hpp"
 
 namespace loom::shm {
@@ -35,25 +34,6 @@ std::string newName() {
 long creatorPid(const std::string& name) {
   if (!isLoomSegmentName(name)) return -1;
   return std::strtol(name.c_str() + std::char_traits<char>::length(kPrefix), nullptr, 10);
-}
-
-// Whether process `pid` has ended: gone, or a zombie its parent has not
-// reaped yet. A rank killed a moment ago is a zombie until then, and its
-// segments are as orphaned as a reaped one's.
-bool hasExited(long pid) {
-  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  FILE* f = std::fopen(path, "re");
-  if (f == nullptr) return false;  // no /proc to ask: it runs, as far as we know
-  char stat[512] = {};
-  const size_t got = std::fread(stat, 1, sizeof stat - 1, f);
-  std::fclose(f);
-  // "pid (name) S ...": the name may hold spaces and parentheses, so the
-  // state is the first letter after the last ')'.
-  const char* close = std::strrchr(stat, ')');
-  if (got == 0 || close == nullptr || close[1] != ' ') return false;
-  return close[2] == 'Z' || close[2] == 'X';
 }
 
 std::byte* mapFd(int fd, size_t bytes, int extraFlags, const std::string& name) {
@@ -186,7 +166,7 @@ void removeStaleSegments() {
     std::string name = entry->d_name;
     long pid = creatorPid(name);
     if (pid <= 0) continue;
-    if (hasExited(pid)) {
+    if (processHasExited(static_cast<int>(pid))) {
       if (::shm_unlink(("/" + name).c_str()) == 0) {
         LOOM_INFO(Net, "removed shared memory segment %s left by dead process %ld", name.c_str(), pid);
       }

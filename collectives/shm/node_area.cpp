@@ -2,7 +2,6 @@
 
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,6 +30,7 @@
 #include "base/device/cuda.hpp"
 #include "base/device/peer_access.hpp"
 #include "base/log.hpp"
+#include "base/process.hpp"
 #include "collectives/call_signature.hpp"
 #include "collectives/collective.hpp"
 #include "collectives/cuda/kernels.hpp"  // kMaxSources: what one device kernel folds
@@ -245,7 +245,7 @@ void NodeArea::abandonCall() noexcept {
   const auto gone = [this](int local) {
     const int rank = localToRank_[static_cast<size_t>(local)];
     const int pid = comm_.peers()[static_cast<size_t>(rank)].pid;
-    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    if (pid != ::getpid() && processHasExited(pid)) return true;
     const std::vector<int> failed = comm_.failedRanks();
     return std::find(failed.begin(), failed.end(), rank) != failed.end();
   };
@@ -578,7 +578,7 @@ void NodeArea::check(int local, Counter counter, uint64_t step, bool checkProces
   if (control_->rank(local).failed.value.load(std::memory_order_acquire) != 0) gone("failed out of a collective");
   if (checkProcess) {
     const int pid = comm_.peers()[static_cast<size_t>(rank)].pid;
-    if (::kill(pid, 0) != 0 && errno == ESRCH) gone("(pid " + std::to_string(pid) + ") exited");
+    if (processHasExited(pid)) gone("(pid " + std::to_string(pid) + ") exited");
   }
   if (checkProcess && probe_) probe_->check(rank, std::chrono::steady_clock::now() - since, what);
   const auto timeout = comm_.engine().context().timeout;

@@ -1,6 +1,7 @@
 // comm/base: error strings, the env table (and docs/configuration.md's copy of it), logging.
 #include <gtest/gtest.h>
 #include <loom/loom.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "base/env.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "base/process.hpp"
 #include "tests/support/ranks.hpp"
 
 using loom::test::ScopedEnv;
@@ -143,4 +145,30 @@ TEST(CopyBytes, CopiesEveryByteAndNoMoreAtAnyRelativeAlignment) {
       }
     }
   }
+}
+
+// A peer killed a moment ago is a zombie until its launcher reaps it, and
+// kill(pid, 0) still finds it: the liveness checks must count it as exited.
+TEST(Processes, AZombieHasExitedAsMuchAsAReapedProcess) {
+  EXPECT_FALSE(loom::processHasExited(::getpid()));
+  EXPECT_FALSE(loom::processHasExited(0));
+  EXPECT_FALSE(loom::processHasExited(-1));
+  int wake[2];
+  ASSERT_EQ(::pipe(wake), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    char byte;
+    while (::read(wake[0], &byte, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(wake[0]);
+  EXPECT_FALSE(loom::processHasExited(child)) << "a child that waits on its pipe runs";
+  ASSERT_EQ(::write(wake[1], "x", 1), 1);
+  ::close(wake[1]);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+  EXPECT_TRUE(loom::processHasExited(child)) << "a zombie";
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_TRUE(loom::processHasExited(child)) << "reaped";
 }
