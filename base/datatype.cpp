@@ -7,22 +7,7 @@
 
 namespace loom {
 
-size_t datatypeSize(loomDataType_t datatype) {
-  switch (datatype) {
-    case loomInt8:
-    case loomUint8: return 1;
-    case loomFloat16:
-    case loomBfloat16: return 2;
-    case loomInt32:
-    case loomUint32:
-    case loomFloat32: return 4;
-    case loomInt64:
-    case loomUint64:
-    case loomFloat64: return 8;
-    case loomNumTypes:
-    case loomMinDataType:
-    case loomMaxDataType: break;
-  }
+void throwNotADatatype(loomDataType_t datatype) {
   throw Error(loomInvalidArgument, "datatype=" + std::to_string(static_cast<int>(datatype)) + " is not a loomDataType_t");
 }
 

@@ -8,8 +8,18 @@
 
 namespace loom {
 
-// Throws loomInvalidArgument naming "datatype" for a value that is not a loomDataType_t.
-size_t datatypeSize(loomDataType_t datatype);
+// datatypeSize's error, built out of line.
+[[noreturn]] void throwNotADatatype(loomDataType_t datatype);
+// Throws loomInvalidArgument naming "datatype" for a value that is not a
+// loomDataType_t. Inline, as every call asks it several times.
+inline size_t datatypeSize(loomDataType_t datatype) {
+  // By value, in loom.h's order (NCCL's): int8, uint8, int32, uint32, int64,
+  // uint64, float16, float32, float64, bfloat16.
+  constexpr uint8_t kSizes[loomNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  const auto index = static_cast<uint32_t>(datatype);  // a negative value wraps past the table
+  if (index < loomNumTypes) return kSizes[index];
+  throwNotADatatype(datatype);
+}
 // bufferBytes' and requireInAddressSpace's errors.
 [[noreturn]] void throwBufferTooLarge(size_t count, loomDataType_t datatype, const char* countName, size_t blocks);
 [[noreturn]] void throwPastAddressSpace(size_t bytes, const char* name);
