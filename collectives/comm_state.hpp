@@ -7,12 +7,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "base/futex_lock.hpp"
 #include "collectives/call_name.hpp"
 #include "collectives/channel.hpp"
 #include "collectives/flight_recorder.hpp"
@@ -38,31 +38,31 @@ class CommState final : public CommExtension {
     return create(comm);
   }
 
-  std::mutex runMutex;
-  uint32_t sequence = 0;  // collectives started, under runMutex
-  CallName callName;  // the running collective's, for errors ("allreduce #12"), under runMutex
+  FutexLock runLock;  // taken by every call: one atomic instruction where no one waits
+  uint32_t sequence = 0;  // collectives started, under runLock
+  CallName callName;  // the running collective's, for errors ("allreduce #12"), under runLock
   const bool checkSignatures;  // LOOM_CHECK, read once per communicator
   const size_t stagingPieceBytes;  // LOOM_STAGING_PIECE_BYTES, read once per communicator
   const bool jobHasDevices;        // some rank sees a CUDA device (device_staging.hpp's pieces)
   Tuner tuner;
   RedOpTable ops;
-  FlightRecorder recorder;  // under runMutex
+  FlightRecorder recorder;  // under runLock
   const Ring ring;  // the topology ring the ring and chain algorithms walk
   // The ranks with this rank's local index on each host (hierarchical
   // algorithm); none unless every host has the same two or more ranks.
   const std::optional<Ring> acrossHosts;
   const std::array<topo::Tree, 2> trees;  // the tree algorithm's, over the ring's positions
 
-  // Scratch memory, under runMutex: PreMulSum's scaled input (on the device
+  // Scratch memory, under runLock: PreMulSum's scaled input (on the device
   // for device inputs that an algorithm reads in place), and what the
   // point-to-point algorithms receive before folding it in.
   Scratch scaledInput;
   DeviceScratch scaledOnDevice;
   Scratch received;
 
-  CollectiveChannel channel;  // under runMutex
+  CollectiveChannel channel;  // under runLock
 
-  // The node's shared segment, under runMutex; mapped by the first
+  // The node's shared segment, under runLock; mapped by the first
   // collective that runs on it (a collective call: every rank gets there).
   shm::NodeArea& nodeArea(size_t slotBytes);
 

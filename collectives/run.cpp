@@ -52,7 +52,7 @@ size_t tunedBytes(const Collective& c, int nranks) {
 void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice, uint64_t callBytes);
 
-// One collective, under the state's runMutex; `entry` learns its algorithm.
+// One collective, under the state's runLock; `entry` learns its algorithm.
 // A call on device memory is chosen for as the host executor would run it,
 // as every rank of the call chooses whatever memory its buffers are in; then
 // its buffers are staged through pinned host memory, unless the algorithm
@@ -174,7 +174,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
 
 void runCollective(Communicator& comm, const Collective& c) {
   CommState& state = CommState::of(comm);
-  std::lock_guard lock(state.runMutex);
+  std::lock_guard lock(state.runLock);
   const uint32_t sequence = ++state.sequence;
   FlightRecorder::Entry& entry = state.recorder.start(sequence, c);
   const uint32_t call = callSignature(c);  // the call as made, before PreMulSum and Avg are resolved

@@ -44,7 +44,7 @@ class Tuner {
   // LOOM_ALGO forces an algorithm that the layout or the executor cannot run
   // (shm across nodes), or, under LOOM_DETERMINISTIC, a reduction algorithm
   // that does not fold in rank order. Not thread-safe: a communicator's
-  // collectives call it one at a time (CommState::runMutex).
+  // collectives call it one at a time (CommState::runLock).
   Choice choose(CollectiveKind kind, size_t bytes, const Executor& executor);
   // The node segment's slot: kDefaultSlot, or LOOM_CHUNKSIZE within its cap.
   size_t segmentSlotBytes() const;

@@ -5,15 +5,25 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
+#include <mutex>
+#include <chrono>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <iterator>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/copy_bytes.hpp"
+#include "base/datatype.hpp"
 #include "base/env.hpp"
+#include "base/futex_lock.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/process.hpp"
@@ -171,4 +181,63 @@ TEST(Processes, AZombieHasExitedAsMuchAsAReapedProcess) {
   EXPECT_TRUE(loom::processHasExited(child)) << "a zombie";
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);
   EXPECT_TRUE(loom::processHasExited(child)) << "reaped";
+}
+
+// Every type's size is its C type's, and a value that is no type is refused by name.
+TEST(Datatypes, EverySizeIsItsCTypesAndOthersAreRefused) {
+  const std::pair<loomDataType_t, size_t> sizes[] = {
+      {loomInt8, sizeof(int8_t)},   {loomUint8, sizeof(uint8_t)},   {loomInt32, sizeof(int32_t)},
+      {loomUint32, sizeof(uint32_t)}, {loomInt64, sizeof(int64_t)}, {loomUint64, sizeof(uint64_t)},
+      {loomFloat16, 2},             {loomFloat32, sizeof(float)},   {loomFloat64, sizeof(double)},
+      {loomBfloat16, 2}};
+  static_assert(std::size(sizes) == loomNumTypes);
+  for (const auto& [type, size] : sizes) EXPECT_EQ(loom::datatypeSize(type), size) << loom::datatypeName(type);
+  for (const int bad : {-1, static_cast<int>(loomNumTypes), 1000, INT_MAX, INT_MIN}) {
+    try {
+      loom::datatypeSize(static_cast<loomDataType_t>(bad));
+      ADD_FAILURE() << "datatype " << bad << " was given a size";
+    } catch (const loom::Error& e) {
+      EXPECT_EQ(e.code(), loomInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("datatype=" + std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The lock a communicator's calls take: threads that contend for it each get
+// it alone (a plain counter under it loses no increment), and one that finds
+// it held long sleeps until the holder gives it back, then holds it.
+TEST(FutexLock, ThreadsTakeItOneAtATimeAndAWaiterSleepsUntilItIsGivenBack) {
+  loom::FutexLock lock;
+  uint64_t counter = 0;  // not atomic: the lock alone orders the threads' increments
+  constexpr int kThreads = 4;
+  constexpr int kEach = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        std::lock_guard hold(lock);
+        ++counter;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(counter, uint64_t{kThreads} * kEach);
+
+  std::atomic<bool> held{false};
+  std::atomic<bool> given{false};
+  lock.lock();
+  std::thread waiter([&] {
+    std::lock_guard hold(lock);  // sleeps: the lock is held for 50 ms
+    held.store(true);
+    EXPECT_TRUE(given.load()) << "the waiter took the lock while it was still held";
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(held.load());
+  EXPECT_FALSE(lock.try_lock());
+  given.store(true);
+  lock.unlock();
+  waiter.join();
+  EXPECT_TRUE(held.load());
+  EXPECT_TRUE(lock.try_lock()) << "the waiter gave it back";
+  lock.unlock();
 }
