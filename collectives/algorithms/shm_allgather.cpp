@@ -100,6 +100,20 @@ void gatherPieces(const Plan& plan, shm::NodeArea& node, const NodeBlocks& block
   }
 }
 
+// The plain all-gather's call whose block fits one slot (most small calls):
+// gatherPieces' one step, without its walk of NodeBlocks and pieces. This
+// rank's block staged; then every block copied out, its own from its input.
+void gatherInOneStep(const Plan& plan, shm::NodeArea& node) {
+  const size_t block = plan.c.blockBytes();
+  const int me = node.localRank();
+  const uint64_t step = node.nextStep();
+  plan.copy(node.stage(me, step, block), plan.c.send, block);
+  node.arrive(step, plan.what);
+  for (int q = 0; q < node.localSize(); ++q) {
+    plan.copy(plan.c.recv + static_cast<size_t>(q) * block, q == me ? plan.c.send : node.stage(q, step, block), block);
+  }
+}
+
 // How far the blocks reach in the output.
 size_t outputBytes(const shm::NodeArea& node, const NodeBlocks& blocks, size_t block) {
   size_t bytes = 0;
@@ -144,6 +158,10 @@ void shmGatherBlocks(const Plan& plan, const NodeBlocks& blocks) {
 
 void shmAllGather(const Plan& plan) {
   if (!touchesDevice(plan.c)) {
+    if (plan.c.blockBytes() <= plan.node->slotBytes()) {
+      gatherInOneStep(plan, startOnNode(plan));
+      return;
+    }
     shmGatherBlocks(plan, allGatherBlocks(plan));
     return;
   }

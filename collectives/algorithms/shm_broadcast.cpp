@@ -83,12 +83,34 @@ void broadcastSteps(const Plan& plan, shm::NodeArea& node, const Pieces& pieces,
   }
 }
 
+// A host call whose message fits one slot (most small calls): broadcastSteps'
+// one step without its offers and pieces. The root stages the message and
+// departs; a receiver waits for the root alone and copies it out.
+void broadcastInOneStep(const Plan& plan, shm::NodeArea& node) {
+  const size_t bytes = plan.c.blockBytes();
+  const int root = plan.c.root;
+  if (node.localRank() == root) {
+    const uint64_t step = bytes <= shm::kArrivalBytes ? node.nextLineStep() : node.nextStep();
+    plan.copy(node.stage(root, step, bytes), plan.c.send, bytes);
+    node.depart(step, plan.what);
+    plan.copy(plan.c.recv, plan.c.send, bytes);
+    return;
+  }
+  const uint64_t step = node.nextLineStep();
+  node.arriveFrom(root, step, plan.what);
+  plan.copy(plan.c.recv, node.stage(root, step, bytes), bytes);
+}
+
 }  // namespace
 
 void shmBroadcast(const Plan& plan) {
   shm::NodeArea& node = startOnNode(plan);
   const bool isRoot = node.localRank() == plan.c.root;
   const size_t bytes = plan.c.blockBytes();
+  if (!touchesDevice(plan.c) && bytes <= node.slotBytes()) {
+    broadcastInOneStep(plan, node);
+    return;
+  }
   const Pieces pieces(bytes, wholeElements(node.slotBytes(), plan.c.typeSize));
   // The device path is for a rank whose offered buffer is device memory (a
   // root's input, a receiver's output): a rank that offers host memory takes
