@@ -1,7 +1,6 @@
 #include "memory/memory_kind.hpp"
 
 #include "base/device/cuda.hpp"
-#include "memory/shared_buffers.hpp"
 
 namespace loom::memory {
 
@@ -13,12 +12,6 @@ const char* memoryKindName(MemoryKind kind) {
     case MemoryKind::CudaHostPinned: return "cuda-host-pinned";
   }
   return "unknown";
-}
-
-MemoryKind kindOf(const void* p, size_t bytes) {
-  if (p == nullptr || bytes == 0) return MemoryKind::Host;
-  if (findAllocation(p, bytes)) return MemoryKind::HostShared;
-  return cudaKindOf(p);
 }
 
 MemoryKind cudaKindOf(const void* p) {

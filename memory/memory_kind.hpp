@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memory/shared_buffers.hpp"
+
 namespace loom::memory {
 
 enum class MemoryKind : uint8_t {
@@ -20,12 +22,17 @@ enum class MemoryKind : uint8_t {
 // "host", "host-shared", "cuda-device", "cuda-host-pinned".
 const char* memoryKindName(MemoryKind kind);
 
-// The kind of [p, p + bytes): HostShared when loomMemAlloc gave the whole
-// range, a CUDA kind when the CUDA runtime knows the pointer (builds with
-// CUDA and a device only), else Host.
-MemoryKind kindOf(const void* p, size_t bytes);
 // The same for a pointer loomMemAlloc did not give: a CUDA kind, or Host.
 MemoryKind cudaKindOf(const void* p);
+// The kind of [p, p + bytes): HostShared when loomMemAlloc gave the whole
+// range, a CUDA kind when the CUDA runtime knows the pointer (builds with
+// CUDA and a device only), else Host. Inline, as every call asks it of each
+// buffer: where loomMemAlloc made nothing, there is nothing to search.
+inline MemoryKind kindOf(const void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return MemoryKind::Host;
+  if (anySharedAllocations() && findAllocation(p, bytes)) return MemoryKind::HostShared;
+  return cudaKindOf(p);
+}
 
 // Whether a CPU thread may read and write it directly.
 inline bool hostReachable(MemoryKind kind) {

@@ -30,7 +30,6 @@ struct Registry {
   // with no loomMemAlloc'd buffer (most) asks every call's buffers without
   // taking the lock. A buffer the caller holds was returned after its
   // insertion, so the caller sees it counted.
-  std::atomic<size_t> live{0};
 };
 
 Registry& registry() {
@@ -58,7 +57,7 @@ void* allocateShared(size_t bytes) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   r.byStart[reinterpret_cast<uintptr_t>(p)] = {bytes, fd, ++r.serials};
-  r.live.store(r.byStart.size(), std::memory_order_release);
+  sharedAllocationsLive.store(r.byStart.size(), std::memory_order_release);
   return p;
 }
 
@@ -71,7 +70,7 @@ void freeShared(void* p) {
     if (it == r.byStart.end()) throw Error(loomInvalidArgument, "ptr was not returned by loomMemAlloc or loomMemAllocDevice (or was freed)");
     a = it->second;
     r.byStart.erase(it);
-    r.live.store(r.byStart.size(), std::memory_order_release);
+    sharedAllocationsLive.store(r.byStart.size(), std::memory_order_release);
   }
   ::munmap(p, a.bytes);
   ::close(a.fd);
@@ -80,7 +79,7 @@ void freeShared(void* p) {
 std::optional<Allocation> findAllocation(const void* p, size_t bytes) {
   const auto start = reinterpret_cast<uintptr_t>(p);
   Registry& r = registry();
-  if (r.live.load(std::memory_order_acquire) == 0) return std::nullopt;
+  if (!anySharedAllocations()) return std::nullopt;
   std::lock_guard lock(r.mutex);
   auto it = r.byStart.upper_bound(start);
   if (it == r.byStart.begin()) return std::nullopt;

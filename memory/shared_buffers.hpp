@@ -5,6 +5,7 @@
 // registration.hpp), so no name is ever left in /dev/shm.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,5 +23,10 @@ struct Allocation {
   size_t offset = 0;  // of p from its start
 };
 std::optional<Allocation> findAllocation(const void* p, size_t bytes);
+
+// How many loomMemAlloc allocations live now: every call asks whether its
+// buffers are among them, and most programs have none to search.
+inline constinit std::atomic<size_t> sharedAllocationsLive{0};
+inline bool anySharedAllocations() { return sharedAllocationsLive.load(std::memory_order_acquire) != 0; }
 
 }  // namespace loom::memory
