@@ -53,12 +53,7 @@ Communicator::~Communicator() {
   // unlinking it (a FIFO's name in flight when the watchdog cancelled the
   // connect) left the name behind: the survivor sweeps, rather than the
   // next process to start.
-  bool lostPeer = false;
-  {
-    std::lock_guard lock(failedMutex_);
-    lostPeer = !failed_.empty();
-  }
-  if (lostPeer) shm::removeStaleSegments();
+  if (!failedRanks().empty()) shm::removeStaleSegments();
 }
 
 void Communicator::abort() noexcept {
