@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "api/api_call.hpp"
+#include "base/counters.hpp"
 #include "comm/communicator.hpp"
 
 using loom::api::call;
@@ -52,6 +54,18 @@ loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t
     info->gpu = place.gpu;
     copyField(info->nic, place.nicName);
     copyField(info->transport, c.transportTo(peer));
+  });
+}
+
+loomResult_t loomGetCounter(const char* name, uint64_t* value) {
+  return call(__func__, nullptr, [&] {
+    requireNonNull(name, "name");
+    requireNonNull(value, "value");
+    const std::optional<loom::counters::Counter> counter = loom::counters::named(name);
+    if (!counter)
+      throw loom::Error(loomInvalidArgument, "name=\"" + std::string(name) + "\" is no counter; the counters are " +
+                                                 std::string(loom::counters::allNames()));
+    *value = loom::counters::value(*counter);
   });
 }
 

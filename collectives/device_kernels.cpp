@@ -1,12 +1,12 @@
 #include "collectives/device_kernels.hpp"
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "base/backoff.hpp"
+#include "base/counters.hpp"
 #include "base/datatype.hpp"
 #include "base/device/runtime.hpp"
 
@@ -16,8 +16,6 @@
 
 namespace loom::coll {
 namespace {
-
-std::atomic<uint64_t> hostBytes{0};
 
 // The flag operations of reduceFromBetween, in order, by the host: a wait
 // turns Loom's one wait loop until its word holds at least its value.
@@ -45,7 +43,7 @@ void foldPlaces(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView
     if (sources[r] == nullptr) return;
   }
   cpu::reduce(type, op, sources, dst, count, 1.0);
-  hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
+  counters::add(counters::Counter::HostKernelBytes, count * datatypeSize(type));
 }
 
 // The host's kernels, each a host function on the stream.
@@ -59,7 +57,7 @@ class HostKernels final : public DeviceKernels {
         stream, [type, op, all = std::vector<const void*>(sources.begin(), sources.end()), dst, count, scalar,
                  counted] {
           cpu::reduce(type, op, all, dst, count, scalar);
-          if (counted) hostBytes.fetch_add(count * datatypeSize(type), std::memory_order_relaxed);
+          if (counted) counters::add(counters::Counter::HostKernelBytes, count * datatypeSize(type));
         });
   }
   void divide(loomDataType_t type, void* dst, size_t count, uint64_t divisor, void* stream) override {
@@ -70,7 +68,7 @@ class HostKernels final : public DeviceKernels {
     if (bytes == 0 || dst == src) return;
     loom::cuda::runtime().hostFunction(stream, [=] {
       std::memcpy(dst, src, bytes);
-      hostBytes.fetch_add(bytes, std::memory_order_relaxed);
+      counters::add(counters::Counter::HostKernelBytes, bytes);
     });
   }
   void reduceFrom(loomDataType_t type, cpu::ReduceOp op, std::span<const PlaceView> places,
@@ -163,7 +161,5 @@ DeviceKernels& deviceKernels() {
 #endif
   return host;
 }
-
-uint64_t hostKernelBytes() { return hostBytes.load(std::memory_order_relaxed); }
 
 }  // namespace loom::coll

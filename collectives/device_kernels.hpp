@@ -63,9 +63,4 @@ class DeviceKernels {
 // The kernels for the process's device runtime (base/device/runtime.hpp).
 DeviceKernels& deviceKernels();
 
-// Bytes the host's kernels wrote by reductions and copies (not divides, nor
-// PreMulSum's scaling of a rank's own input): under the fake device, the
-// tests' proof that a call read its peers' device buffers in place.
-uint64_t hostKernelBytes();
-
 }  // namespace loom::coll

@@ -1,19 +1,17 @@
 #include "collectives/device_staging.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "base/counters.hpp"
 #include "base/device/staging.hpp"
 
 namespace loom::coll {
 namespace {
 
 using memory::MemoryKind;
-
-std::atomic<uint64_t> pieces{0};
 
 // Where a buffer's piece k lies. Flat: bytes [k P, k P + m) of the buffer
 // (the one block of an element-wise call, all-gather's and gather's input,
@@ -212,7 +210,7 @@ size_t pieceBytesFor(const Collective& c, size_t pieceBytes, int ranks) {
 void runInPieces(Communicator& comm, const Collective& c, size_t pieceBytes,
                  const std::function<void(const Collective&)>& run) {
   const Geometry g{pieceBytes, c.blockBytes(), static_cast<size_t>(comm.size())};
-  pieces.fetch_add(g.count(), std::memory_order_relaxed);
+  counters::add(counters::Counter::StagedPieces, g.count());
   if (!touchesDevice(c)) {  // no copy stream: a host rank may have no CUDA at all
     Staged onHost(nullptr, c, Runs::InPieces);
     runPieces(onHost, g, nullptr, [] {}, run);
@@ -222,7 +220,5 @@ void runInPieces(Communicator& comm, const Collective& c, size_t pieceBytes,
     runPieces(staged, g, &copies, check, run);
   });
 }
-
-uint64_t piecesRun() { return pieces.load(std::memory_order_relaxed); }
 
 }  // namespace loom::coll

@@ -56,8 +56,4 @@ size_t pieceBytesFor(const Collective& c, size_t pieceBytes, int ranks);
 void runInPieces(Communicator& comm, const Collective& c, size_t pieceBytes,
                  const std::function<void(const Collective&)>& run);
 
-// Pieces run by runInPieces in this process: the tests' proof that a call
-// went in pieces.
-uint64_t piecesRun();
-
 }  // namespace loom::coll

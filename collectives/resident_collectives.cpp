@@ -1,7 +1,6 @@
 #include "collectives/resident_collectives.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -12,17 +11,13 @@
 #include "base/datatype.hpp"
 #include "base/device/call_buffer.hpp"
 #include "base/device/memop_batch.hpp"
+#include "base/counters.hpp"
 #include "base/device/runtime.hpp"
 #include "base/error.hpp"
 #include "collectives/device_kernels.hpp"
 
 namespace loom::coll {
 namespace {
-
-std::atomic<uint64_t> queued{0};
-std::atomic<uint64_t> inWindows{0};
-std::atomic<uint64_t> readInPlace{0};
-std::atomic<uint64_t> wholeCalls{0};
 
 bool onDevice(memory::MemoryKind kind, size_t bytes) {
   return bytes == 0 || kind == memory::MemoryKind::CudaDevice;
@@ -423,7 +418,7 @@ std::optional<InPlace> wholePlaces(ResidentArea& area, const Collective& c, bool
     }
     input = area.placeOfStreamMemory(copy);
   } else {
-    readInPlace.fetch_add(1, std::memory_order_relaxed);
+    counters::add(counters::Counter::ResidentCallsOfferedInPlace);
   }
   InPlace places{.input = *input, .result = {}};
   if (twoShots) {
@@ -454,7 +449,7 @@ void runWhole(ResidentArea& area, const Collective& c, cuda::MemopBatch& q) {
   const std::optional<InPlace> places = wholePlaces(area, c, twoShots, copies, q);
   runPiece(area, c, Piece{.first = 0, .count = c.count}, twoShots, places, 0, 1, q);
   q.flush();  // before the copies' frees go behind it
-  wholeCalls.fetch_add(1, std::memory_order_relaxed);
+  counters::add(counters::Counter::ResidentWholeCalls);
 }
 
 // Where `c` reads its peers' inputs in place: an all-reduce, all-gather,
@@ -533,8 +528,8 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
     const auto into = twoShot(area, c) ? comm.windows.find(c.recv, c.recvBytes) : std::nullopt;
     runInWindows(area, c, *place, into, q);
     q.flush();
-    queued.fetch_add(1, std::memory_order_relaxed);
-    inWindows.fetch_add(1, std::memory_order_relaxed);
+    counters::add(counters::Counter::ResidentCalls);
+    counters::add(counters::Counter::ResidentCallsInWindows);
     return;
   }
   // Pieces of at most a slot of input: of a block, or of each of n blocks.
@@ -542,7 +537,7 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   const size_t perPiece = std::max<size_t>(1, area.slotBytes() / blocks / c.typeSize);
   if (wholeCall(area, c, perPiece)) {
     runWhole(area, c, q);
-    queued.fetch_add(1, std::memory_order_relaxed);
+    counters::add(counters::Counter::ResidentCalls);
     return;
   }
   const bool twoShots = twoShot(area, c);
@@ -554,16 +549,8 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
     runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, index, pieceCount, q);
   }
   q.flush();
-  queued.fetch_add(1, std::memory_order_relaxed);
-  if (inPlace) readInPlace.fetch_add(1, std::memory_order_relaxed);
+  counters::add(counters::Counter::ResidentCalls);
+  if (inPlace) counters::add(counters::Counter::ResidentCallsOfferedInPlace);
 }
-
-uint64_t residentCalls() { return queued.load(std::memory_order_relaxed); }
-
-uint64_t residentCallsInWindows() { return inWindows.load(std::memory_order_relaxed); }
-
-uint64_t residentCallsOfferedInPlace() { return readInPlace.load(std::memory_order_relaxed); }
-
-uint64_t residentWholeCalls() { return wholeCalls.load(std::memory_order_relaxed); }
 
 }  // namespace loom::coll

@@ -51,8 +51,6 @@
 // communicator's error (loomCommGetAsyncError).
 #pragma once
 
-#include <cstdint>
-
 #include "collectives/collective.hpp"
 #include "comm/communicator.hpp"
 
@@ -71,18 +69,5 @@ bool runsResident(const Communicator& comm, const Collective& c);
 // (loomInvalidUsage, naming both ranks) a call on the stream another rank
 // of this process queued the same call on (ResidentArea::claimStream).
 void runResident(Communicator& comm, const Collective& c, void* stream);
-
-// Calls queued resident in this process: the tests' proof that a call took
-// no host path.
-uint64_t residentCalls();
-// Of those, the calls that read their peers' inputs in place, in symmetric
-// windows (comm/symmetric_windows.hpp).
-uint64_t residentCallsInWindows();
-// Of those, the calls whose rank offered its own input to be read where it
-// lies, not through its scratch.
-uint64_t residentCallsOfferedInPlace();
-// Of those, the calls that ran as one piece, every rank reading every
-// other's buffers where they lie (threads of one process on one GPU).
-uint64_t residentWholeCalls();
 
 }  // namespace loom::coll

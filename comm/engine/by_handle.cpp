@@ -23,25 +23,18 @@
 // to that peer as before. Every wait here is the engine's: a receiver that
 // never releases the slot is the sender's "the peer took nothing" after
 // LOOM_TIMEOUT_MS, one that dies is its lost peer.
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string_view>
 #include <thread>
 
 #include "base/bytes.hpp"
+#include "base/counters.hpp"
 #include "base/device/cuda.hpp"
 #include "base/log.hpp"
 #include "comm/engine/engine.hpp"
 
 namespace loom {
-namespace {
-
-std::atomic<uint64_t> takenByHandle{0};
-
-}  // namespace
-
-uint64_t bytesTakenByHandle() { return takenByHandle.load(std::memory_order_relaxed); }
 
 bool Engine::sendsByHandle(int peer, size_t bytes) {
   if (!singleCopy_ || bytes <= context_.fifo.totalBytes() || std::string_view(transportTo(peer)) != "shm") {
@@ -137,7 +130,7 @@ void Engine::takeByHandle(P2pOp& op, const transport::RecvSlot& slot, int rank, 
   op.landedOnDevice = op.deviceTarget != nullptr;
   op.moved = op.bytes;
   op.started = true;
-  takenByHandle.fetch_add(op.bytes, std::memory_order_relaxed);
+  counters::add(counters::Counter::BytesTakenByHandle, op.bytes);
 }
 
 }  // namespace loom

@@ -162,8 +162,4 @@ class Engine {
   std::unique_ptr<transport::Listener> listener_;  // last: stopped first
 };
 
-// Bytes that receives in this process copied from their senders' buffers by
-// handle: the tests' proof that a message did not go through the slots.
-uint64_t bytesTakenByHandle();
-
 }  // namespace loom

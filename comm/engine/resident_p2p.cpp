@@ -1,22 +1,19 @@
 #include "comm/engine/resident_p2p.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "base/counters.hpp"
 #include "base/device/call_buffer.hpp"
 #include "base/device/memop_batch.hpp"
 #include "base/device/runtime.hpp"
 
 namespace loom {
 namespace {
-
-std::atomic<uint64_t> queued{0};
-std::atomic<uint64_t> readInPlace{0};
 
 // Where a send offers its buffer to be read in place: where its receiver's
 // kernels may read it (ResidentArea::placeForPeers), and of more than two
@@ -93,7 +90,7 @@ void queueMessage(ResidentArea& area, const ResidentOp& op, std::optional<Region
       q.write(area.received(op.peer), k);
     }
   }
-  if (inPlace && !copy) readInPlace.fetch_add(1, std::memory_order_relaxed);
+  if (inPlace && !copy) counters::add(counters::Counter::ResidentSendsReadInPlace);
 }
 
 // What `ops` claim of the area (their pieces, and whether a send waits at
@@ -160,11 +157,7 @@ void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> o
     }
     rt.destroyEvent(fork);
   }
-  queued.fetch_add(ops.size(), std::memory_order_relaxed);
+  counters::add(counters::Counter::ResidentPointToPointOps, ops.size());
 }
-
-uint64_t residentPointToPointOps() { return queued.load(std::memory_order_relaxed); }
-
-uint64_t residentSendsReadInPlace() { return readInPlace.load(std::memory_order_relaxed); }
 
 }  // namespace loom

@@ -65,10 +65,4 @@ std::vector<ResidentArea::MessageClaim> residentMessages(ResidentArea& area, std
 // returns, once past the communicator's entry gate (Communicator::passGate).
 void queueResidentPointToPoint(ResidentArea& area, std::span<const ResidentOp> ops, void* stream);
 
-// Point-to-point ops queued resident in this process: the tests' proof that
-// a message took no host path.
-uint64_t residentPointToPointOps();
-// Of those, the sends whose receiver reads the sender's buffer in place.
-uint64_t residentSendsReadInPlace();
-
 }  // namespace loom

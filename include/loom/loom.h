@@ -233,6 +233,29 @@ loomResult_t loomCommGetPeerInfo(const loomComm_t comm, int peer, loomPeerInfo_t
  * "ranks" if NULL while maxRanks > 0. */
 loomResult_t loomCommGetFailedRanks(const loomComm_t comm, int* ranks, int maxRanks, int* count);
 
+/* Loom extension: how this process's calls ran, since it began, as a count
+ * by name: the path a call took, which its result cannot show (a call staged
+ * through the host and one run on the stream give the same bits). For tools
+ * and tests. The names:
+ *   resident_calls                   collectives queued on a CUDA stream as
+ *                                    device work, no host thread in the loop
+ *   resident_calls_in_windows        of those, read in symmetric windows
+ *   resident_calls_offered_in_place  of those, whose rank let its peers read
+ *                                    its input where it lies (no scratch)
+ *   resident_whole_calls             of those, run as one piece
+ *   resident_p2p_ops                 sends and receives queued on a stream
+ *   resident_sends_read_in_place     of those sends, read by their receivers
+ *                                    from the sender's buffer
+ *   bytes_taken_by_handle            bytes receivers copied straight from
+ *                                    their senders' device buffers (by handle)
+ *   staged_pieces                    pieces of calls staged through the host
+ *                                    in turn, copies beside them
+ *   host_kernel_bytes                bytes the host's stand-ins for device
+ *                                    kernels wrote (only without a GPU's)
+ * loomInvalidArgument naming "name" (and listing these) if it is none of them,
+ * NULL, naming "value" if it is NULL. */
+loomResult_t loomGetCounter(const char* name, uint64_t* value);
+
 /* Loom extension: an out-of-band barrier over the bootstrap network (no data
  * path involved), for tests, tools and start-up synchronization. */
 loomResult_t loomCommBarrier(loomComm_t comm);

@@ -24,7 +24,7 @@
 #include "base/device/cuda.hpp"
 #include "base/device/fake_device.hpp"
 #include "base/device/staging.hpp"
-#include "collectives/device_kernels.hpp"
+#include "tests/support/counters.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/processes.hpp"
 #include "tests/support/ranks.hpp"
@@ -74,12 +74,12 @@ TEST(DeviceInPlace, ThreadsOnOneDeviceReadEachOthersBuffersWithoutStaging) {
   for (int n : {2, 3, 4}) {
     for (bool inPlace : {false, true}) {
       const uint64_t staged = cuda::fakeBytesStaged();
-      const uint64_t read = coll::hostKernelBytes();
+      const uint64_t read = loom::test::counter("host_kernel_bytes");
       allReduceOnThreads(n, kLarge, -1, inPlace);
       if (fake()) {
         EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
         // Each rank writes its slice and copies the others': the whole output, on every rank.
-        EXPECT_EQ(coll::hostKernelBytes() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
+        EXPECT_EQ(loom::test::counter("host_kernel_bytes") - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
             << n << " ranks";
       }
     }
@@ -108,16 +108,16 @@ TEST(DeviceInPlace, ThreadsOnGpusOfTheirOwnReadInPlaceOnlyAsPeers) {
     const FakeGpus shown(gpus, peers);
     for (int n : {2, 3}) {
       const uint64_t staged = cuda::fakeBytesStaged();
-      const uint64_t read = coll::hostKernelBytes();
+      const uint64_t read = loom::test::counter("host_kernel_bytes");
       allReduceOnThreads(n, kLarge, -1, false, gpus);
       if (!fake()) continue;
       if (peers) {
         EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
-        EXPECT_EQ(coll::hostKernelBytes() - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
+        EXPECT_EQ(loom::test::counter("host_kernel_bytes") - read, static_cast<uint64_t>(n) * kLarge * sizeof(int32_t))
             << n << " ranks";
       } else {
         EXPECT_GT(cuda::fakeBytesStaged(), staged) << n << " ranks";
-        EXPECT_EQ(coll::hostKernelBytes(), read) << n << " ranks";
+        EXPECT_EQ(loom::test::counter("host_kernel_bytes"), read) << n << " ranks";
       }
     }
   }
@@ -135,14 +135,14 @@ TEST(DeviceInPlace, PoolBuffersAreReadInPlaceOnlyOnTheirOwnGpu) {
   for (int gpus : {3, 1}) {
     const FakeGpus shown(gpus, true);
     const uint64_t staged = cuda::fakeBytesStaged();
-    const uint64_t read = coll::hostKernelBytes();
+    const uint64_t read = loom::test::counter("host_kernel_bytes");
     allReduceOnThreads(3, kLarge, -1, false, gpus);
     if (gpus > 1) {
       EXPECT_GT(cuda::fakeBytesStaged(), staged) << "pool buffers read across GPUs";
-      EXPECT_EQ(coll::hostKernelBytes(), read);
+      EXPECT_EQ(loom::test::counter("host_kernel_bytes"), read);
     } else {
       EXPECT_EQ(cuda::fakeBytesStaged(), staged) << "pool buffers on one GPU staged";
-      EXPECT_EQ(coll::hostKernelBytes() - read, 3 * kLarge * sizeof(int32_t));
+      EXPECT_EQ(loom::test::counter("host_kernel_bytes") - read, 3 * kLarge * sizeof(int32_t));
     }
   }
 }
@@ -166,7 +166,7 @@ TEST(DeviceInPlace, AGroupRunsEachCallOnTheDeviceItWasMadeOn) {
     buffers[r]->upload(in.data());
   }
   const uint64_t staged = cuda::fakeBytesStaged();
-  const uint64_t read = coll::hostKernelBytes();
+  const uint64_t read = loom::test::counter("host_kernel_bytes");
   ASSERT_EQ(loomGroupStart(), loomSuccess);
   for (size_t r = 0; r < 2; ++r) {
     ASSERT_EQ(loomAllReduce(buffers[r]->data(), buffers[r]->data(), kLarge, loomInt32, loomSum, comms[r], nullptr),
@@ -181,7 +181,7 @@ TEST(DeviceInPlace, AGroupRunsEachCallOnTheDeviceItWasMadeOn) {
     for (size_t i = 0; i < kLarge; ++i) ASSERT_EQ(out[i], static_cast<int32_t>(2 * i + 1000)) << "rank " << r << ", " << i;
   }
   EXPECT_EQ(cuda::fakeBytesStaged(), staged);
-  EXPECT_EQ(coll::hostKernelBytes() - read, 2 * bytes);
+  EXPECT_EQ(loom::test::counter("host_kernel_bytes") - read, 2 * bytes);
   destroyAll(comms);
 }
 
@@ -222,12 +222,12 @@ TEST(DeviceInPlace, ThreadsAllGatherAndReduceScatterWithoutStaging) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (int n : {2, 3}) {
     const uint64_t staged = cuda::fakeBytesStaged();
-    const uint64_t read = coll::hostKernelBytes();
+    const uint64_t read = loom::test::counter("host_kernel_bytes");
     gatherAndScatterOnThreads(n, kLarge);
     if (fake()) {
       EXPECT_EQ(cuda::fakeBytesStaged(), staged) << n << " ranks";
       // All-gather writes n blocks on each rank, reduce-scatter one.
-      EXPECT_EQ(coll::hostKernelBytes() - read,
+      EXPECT_EQ(loom::test::counter("host_kernel_bytes") - read,
                 static_cast<uint64_t>(n) * static_cast<uint64_t>(n + 1) * kLarge * sizeof(int32_t))
           << n << " ranks";
     }
@@ -347,13 +347,13 @@ void movesOnThreads(int n, size_t count, const std::vector<int>& kinds) {
 TEST(DeviceInPlace, GatherScatterAndAlltoAllWithEveryMixOfMemoryKinds) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (const std::vector<int>& kinds : std::vector<std::vector<int>>{{3}, {0}, {3, 2}, {1, 2, 3}, {2, 1}, {0, 3, 1}}) {
-    const uint64_t read = coll::hostKernelBytes();
+    const uint64_t read = loom::test::counter("host_kernel_bytes");
     movesOnThreads(3, kLarge, kinds);
     // Every buffer on the device: each call read in place; the root of a
     // gather writes 3 blocks, every rank one of a scatter and 3 of an
     // all-to-all: 15 in all.
     if (fake() && kinds == std::vector<int>{3}) {
-      EXPECT_EQ(coll::hostKernelBytes() - read, 15 * kLarge * sizeof(int32_t));
+      EXPECT_EQ(loom::test::counter("host_kernel_bytes") - read, 15 * kLarge * sizeof(int32_t));
     }
   }
 }
@@ -363,11 +363,11 @@ TEST(DeviceInPlace, ARankOnTheHostSendsEveryRankToTheStagedPath) {
   for (int n : {2, 3}) {
     for (int hostRank : {0, n - 1}) {
       const uint64_t staged = cuda::fakeBytesStaged();
-      const uint64_t read = coll::hostKernelBytes();
+      const uint64_t read = loom::test::counter("host_kernel_bytes");
       allReduceOnThreads(n, kLarge, hostRank, false);
       if (fake()) {
         EXPECT_GT(cuda::fakeBytesStaged(), staged);
-        EXPECT_EQ(coll::hostKernelBytes(), read);
+        EXPECT_EQ(loom::test::counter("host_kernel_bytes"), read);
       }
     }
   }
@@ -376,10 +376,10 @@ TEST(DeviceInPlace, ARankOnTheHostSendsEveryRankToTheStagedPath) {
 TEST(DeviceInPlace, MessagesWithinOneSlotAreStaged) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   for (size_t count : {size_t{0}, size_t{1}, size_t{5000}, size_t{60000}}) {
-    const uint64_t read = coll::hostKernelBytes();
+    const uint64_t read = loom::test::counter("host_kernel_bytes");
     allReduceOnThreads(3, count, -1, false);
     if (fake()) {
-      EXPECT_EQ(coll::hostKernelBytes(), read) << count << " elements";
+      EXPECT_EQ(loom::test::counter("host_kernel_bytes"), read) << count << " elements";
     }
   }
 }

@@ -31,6 +31,7 @@
 #include "comm/communicator.hpp"
 #include "comm/engine/resident_p2p.hpp"
 #include "comm/resident_area.hpp"
+#include "tests/support/counters.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/ranks.hpp"
 
@@ -443,7 +444,7 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
   for (int n : {2, 3, 4}) {
     SCOPED_TRACE(std::to_string(n) + " ranks");
     auto comms = loom::test::initThreadComms(n);
-    const uint64_t resident = loom::coll::residentCalls();
+    const uint64_t resident = loom::test::counter("resident_calls");
     const uint64_t staged = loom::cuda::fakeBytesStaged();
     onThreads(n, [&](int r) {
       Stream stream;
@@ -489,7 +490,7 @@ TEST(ResidentAllReduce, EveryTypeAndOpBackToBackOnTheStream) {
         }
       }
     });
-    EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n) * types.size() * kCalls)
+    EXPECT_EQ(loom::test::counter("resident_calls") - resident, static_cast<uint64_t>(n) * types.size() * kCalls)
         << "calls that took the host's path";
     EXPECT_EQ(loom::cuda::fakeBytesStaged(), staged) << "bytes staged through pinned memory";
     loom::test::destroyAll(comms);
@@ -526,7 +527,7 @@ TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatchesOrRunsThemInItsKer
       const auto nn = static_cast<size_t>(n);
       auto comms = loom::test::initThreadComms(n);
       const uint64_t batches = loom::cuda::fakeMemopBatches();
-      const uint64_t resident = loom::coll::residentCalls();
+      const uint64_t resident = loom::test::counter("resident_calls");
       const auto valueOf = [](int q, size_t i, int call) { return static_cast<int32_t>(i % 13) + 3 * q + call; };
       onThreads(n, [&](int r) {
         Stream stream;
@@ -584,7 +585,7 @@ TEST(ResidentCollectives, ASmallCallQueuesItsFlagsInTwoBatchesOrRunsThemInItsKer
       // Per rank: 2 batches for each call in batches; none for one kernel's.
       const uint64_t inBatches = inKernel ? 2 * 2 : kCalls;  // the average and the large all-reduce, twice
       EXPECT_EQ(loom::cuda::fakeMemopBatches() - batches, uint64_t{2} * static_cast<uint64_t>(n) * inBatches);
-      EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n) * kCalls);
+      EXPECT_EQ(loom::test::counter("resident_calls") - resident, static_cast<uint64_t>(n) * kCalls);
       loom::test::destroyAll(comms);
     }
   }
@@ -602,7 +603,7 @@ TEST(ResidentCollectives, EveryCollectiveIsExact) {
     if (LOOM_TEST_FULL_MATRIX) counts.push_back(1600003);
     for (size_t count : counts) {
       SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(count) + " elements");
-      const uint64_t before = loom::coll::residentCalls();
+      const uint64_t before = loom::test::counter("resident_calls");
       const auto sum = [n](size_t i) {
         int32_t s = 0;
         for (int q = 0; q < n; ++q) s += value(q, i);
@@ -636,7 +637,7 @@ TEST(ResidentCollectives, EveryCollectiveIsExact) {
                   return loomScatter(s, r, c / nn, loomInt32, root, comm, st);
                 },
                 value, [root, count](int rank, size_t i) { return value(root, static_cast<size_t>(rank) * count + i); });
-      EXPECT_EQ(loom::coll::residentCalls() - before, 5 * nn) << "calls that took the host's path";
+      EXPECT_EQ(loom::test::counter("resident_calls") - before, 5 * nn) << "calls that took the host's path";
     }
   }
 }
@@ -653,7 +654,7 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
   for (int n : {2, 3}) {
     SCOPED_TRACE(std::to_string(n) + " ranks");
     auto comms = loom::test::initThreadComms(n);
-    const uint64_t before = loom::coll::residentCalls();
+    const uint64_t before = loom::test::counter("resident_calls");
     onThreads(n, [&](int r) {
       Stream stream;
       expectTheHostPathsBits(r, n, comms[r], stream, kCount, 12345u);
@@ -676,7 +677,7 @@ TEST(ResidentCollectives, ReductionsHaveTheHostPathsBits) {
         }
       }
     });
-    EXPECT_EQ(loom::coll::residentCalls() - before, static_cast<uint64_t>(n) * 10) << "calls that took the host's path";
+    EXPECT_EQ(loom::test::counter("resident_calls") - before, static_cast<uint64_t>(n) * 10) << "calls that took the host's path";
     loom::test::destroyAll(comms);
   }
 }
@@ -704,8 +705,8 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
       loom::test::ScopedEnv scratch("LOOM_DEVICE_SCRATCH_BYTES", "65536");
       comms = loom::test::initThreadComms(n);
     }
-    const uint64_t resident = loom::coll::residentCalls();
-    const uint64_t whole = loom::coll::residentWholeCalls();
+    const uint64_t resident = loom::test::counter("resident_calls");
+    const uint64_t whole = loom::test::counter("resident_whole_calls");
     const uint64_t allocated = loom::cuda::fakeStreamAllocations();
     onThreads(n, [&](int r) {
       Stream stream;
@@ -748,8 +749,8 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
       expectTheHostPathsBits(r, n, comms[r], stream, kFloats, 4242u);
     });
     const uint64_t onStreams = static_cast<uint64_t>(n) * (types.size() * ops.size() * 2 + 9);
-    EXPECT_EQ(loom::coll::residentCalls() - resident, onStreams) << "calls that took the host's path";
-    EXPECT_EQ(loom::coll::residentWholeCalls() - whole, onStreams) << "calls that ran in pieces";
+    EXPECT_EQ(loom::test::counter("resident_calls") - resident, onStreams) << "calls that took the host's path";
+    EXPECT_EQ(loom::test::counter("resident_whole_calls") - whole, onStreams) << "calls that ran in pieces";
     // A PreMulSum's scaled input, on every rank, in each of its three calls.
     EXPECT_EQ(loom::cuda::fakeStreamAllocations() - allocated, static_cast<uint64_t>(n) * 3);
     loom::test::destroyAll(comms);
@@ -767,7 +768,7 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
     comms = loom::test::initThreadComms(2);
   }
   const uint64_t allocated = loom::cuda::fakeStreamAllocations();
-  const uint64_t whole = loom::coll::residentWholeCalls();
+  const uint64_t whole = loom::test::counter("resident_whole_calls");
   onThreads(2, [&](int r) {
     Stream stream;
     runtime().setCurrentDevice(r == 0 ? 1 : 0);
@@ -790,7 +791,7 @@ TEST(ResidentCollectives, CallsPastOneSlotOfRanksOnOneGpuRunAsOnePieceWithTheHos
       }
     }
   });
-  EXPECT_EQ(loom::coll::residentWholeCalls() - whole, 2u);
+  EXPECT_EQ(loom::test::counter("resident_whole_calls") - whole, 2u);
   EXPECT_EQ(loom::cuda::fakeStreamAllocations() - allocated, 2u) << "rank 0's input, rank 1's share of the result";
   loom::test::destroyAll(comms);
 }
@@ -817,7 +818,7 @@ TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPath
       loom::test::ScopedEnv from("LOOM_DEVICE_TWO_SHOT_BYTES", "4");  // every call of a 4-byte element or more
       comms = loom::test::initThreadComms(n);
     }
-    const uint64_t before = loom::coll::residentCalls();
+    const uint64_t before = loom::test::counter("resident_calls");
     onThreads(n, [&](int r) {
       Stream stream;
       const loomRedOp_t premul = premulOf(r, comms[r]);
@@ -883,7 +884,7 @@ TEST(ResidentAllReduce, LargeCallsOfThreeOrMoreRanksRunInTwoShotsWithTheHostPath
       EXPECT_TRUE(twoShotsRan(comms[r])) << "rank " << r << ": no call ran in two shots";
       EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
     });
-    EXPECT_EQ(loom::coll::residentCalls() - before, static_cast<uint64_t>(n) * counts.size() * 4)
+    EXPECT_EQ(loom::test::counter("resident_calls") - before, static_cast<uint64_t>(n) * counts.size() * 4)
         << "calls that took the host's path";
     loom::test::destroyAll(comms);
     // The default threshold (512 KiB): a call of 4 KiB runs in one shot.
@@ -924,9 +925,9 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
     const auto nn = static_cast<size_t>(n);
     const int root = n - 1;
     const uint64_t copied = loom::cuda::fakeBytesCopied();
-    const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
-    const uint64_t before = loom::coll::residentCalls();
-    const uint64_t whole = loom::coll::residentWholeCalls();
+    const uint64_t offered = loom::test::counter("resident_calls_offered_in_place");
+    const uint64_t before = loom::test::counter("resident_calls");
+    const uint64_t whole = loom::test::counter("resident_whole_calls");
     // The stream copies onStreams itself makes: each rank's input in, its result out.
     uint64_t ownCopies = 0;
     const auto run = [&](size_t sendCount, size_t recvCount, auto&&... rest) {
@@ -976,11 +977,11 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
                 return loomScatter(s, r, c / nn, loomInt32, root, comm, st);
               },
               value, [root](int rank, size_t i) { return value(root, static_cast<size_t>(rank) * kCount + i); });
-    EXPECT_EQ(loom::coll::residentCalls() - before, 8 * nn) << "calls that took the host's path";
-    EXPECT_EQ(loom::coll::residentWholeCalls() - whole, 8 * nn) << "calls that ran in pieces";
+    EXPECT_EQ(loom::test::counter("resident_calls") - before, 8 * nn) << "calls that took the host's path";
+    EXPECT_EQ(loom::test::counter("resident_whole_calls") - whole, 8 * nn) << "calls that ran in pieces";
     // Every rank of the six calls where every rank sends; the root alone of
     // a broadcast's and a scatter's.
-    EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, 6 * nn + 2);
+    EXPECT_EQ(loom::test::counter("resident_calls_offered_in_place") - offered, 6 * nn + 2);
     EXPECT_EQ(loom::cuda::fakeBytesCopied() - copied, ownCopies) << "bytes copied into a scratch";
 
     // Even ranks in place, odd ones out of place: within one slot (100001
@@ -988,7 +989,7 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
     auto comms = loom::test::initThreadComms(n);
     for (const size_t count : {size_t{100001}, kCount}) {
       SCOPED_TRACE(std::to_string(count) + " elements");
-      const uint64_t mixed = loom::coll::residentCallsOfferedInPlace();
+      const uint64_t mixed = loom::test::counter("resident_calls_offered_in_place");
       onThreads(n, [&](int r) {
         Stream stream;
         std::vector<int32_t> in(count), out(count, -1);
@@ -1004,7 +1005,7 @@ TEST(ResidentCollectives, RanksOfOneProcessReadEachOthersInputsInPlace) {
           if (out[i] != sum(n, i) && wrong++ < 3) ADD_FAILURE() << "rank " << r << ", element " << i << ": " << out[i];
         }
       });
-      EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - mixed, count == kCount ? nn : nn / 2)
+      EXPECT_EQ(loom::test::counter("resident_calls_offered_in_place") - mixed, count == kCount ? nn : nn / 2)
           << "ranks that offered their own buffers";
     }
 
@@ -1114,7 +1115,7 @@ TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerR
     auto comms = loom::test::initThreadComms(n);
     for (const InPlace& k : cases) {
       SCOPED_TRACE(k.name);
-      const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
+      const uint64_t offered = loom::test::counter("resident_calls_offered_in_place");
       const uint64_t copied = loom::cuda::fakeBytesCopied();
       onThreads(n, [&](int r) {
         Stream stream;
@@ -1140,7 +1141,7 @@ TEST(ResidentCollectives, CallsInPlaceOfRanksOfOneProcessReadInPlaceWhereNoPeerR
       // root's alone for broadcast and scatter.
       const bool rootAlone = k.name == "broadcast" || k.name == "scatter";
       const uint64_t offerers = k.offered ? (rootAlone ? 1 : nn) : 0;
-      EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, offerers);
+      EXPECT_EQ(loom::test::counter("resident_calls_offered_in_place") - offered, offerers);
       if (k.offered) {
         EXPECT_EQ(loom::cuda::fakeBytesCopied(), copied) << "bytes copied into a scratch";
       }
@@ -1161,8 +1162,8 @@ void runOneAllReduceOnGpus(int gpus, int n, size_t count, uint64_t offering) {
     EXPECT_EQ(loomCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), loomSuccess)
         << loomGetLastError(nullptr);
   });
-  const uint64_t offered = loom::coll::residentCallsOfferedInPlace();
-  const uint64_t resident = loom::coll::residentCalls();
+  const uint64_t offered = loom::test::counter("resident_calls_offered_in_place");
+  const uint64_t resident = loom::test::counter("resident_calls");
   onThreads(n, [&](int r) {
     runtime().setCurrentDevice(r % gpus);
     Stream stream;
@@ -1188,8 +1189,8 @@ void runOneAllReduceOnGpus(int gpus, int n, size_t count, uint64_t offering) {
       }
     }
   });
-  EXPECT_EQ(loom::coll::residentCalls() - resident, static_cast<uint64_t>(n)) << "calls that took the host's path";
-  EXPECT_EQ(loom::coll::residentCallsOfferedInPlace() - offered, offering);
+  EXPECT_EQ(loom::test::counter("resident_calls") - resident, static_cast<uint64_t>(n)) << "calls that took the host's path";
+  EXPECT_EQ(loom::test::counter("resident_calls_offered_in_place") - offered, offering);
   loom::test::destroyAll(comms);
 }
 
@@ -1395,7 +1396,7 @@ TEST(SymmetricWindows, CallsReadTheirPeersInputsInPlaceWithTheHostPathsResults) 
     SCOPED_TRACE(std::to_string(n) + " ranks");
     const auto nn = static_cast<size_t>(n);
     auto comms = loom::test::initThreadComms(n);
-    const uint64_t inWindows = loom::coll::residentCallsInWindows();
+    const uint64_t inWindows = loom::test::counter("resident_calls_in_windows");
     onThreads(n, [&](int r) {
       Stream stream;
       const size_t windowBytes = kOffset + kCount * nn * 4;
@@ -1466,7 +1467,7 @@ TEST(SymmetricWindows, CallsReadTheirPeersInputsInPlaceWithTheHostPathsResults) 
       EXPECT_EQ(win, nullptr);
     });
     // Six calls a rank read in place (the in-place one did not).
-    EXPECT_EQ(loom::coll::residentCallsInWindows() - inWindows, 6 * nn);
+    EXPECT_EQ(loom::test::counter("resident_calls_in_windows") - inWindows, 6 * nn);
     loom::test::destroyAll(comms);
   }
 }
@@ -1488,7 +1489,7 @@ TEST(SymmetricWindows, LargeAllReducesOfThreeOrMoreRanksRunInTwoShotsFromTheWind
       loom::test::ScopedEnv from("LOOM_DEVICE_TWO_SHOT_BYTES", "4");
       comms = loom::test::initThreadComms(n);
     }
-    const uint64_t inWindows = loom::coll::residentCallsInWindows();
+    const uint64_t inWindows = loom::test::counter("resident_calls_in_windows");
     size_t calls = 0;
     onThreads(n, [&](int r) {
       Stream stream;
@@ -1549,7 +1550,7 @@ TEST(SymmetricWindows, LargeAllReducesOfThreeOrMoreRanksRunInTwoShotsFromTheWind
       EXPECT_EQ(loomCommWindowDeregister(comms[r], inWin), loomSuccess);
       EXPECT_EQ(loomCommWindowDeregister(comms[r], outWin), loomSuccess);
     });
-    EXPECT_EQ(loom::coll::residentCallsInWindows() - inWindows, static_cast<uint64_t>(n) * calls);
+    EXPECT_EQ(loom::test::counter("resident_calls_in_windows") - inWindows, static_cast<uint64_t>(n) * calls);
     loom::test::destroyAll(comms);
   }
 }
@@ -1595,7 +1596,7 @@ TEST(ResidentSendRecv, EveryGroupingOfEverySizeGoesOnTheStreamExact) {
   const auto firstOf = [](loomResult_t a, loomResult_t b) { return a != loomSuccess ? a : b; };
   for (size_t count : {size_t{1}, size_t{257}, size_t{131075}, size_t{600001}}) {  // 1 piece to 5 of 512 KiB
     SCOPED_TRACE(std::to_string(count) + " elements");
-    const uint64_t ops = loom::residentPointToPointOps();
+    const uint64_t ops = loom::test::counter("resident_p2p_ops");
     const uint64_t staged = loom::cuda::fakeBytesStaged();
     for (int n : {2, 3}) {
       onStreams(
@@ -1647,7 +1648,7 @@ TEST(ResidentSendRecv, EveryGroupingOfEverySizeGoesOnTheStreamExact) {
         value, value);
     // Ring: 2 + 3 ranks x 2 ops; 2 ranks x 2 ops, three times, of which one
     // sends and receives in three parts.
-    EXPECT_EQ(loom::residentPointToPointOps() - ops, 10u + 4u + 8u + 4u) << "ops that took the host's path";
+    EXPECT_EQ(loom::test::counter("resident_p2p_ops") - ops, 10u + 4u + 8u + 4u) << "ops that took the host's path";
     EXPECT_EQ(loom::cuda::fakeBytesStaged(), staged) << "bytes staged through pinned memory";
   }
 }
@@ -1667,7 +1668,7 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
   constexpr size_t kLargeCount = 600001;  // 5 pieces of int32
   constexpr size_t kSmallCount = 262144;  // 1 MiB: two pieces
   auto comms = loom::test::initThreadComms(2);
-  const uint64_t inPlace = loom::residentSendsReadInPlace();
+  const uint64_t inPlace = loom::test::counter("resident_sends_read_in_place");
   const uint64_t copied = loom::cuda::fakeBytesCopied();
   onThreads(2, [&](int r) {
     Stream stream;
@@ -1696,7 +1697,7 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
       }
     }
   });
-  EXPECT_EQ(loom::residentSendsReadInPlace() - inPlace, 5u);
+  EXPECT_EQ(loom::test::counter("resident_sends_read_in_place") - inPlace, 5u);
   // Only the garbage the sender wrote over its buffer, five times: nothing into a slot.
   EXPECT_EQ(loom::cuda::fakeBytesCopied() - copied, 5 * kLargeCount * 4);
   EXPECT_EQ(runtime().loadValue(comms[0]->resident()->sent(1)), 5u) << "pieces of five messages";
@@ -1718,7 +1719,7 @@ TEST(ResidentSendRecv, RanksOfOneProcessReadLargeMessagesInPlace) {
       }
     }
   });
-  EXPECT_EQ(loom::residentSendsReadInPlace() - inPlace, 5u) << "a message of two pieces read in place";
+  EXPECT_EQ(loom::test::counter("resident_sends_read_in_place") - inPlace, 5u) << "a message of two pieces read in place";
   loom::test::destroyAll(comms);
 
   OneFakeGpuAgain again;
@@ -1799,7 +1800,7 @@ TEST(ResidentSendRecv, ASenderThatNeverSendsIsNamedAndTheStreamGoesOn) {
       [](loomComm_t comm, void* buffer, loomStream_t stream) {
         return loomRecv(buffer, 1024, loomInt32, 1, comm, stream);
       },
-      [] { return loom::residentPointToPointOps(); },
+      [] { return loom::test::counter("resident_p2p_ops"); },
       "to queue its receive from rank 1 (piece 1): rank(s) 1, thread(s) of this process on its GPU, never made its send",
       "resident receive from rank 1 on the stream (piece 1): rank 1 never sent");
 }
@@ -1849,7 +1850,7 @@ TEST(CallsOnAStream, NcclTestsFlowsOnDeviceBuffersGoResidentAndExact) {
       send[static_cast<size_t>(r)]->upload(in.data());
     }
   };
-  const uint64_t resident = loom::coll::residentCalls();
+  const uint64_t resident = loom::test::counter("resident_calls");
   // -t: a thread per rank, each call in a group of its own.
   fill(0);
   onThreads(kRanks, [&](int r) {
@@ -1870,7 +1871,7 @@ TEST(CallsOnAStream, NcclTestsFlowsOnDeviceBuffersGoResidentAndExact) {
   }
   ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
   expectExact(1);
-  EXPECT_EQ(loom::coll::residentCalls() - resident, 2u * kRanks);
+  EXPECT_EQ(loom::test::counter("resident_calls") - resident, 2u * kRanks);
   loom::test::destroyAll(comms);
 }
 
@@ -1922,8 +1923,8 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
     }
     enum Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kRing, kSmallRing, kAlltoAllBySends, kKinds };
     constexpr size_t kSmall = 1000;  // one piece: a send that waits for nothing
-    const uint64_t resident = loom::coll::residentCalls();
-    const uint64_t messages = loom::residentPointToPointOps();
+    const uint64_t resident = loom::test::counter("resident_calls");
+    const uint64_t messages = loom::test::counter("resident_p2p_ops");
     std::atomic<int> stuck{0};
     onThreads(kRanks, [&](int r) {
       const auto i = static_cast<size_t>(r);
@@ -1998,8 +1999,8 @@ TEST(CallsOnAStream, ThreadsThatSynchronizeTheDeviceBetweenCallsNeverWaitOnEachO
     });
     EXPECT_EQ(stuck.load(), 0);
     const uint64_t residentOnes = onTheStream ? 1 : 0;  // through the host: none
-    EXPECT_EQ(loom::coll::residentCalls() - resident, residentOnes * 2 * 4 * kRanks) << "collectives went resident";
-    EXPECT_EQ(loom::residentPointToPointOps() - messages, residentOnes * 2 * (4 + 2 * kRanks) * kRanks)
+    EXPECT_EQ(loom::test::counter("resident_calls") - resident, residentOnes * 2 * 4 * kRanks) << "collectives went resident";
+    EXPECT_EQ(loom::test::counter("resident_p2p_ops") - messages, residentOnes * 2 * (4 + 2 * kRanks) * kRanks)
         << "messages went resident";
     loom::test::destroyAll(comms);
   }
@@ -2029,7 +2030,7 @@ TEST(CallsOnAStream, NcclTestsAlltoAllOfTwoThreadsAtEverySizeIsExact) {
     loom::test::ScopedEnv how("LOOM_DEVICE_RESIDENT", onTheStream ? "1" : "0");
     constexpr int kRanks = 2;
     constexpr size_t kMostBytes = size_t{8} << 20;  // each rank's whole buffer, as nccl-tests sizes it
-    const uint64_t messages = loom::residentPointToPointOps();
+    const uint64_t messages = loom::test::counter("resident_p2p_ops");
     auto comms = initThreadCommsOnGpus(kRanks, 1);
     std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
     std::vector<std::unique_ptr<Stream>> streams;
@@ -2076,7 +2077,7 @@ TEST(CallsOnAStream, NcclTestsAlltoAllOfTwoThreadsAtEverySizeIsExact) {
     });
     EXPECT_EQ(stuck.load(), 0);
     // 11 sizes x 4 calls x 2 ranks x 4 ops, every one on the stream (or none).
-    EXPECT_EQ(loom::residentPointToPointOps() - messages, onTheStream ? 11u * 4 * 2 * 4 : 0u);
+    EXPECT_EQ(loom::test::counter("resident_p2p_ops") - messages, onTheStream ? 11u * 4 * 2 * 4 : 0u);
     loom::test::destroyAll(comms);
   }
 }
@@ -2156,7 +2157,7 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
     Stream stream;
     Stream other0;  // a stream per rank: one rank's call waits for the other's on the device
     Stream other1;
-    const uint64_t calls = loom::coll::residentCalls();
+    const uint64_t calls = loom::test::counter("resident_calls");
     loom::cuda::fakeCapture(stream.handle());
     refused(loomAllReduce(a.data(), b.data(), 1024, loomInt32, loomSum, comms[0], stream.loom()), comms[0],
             "all-reduce");
@@ -2170,7 +2171,7 @@ TEST(CallsOnAStream, CaptureIntoAGraphIsRefusedByNameWhereTheCallMeetsItsPeers) 
         << loomGetLastError(comms[1]);
     EXPECT_TRUE(other0.finishes());
     EXPECT_TRUE(other1.finishes());
-    EXPECT_EQ(loom::coll::residentCalls() - calls, std::string(resident) == "1" ? 2u : 0u);
+    EXPECT_EQ(loom::test::counter("resident_calls") - calls, std::string(resident) == "1" ? 2u : 0u);
     loom::test::destroyAll(comms);
   }
 }
@@ -2350,7 +2351,7 @@ TEST(ResidentAllReduce, APeerThatNeverComesIsNamedAndTheStreamGoesOn) {
       [](loomComm_t comm, void* buffer, loomStream_t stream) {
         return loomAllReduce(buffer, buffer, 1024, loomInt32, loomSum, comm, stream);
       },
-      [] { return loom::coll::residentCalls(); },
+      [] { return loom::test::counter("resident_calls"); },
       "to queue its call #1: rank(s) 1, thread(s) of this process on its GPU, never made that call",
       "resident collective #1 on the stream: rank(s) 1 never arrived");
 }

@@ -19,8 +19,7 @@
 #include "base/device/fake_device.hpp"
 #include "base/device/peer_access.hpp"
 #include "base/device/staging.hpp"
-#include "collectives/device_staging.hpp"
-#include "comm/engine/engine.hpp"
+#include "tests/support/counters.hpp"
 #include "tests/support/device_memory.hpp"
 #include "tests/support/pattern.hpp"
 #include "tests/support/ranks.hpp"
@@ -72,10 +71,10 @@ struct Moved {
 };
 Moved movedBy(int n, size_t bytes, bool mixed) {
   const uint64_t staged = loom::cuda::fakeBytesStaged();
-  const uint64_t byHandle = loom::bytesTakenByHandle();
+  const uint64_t byHandle = loom::test::counter("bytes_taken_by_handle");
   const uint64_t copied = loom::cuda::fakeBytesCopied();
   ringOfSends(n, bytes, mixed);
-  return {loom::cuda::fakeBytesStaged() - staged, loom::bytesTakenByHandle() - byHandle,
+  return {loom::cuda::fakeBytesStaged() - staged, loom::test::counter("bytes_taken_by_handle") - byHandle,
           loom::cuda::fakeBytesCopied() - copied};
 }
 
@@ -261,7 +260,7 @@ TEST(DevicePieces, ElementWiseCallsRunInPiecesAndAreExact) {
   constexpr size_t count = 100003;  // of 4-byte elements: 7 pieces, the last of 6796 bytes
   constexpr int calls = 5;
   constexpr uint64_t piecesPerCall = 7;
-  const uint64_t before = loom::coll::piecesRun();
+  const uint64_t before = loom::test::counter("staged_pieces");
   auto comms = loom::test::initThreadComms(n);
   onThreads(n, [&](int r) {
     const bool mixedDevice = r % 2 == 0;  // ranks 0 and 2 on the device, 1 on the host, in the mixed calls
@@ -320,7 +319,7 @@ TEST(DevicePieces, ElementWiseCallsRunInPiecesAndAreExact) {
     }
   });
   loom::test::destroyAll(comms);
-  EXPECT_EQ(loom::coll::piecesRun() - before, calls * n * piecesPerCall);
+  EXPECT_EQ(loom::test::counter("staged_pieces") - before, calls * n * piecesPerCall);
 }
 
 // Pieces change nothing of an element's arithmetic: under
@@ -371,10 +370,10 @@ TEST(DevicePieces, DeterministicSumsInPiecesHaveTheWholeCallsBits) {
     loom::test::destroyAll(comms);
     return results;
   };
-  const uint64_t before = loom::coll::piecesRun();
+  const uint64_t before = loom::test::counter("staged_pieces");
   const auto inPieces = sum("4096", true);
   constexpr size_t rowBytes = 4096 / n / 64 * 64;  // of each block of the reduce-scatter
-  EXPECT_EQ(loom::coll::piecesRun() - before,
+  EXPECT_EQ(loom::test::counter("staged_pieces") - before,
             n * ((count * 4 + 4095) / 4096 + (block * 4 + rowBytes - 1) / rowBytes));
   const auto whole = sum("0", false);
   for (int r = 0; r < n; ++r) {
@@ -400,7 +399,7 @@ TEST(DevicePieces, CallsInBlocksRunInPiecesAndAreExact) {
   constexpr size_t count = 30011;  // of 4-byte elements in a block: 6 pieces, the last of 10924 bytes
   constexpr uint64_t piecesPerCall = 6;
   constexpr int root = 1;
-  const uint64_t before = loom::coll::piecesRun();
+  const uint64_t before = loom::test::counter("staged_pieces");
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
   auto comms = loom::test::initThreadComms(n);
   const auto value = [](int rank, size_t i) { return static_cast<int32_t>(i * 11 + static_cast<size_t>(rank) * 7001); };
@@ -459,7 +458,7 @@ TEST(DevicePieces, CallsInBlocksRunInPiecesAndAreExact) {
     }
   });
   loom::test::destroyAll(comms);
-  EXPECT_EQ(loom::coll::piecesRun() - before, 5 * n * piecesPerCall);
+  EXPECT_EQ(loom::test::counter("staged_pieces") - before, 5 * n * piecesPerCall);
   if (fake()) {
     // Of a block's C bytes: all-gather and reduce-scatter 4 C a rank, all-to-all
     // 6 C, gather and scatter 4 C at the root and C elsewhere: 54 C.

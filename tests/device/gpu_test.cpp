@@ -22,9 +22,9 @@
 #include "base/device/device_buffer.hpp"
 #include "base/half.hpp"
 #include "collectives/cpu/reduce.hpp"
-#include "collectives/resident_collectives.hpp"
 #include "collectives/cuda/kernels.hpp"
 #include "tests/gpu/user_kernels.cuh"
+#include "tests/support/counters.hpp"
 #include "tests/support/ranks.hpp"
 #include "tools/check/collective_call.hpp"
 #include "tools/check/collective_check.hpp"
@@ -220,7 +220,7 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
   for (int n : {2, 3}) {
     auto comms = initThreadComms(n);
     std::barrier done(n);
-    const uint64_t offered = coll::residentCallsOfferedInPlace();
+    const uint64_t offered = loom::test::counter("resident_calls_offered_in_place");
     onThreads(n, [&](int r) {
       cudaStream_t stream = nullptr;
       ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -260,7 +260,7 @@ TEST(GpuStreams, EveryCollectiveRunsOnCudaStreams) {
     });
     // Threads of one process: the out-of-place calls read their inputs where
     // they lie (the kernels that load published places), not through the scratch.
-    EXPECT_GT(coll::residentCallsOfferedInPlace() - offered, 0u) << n << " ranks";
+    EXPECT_GT(loom::test::counter("resident_calls_offered_in_place") - offered, 0u) << n << " ranks";
     destroyAll(comms);
   }
 }
@@ -370,7 +370,7 @@ TEST(GpuStreams, AllReducesPastOneSlotOfThreadsRunAsOnePiece) {
   for (int n : {2, 4}) {
     auto comms = initThreadComms(n);
     std::barrier done(n);
-    const uint64_t whole = coll::residentWholeCalls();
+    const uint64_t whole = loom::test::counter("resident_whole_calls");
     onThreads(n, [&](int r) {
       cudaStream_t stream = nullptr;
       ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -409,7 +409,7 @@ TEST(GpuStreams, AllReducesPastOneSlotOfThreadsRunAsOnePiece) {
       EXPECT_EQ(loomRedOpDestroy(premul, comms[r]), loomSuccess);
       ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
     });
-    EXPECT_EQ(coll::residentWholeCalls() - whole, static_cast<uint64_t>(n) * 3) << "calls that ran in pieces";
+    EXPECT_EQ(loom::test::counter("resident_whole_calls") - whole, static_cast<uint64_t>(n) * 3) << "calls that ran in pieces";
     destroyAll(comms);
   }
 }
@@ -424,7 +424,7 @@ TEST(GpuStreams, CallsInSymmetricWindowsReadTheirPeersInPlace) {
   for (int n : {2, 3}) {
     auto comms = initThreadComms(n);
     std::barrier done(n);
-    const uint64_t before = coll::residentCallsInWindows();
+    const uint64_t before = loom::test::counter("resident_calls_in_windows");
     onThreads(n, [&](int r) {
       cudaStream_t stream = nullptr;
       ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -453,7 +453,7 @@ TEST(GpuStreams, CallsInSymmetricWindowsReadTheirPeersInPlace) {
       EXPECT_EQ(loomCommWindowDeregister(comms[r], win), loomSuccess) << loomGetLastError(comms[r]);
       ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
     });
-    EXPECT_EQ(coll::residentCallsInWindows() - before, static_cast<uint64_t>(n) * 8) << "calls that did not read in place";
+    EXPECT_EQ(loom::test::counter("resident_calls_in_windows") - before, static_cast<uint64_t>(n) * 8) << "calls that did not read in place";
     destroyAll(comms);
   }
 }

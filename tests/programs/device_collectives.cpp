@@ -4,7 +4,7 @@
 // fake device's, whose memory peers map as they would through CUDA IPC), in
 // and out of place, with sum, max, average and PreMulSum (rank r's scalar r + 1),
 // checked against what every rank can compute, then a line with the bytes that went each way
-// (and the pieces staged calls ran as: collectives/device_staging.hpp).
+// (and the pieces staged calls ran as: loomGetCounter's staged_pieces).
 //   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 | gpu-per-rank | on-stream |
 //                                       in-place-on-stream]
 // (on-stream: only calls on a stream: in symmetric windows, and a ring of
@@ -38,12 +38,8 @@
 #include "base/device/fake_device.hpp"
 #include "base/device/staging.hpp"
 #include "base/half.hpp"
-#include "collectives/device_staging.hpp"
-#include "collectives/device_kernels.hpp"
-#include "comm/engine/engine.hpp"
-#include "comm/engine/resident_p2p.hpp"
-#include "collectives/resident_collectives.hpp"
 #include "base/device/runtime.hpp"
+#include "tests/support/counters.hpp"
 #include "tests/support/device_memory.hpp"
 
 namespace {
@@ -454,8 +450,8 @@ bool inPlaceOnStream(loomComm_t comm, int rank, int n, size_t count) {
   for (round = 0; round < 4; ++round) {
     for (size_t i = 0; i < in.size(); ++i) in[i] = value(rank, i);
     send.upload(in.data());
-    const uint64_t offeredBefore = loom::coll::residentCallsOfferedInPlace();
-    const uint64_t sendsBefore = loom::residentSendsReadInPlace();
+    const uint64_t offeredBefore = loom::test::counter("resident_calls_offered_in_place");
+    const uint64_t sendsBefore = loom::test::counter("resident_sends_read_in_place");
     const uint64_t copiedBefore = loom::cuda::fakeBytesCopied();
     for (const Call& c : calls) {
       if (!runChecked(comm, rank, c, recv, finish)) ok = false;
@@ -463,8 +459,8 @@ bool inPlaceOnStream(loomComm_t comm, int rank, int n, size_t count) {
     }
     if (!ringOnStream(comm, rank, n, message, arrived, elements, value, stream, finish)) ok = false;
     if (round >= 2) {
-      offered += loom::coll::residentCallsOfferedInPlace() - offeredBefore;
-      sends += loom::residentSendsReadInPlace() - sendsBefore;
+      offered += loom::test::counter("resident_calls_offered_in_place") - offeredBefore;
+      sends += loom::test::counter("resident_sends_read_in_place") - sendsBefore;
       copied += loom::cuda::fakeBytesCopied() - copiedBefore;
     }
     int32_t one = 1, ranks = 0;  // every rank through the round before the next
@@ -486,14 +482,14 @@ bool allReduceOnStream(loomComm_t comm, int rank, int n, size_t count) {
   for (size_t i = 0; i < count; ++i) in[i] = valueOf(rank, i);
   loom::test::DeviceBuffer send(count * 4), recv(count * 4);
   send.upload(in.data());
-  const uint64_t before = loom::coll::residentCalls();
+  const uint64_t before = loom::test::counter("resident_calls");
   bool ok = loomAllReduce(send.data(), recv.data(), count, loomInt32, loomSum, comm, static_cast<loomStream_t>(stream)) ==
             loomSuccess;
   for (int i = 0; ok && i < 600000 && !rt.idle(stream); ++i) ::usleep(100);
   ok = ok && rt.idle(stream);
   if (!ok) std::printf("rank %d: the all-reduce on the stream failed: %s\n", rank, loomGetLastError(comm));
   std::printf("rank %d: resident calls %llu\n", rank,
-              static_cast<unsigned long long>(loom::coll::residentCalls() - before));
+              static_cast<unsigned long long>(loom::test::counter("resident_calls") - before));
   if (ok) {
     recv.download(got.data());
     for (size_t i = 0; i < count; ++i) {
@@ -541,9 +537,9 @@ int main(int argc, char** argv) {
   const bool device = !(hostOnRank0 && rank == 0);
   if (mode == "refuse-ipc-on-rank-2" && rank == 2) loom::cuda::fakeRefuseIpc(true);
   const uint64_t stagedBefore = loom::cuda::fakeBytesStaged();
-  const uint64_t inPlaceBefore = loom::coll::hostKernelBytes();
-  const uint64_t byHandleBefore = loom::bytesTakenByHandle();
-  const uint64_t piecesBefore = loom::coll::piecesRun();
+  const uint64_t inPlaceBefore = loom::test::counter("host_kernel_bytes");
+  const uint64_t byHandleBefore = loom::test::counter("bytes_taken_by_handle");
+  const uint64_t piecesBefore = loom::test::counter("staged_pieces");
   int failures = 0;
   if (mode == "all-reduce-on-stream" || mode == "scratch-differs-on-rank-1") {
     const bool ok = allReduceOnStream(comm, rank, n, count);
@@ -556,12 +552,12 @@ int main(int argc, char** argv) {
     return loomCommDestroy(comm) == loomSuccess && ok ? 0 : 1;
   }
   if (mode == "on-stream") {
-    const uint64_t inWindows = loom::coll::residentCallsInWindows();
-    const uint64_t p2p = loom::residentPointToPointOps();
+    const uint64_t inWindows = loom::test::counter("resident_calls_in_windows");
+    const uint64_t p2p = loom::test::counter("resident_p2p_ops");
     if (!onStream(comm, rank, n, count)) ++failures;
     std::printf("rank %d: read in windows %llu calls, resident sends and receives %llu\n", rank,
-                static_cast<unsigned long long>(loom::coll::residentCallsInWindows() - inWindows),
-                static_cast<unsigned long long>(loom::residentPointToPointOps() - p2p));
+                static_cast<unsigned long long>(loom::test::counter("resident_calls_in_windows") - inWindows),
+                static_cast<unsigned long long>(loom::test::counter("resident_p2p_ops") - p2p));
     if (failures == 0) std::printf("rank %d: on the stream ok\n", rank);
     return loomCommDestroy(comm) == loomSuccess && failures == 0 ? 0 : 1;
   }
@@ -585,12 +581,12 @@ int main(int argc, char** argv) {
     if (!sendRing(comm, rank, n, 8 * count, device, round)) ++failures;
   }
   std::printf("rank %d: received by handle %llu bytes\n", rank,
-              static_cast<unsigned long long>(loom::bytesTakenByHandle() - byHandleBefore));
+              static_cast<unsigned long long>(loom::test::counter("bytes_taken_by_handle") - byHandleBefore));
   std::printf("rank %d of %d (%s): in place %llu bytes, staged %llu bytes, pieces %llu\n", rank, n,
               device ? "device" : "host",
-              static_cast<unsigned long long>(loom::coll::hostKernelBytes() - inPlaceBefore),
+              static_cast<unsigned long long>(loom::test::counter("host_kernel_bytes") - inPlaceBefore),
               static_cast<unsigned long long>(loom::cuda::fakeBytesStaged() - stagedBefore),
-              static_cast<unsigned long long>(loom::coll::piecesRun() - piecesBefore));
+              static_cast<unsigned long long>(loom::test::counter("staged_pieces") - piecesBefore));
   if (failures == 0) std::printf("rank %d: collectives ok\n", rank);
   return loomCommDestroy(comm) == loomSuccess && failures == 0 ? 0 : 1;
 }

@@ -53,7 +53,7 @@
 #include "base/device/cuda.hpp"
 #include "base/device/fake_device.hpp"
 #include "base/device/runtime.hpp"
-#include "collectives/resident_collectives.hpp"
+#include "tests/support/counters.hpp"
 
 namespace {
 
@@ -292,15 +292,15 @@ int main(int argc, char** argv) {
       buckets.push_back(new Buffer(kBucketBytes, device));
       for (size_t i = 0; i < buckets.back()->count(); ++i) buckets.back()->data[i] = pattern(rank, i, 100 + k);
     }
-    const uint64_t resident = loom::coll::residentCalls();
+    const uint64_t resident = loom::test::counter("resident_calls");
     for (Buffer* b : buckets) {
       NCCL_OK(ncclAllReduce(b->data, b->data, b->count(), ncclInt32, ncclSum, world, streamOf(world)));
     }
     sync(world, __LINE__);
     if (gOnStreams) {
-      EXPECT(loom::coll::residentCalls() - resident == kBuckets,
+      EXPECT(loom::test::counter("resident_calls") - resident == kBuckets,
              "an all-reduce on a stream went through the host (resident calls: " +
-                 std::to_string(loom::coll::residentCalls() - resident) + ")");
+                 std::to_string(loom::test::counter("resident_calls") - resident) + ")");
     }
     for (int k = 0; k < kBuckets; ++k) {
       for (size_t i = 0; i < buckets[k]->count(); ++i) {
