@@ -2,8 +2,8 @@
 
 Loom's one rank beside NVIDIA NCCL's (nccl-tests -g 1 on each library), and Loom's 2 and 4
 ranks sharing GPU 0 as threads (nccl-tests -t on Loom) and as processes (loom-perf -G 1 -N;
-resident on the stream, 2 through the host with LOOM_DEVICE_RESIDENT=0, in symmetric windows and
-with a 64 MiB scratch) beside the HBM model: every rank reads its input and writes its output once, 2 x n x S bytes
+resident on the stream, 2 through the host with LOOM_DEVICE_RESIDENT=0, in symmetric windows,
+with a 64 MiB scratch, and 2 and 4 under MPS where the run could start it) beside the HBM model: every rank reads its input and writes its output once, 2 x n x S bytes
 (S the size column) at the device-to-device copy rate this run measured (cudaMemcpy at
 256 MiB, bench_copy.log or bench_kernels.log), or 4.3 TB/s, an H200's, where it did not. Times are medians
 over nccl-tests' iterations as each tool prints them, in microseconds, out of place / in place.
@@ -67,7 +67,8 @@ def cell(rows, size):
 def share(rows, size, model_us):
     if size not in rows:
         return "-"
-    return f"{rows[size][0]:.1f} ({model_us / rows[size][0]:.2f})"
+    oop, _, wrong = rows[size]
+    return f"{oop:.1f} ({model_us / oop:.2f})" + (" WRONG" if wrong else "")
 
 
 def main(logs):
@@ -82,10 +83,11 @@ def main(logs):
         host2 = times(os.path.join(logs, f"table_{coll}_procs_2_host.log"))
         windows2 = times(os.path.join(logs, f"table_{coll}_procs_2_windows.log"))
         scratch2 = times(os.path.join(logs, f"table_{coll}_procs_2_scratch64.log"))
+        mps = {n: times(os.path.join(logs, f"table_{coll}_procs_{n}_mps.log")) for n in (2, 4)}
         print(f"| {coll} | Loom 1 rank | NCCL 1 rank | Loom / NCCL | 2 threads | 4 threads | 2 processes |"
               f" 4 processes | 2 processes, host path | 2 processes, windows | 2 processes, 64 MiB scratch |"
-              f" model 2 / 4 |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              f" 2 processes, MPS | 4 processes, MPS | model 2 / 4 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for size in SIZES:
             ratio = "-"
             if size in loom1 and size in nccl1 and nccl1[size][0] > 0:
@@ -96,6 +98,7 @@ def main(logs):
                   f"{share(procs[2], size, model[2])} | {share(procs[4], size, model[4])} | "
                   f"{share(host2, size, model[2])} | {share(windows2, size, model[2])} | "
                   f"{share(scratch2, size, model[2])} | "
+                  f"{share(mps[2], size, model[2])} | {share(mps[4], size, model[4])} | "
                   f"{model[2]:.1f} / {model[4]:.1f} |")
         print()
     # The threads' small all-reduces: one kernel polling the flags (the default) against the
