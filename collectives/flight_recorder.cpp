@@ -1,7 +1,5 @@
 #include "collectives/flight_recorder.hpp"
 
-#include <time.h>
-
 #include <cstdio>
 
 #include "base/datatype.hpp"
@@ -27,20 +25,10 @@ long long micros(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
-// The wall clock to the kernel's tick (a few ms), read twice per collective:
-// about 6 ns where the precise one takes 23, a tenth of a small all-reduce.
-// A record of where ranks stopped needs milliseconds, not microseconds.
-std::chrono::system_clock::time_point coarseNow() {
-  timespec t{};
-  ::clock_gettime(CLOCK_REALTIME_COARSE, &t);
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::seconds(t.tv_sec) +
-                                                                      std::chrono::nanoseconds(t.tv_nsec)));
-}
-
 }  // namespace
 
-FlightRecorder::Entry& FlightRecorder::start(uint32_t sequence, const Collective& c) {
+FlightRecorder::Entry& FlightRecorder::start(uint32_t sequence, const Collective& c,
+                                             std::chrono::system_clock::time_point at) {
   // Field by field, not `e = Entry{}`: that builds and moves a string on
   // every call, where clearing the old error keeps its capacity.
   Entry& e = ring_[started_++ % kCapacity];
@@ -50,20 +38,20 @@ FlightRecorder::Entry& FlightRecorder::start(uint32_t sequence, const Collective
   e.type = c.type;
   e.algorithm = "-";
   e.state = State::Running;
-  e.started = coarseNow();
+  e.started = at;
   e.ended = {};
   e.error.clear();
   return e;
 }
 
-void FlightRecorder::finish(Entry& e) {
+void FlightRecorder::finish(Entry& e, std::chrono::system_clock::time_point at) {
   e.state = State::Done;
-  e.ended = coarseNow();
+  e.ended = at;
 }
 
-void FlightRecorder::fail(Entry& e, const std::string& error) {
+void FlightRecorder::fail(Entry& e, const std::string& error, std::chrono::system_clock::time_point at) {
   e.state = State::Failed;
-  e.ended = coarseNow();
+  e.ended = at;
   e.error = error;
 }
 

@@ -36,10 +36,11 @@ class FlightRecorder {
     std::string error;
   };
 
-  // A new entry, overwriting the oldest once full. Valid until kCapacity more starts.
-  Entry& start(uint32_t sequence, const Collective& c);
-  void finish(Entry& e);
-  void fail(Entry& e, const std::string& error);
+  // A new entry, overwriting the oldest once full. Valid until kCapacity more
+  // starts. `at`: when it started, ended or failed (coarseNow()).
+  Entry& start(uint32_t sequence, const Collective& c, std::chrono::system_clock::time_point at);
+  void finish(Entry& e, std::chrono::system_clock::time_point at);
+  void fail(Entry& e, const std::string& error, std::chrono::system_clock::time_point at);
 
   std::vector<Entry> entries() const;  // oldest first
   // One line per entry, for the log; then `survey` (where every rank is, by

@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "base/coarse_clock.hpp"
 #include "base/copy_bytes.hpp"
 #include "base/datatype.hpp"
 #include "base/device/cuda.hpp"
@@ -176,9 +177,10 @@ void runCollective(Communicator& comm, const Collective& c) {
   CommState& state = CommState::of(comm);
   std::lock_guard lock(state.runLock);
   const uint32_t sequence = ++state.sequence;
-  FlightRecorder::Entry& entry = state.recorder.start(sequence, c);
+  const auto began = coarseNow();  // one reading for both records
+  FlightRecorder::Entry& entry = state.recorder.start(sequence, c, began);
   const uint32_t call = callSignature(c);  // the call as made, before PreMulSum and Avg are resolved
-  comm.progress.begin(collectiveName(c.kind), sequence, call, c.blockBytes());
+  comm.progress.begin(collectiveName(c.kind), sequence, call, c.blockBytes(), began);
   try {
     if (state.checkSignatures) checkSignatures(comm, c, sequence);
     try {
@@ -193,8 +195,9 @@ void runCollective(Communicator& comm, const Collective& c) {
       throw;
     }
   } catch (const Error& e) {
-    comm.progress.end(Progress::Outcome::Failed);
-    state.recorder.fail(entry, e.what());
+    const auto failed = coarseNow();
+    comm.progress.end(Progress::Outcome::Failed, failed);
+    state.recorder.fail(entry, e.what(), failed);
     // After a timeout or a lost peer, rank 0 also says where every rank is:
     // who stopped where, who is gone.
     const bool stuck = e.code() == loomTimeout || e.code() == loomRemoteError;
@@ -202,8 +205,9 @@ void runCollective(Communicator& comm, const Collective& c) {
     reportFlight(state.recorder, comm.rank(), survey);
     throw;
   }
-  comm.progress.end(Progress::Outcome::Done);
-  state.recorder.finish(entry);
+  const auto ended = coarseNow();
+  comm.progress.end(Progress::Outcome::Done, ended);
+  state.recorder.finish(entry, ended);
 }
 
 }  // namespace loom::coll

@@ -1,22 +1,18 @@
 #include "comm/progress.hpp"
 
-#include <time.h>
+#include "base/coarse_clock.hpp"
 
 namespace loom {
 namespace {
 
-// The coarse monotonic clock (a few ms of resolution, about 5 ns to read
-// where the fine one takes 25): progress is reported in milliseconds, and
-// it is read twice per collective.
-int64_t nowUs() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
+int64_t micros(std::chrono::system_clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(at.time_since_epoch()).count();
 }
 
 }  // namespace
 
-void Progress::begin(const char* name, uint32_t sequence, uint32_t call, uint64_t bytes) {
+void Progress::begin(const char* name, uint32_t sequence, uint32_t call, uint64_t bytes,
+                     std::chrono::system_clock::time_point at) {
   // A seqlock: readers retry while version_ is odd or changed under them.
   const uint32_t v = version_.load(std::memory_order_relaxed);
   version_.store(v + 1, std::memory_order_relaxed);
@@ -31,13 +27,13 @@ void Progress::begin(const char* name, uint32_t sequence, uint32_t call, uint64_
   call_.store(call, std::memory_order_relaxed);
   bytes_.store(bytes, std::memory_order_relaxed);
   sentMask_.store(0, std::memory_order_relaxed);
-  sinceUs_.store(nowUs(), std::memory_order_relaxed);
+  sinceUs_.store(micros(at), std::memory_order_relaxed);
   state_.store(1, std::memory_order_relaxed);
   version_.store(v + 2, std::memory_order_release);
 }
 
-void Progress::end(Outcome outcome) {
-  sinceUs_.store(nowUs(), std::memory_order_relaxed);
+void Progress::end(Outcome outcome, std::chrono::system_clock::time_point at) {
+  sinceUs_.store(micros(at), std::memory_order_relaxed);
   state_.store(outcome == Outcome::Failed ? 3 : 2, std::memory_order_release);
 }
 
@@ -61,7 +57,7 @@ std::string Progress::describe() const {
   if (state == 0) return "no collective under way";
   const std::string call = std::string(name_.load(std::memory_order_relaxed)) + " #" +
                            std::to_string(sequence_.load(std::memory_order_relaxed));
-  const long long ms = (nowUs() - sinceUs_.load(std::memory_order_relaxed)) / 1000;
+  const long long ms = (micros(coarseNow()) - sinceUs_.load(std::memory_order_relaxed)) / 1000;
   switch (state) {
     case 1: return "in " + call + " for " + std::to_string(ms) + " ms";
     case 2: return "idle after " + call + " (done " + std::to_string(ms) + " ms ago)";

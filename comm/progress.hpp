@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -28,10 +29,12 @@ class Progress {
     Call previous;
   };
 
-  // `name` is a string literal (the collective's name).
-  void begin(const char* name, uint32_t sequence, uint32_t call = 0, uint64_t bytes = 0);
+  // `name` is a string literal (the collective's name); `at` when it began
+  // (coarseNow(), which the caller reads once for this and its flight recorder).
+  void begin(const char* name, uint32_t sequence, uint32_t call, uint64_t bytes,
+             std::chrono::system_clock::time_point at);
   enum class Outcome { Done, Failed };
-  void end(Outcome outcome);
+  void end(Outcome outcome, std::chrono::system_clock::time_point at);
   // The running collective sends to `peer` (before it does).
   void sentTo(int peer) { sentMask_.fetch_or(uint64_t{1} << (peer % 64), std::memory_order_relaxed); }
   std::string describe() const;
@@ -50,7 +53,7 @@ class Progress {
   std::atomic<uint64_t> previousBytes_{0};
   std::atomic<uint64_t> previousSentMask_{0};
   std::atomic<int> state_{0};            // 0 none yet, 1 running, 2 done, 3 failed
-  std::atomic<int64_t> sinceUs_{0};      // coarse monotonic clock, when it began or ended
+  std::atomic<int64_t> sinceUs_{0};      // coarse wall clock (coarseNow), when it began or ended
 };
 
 }  // namespace loom

@@ -442,11 +442,10 @@ uint64_t NodeArea::nextLineStep() {
   return step;
 }
 
-void NodeArea::postAndDefer(uint64_t step, const std::string& what) {
+void NodeArea::postAndDefer(uint64_t step) {
   if (deferredCount_ == kArrivalDepth) settle(deferred_[deferredFirst_ % kArrivalDepth].step);
-  Deferred& d = deferred_[(deferredFirst_ + deferredCount_) % kArrivalDepth];
-  d.step = step;
-  d.what.assign(what);
+  deferred_[(deferredFirst_ + deferredCount_) % kArrivalDepth] = {
+      .step = step, .call = call_.call, .sequence = static_cast<uint32_t>(call_.sequence)};
   ++deferredCount_;
   post(Counter::Arrived, step);
 }
@@ -463,7 +462,7 @@ void NodeArea::postAndDefer(uint64_t step, const std::string& what) {
 // So through a chain of equal calls every rank's is compared with every
 // other's, and the first step of a call finds any mismatch, on some rank.
 void NodeArea::depart(uint64_t step, const std::string& what) {
-  postAndDefer(step, what);
+  postAndDefer(step);
   if (step != callStep_) return;
   for (int local = 0; local < localSize_; ++local) {
     if (local == localRank_ || control_->counter(local, Counter::Arrived, step).load(std::memory_order_seq_cst) < step) {
@@ -475,7 +474,7 @@ void NodeArea::depart(uint64_t step, const std::string& what) {
 }
 
 void NodeArea::arriveFrom(int local, uint64_t step, const std::string& what) {
-  postAndDefer(step, what);
+  postAndDefer(step);
   waitFor(local, Counter::Arrived, step, what);
   if (step == callStep_) checkCalls(step, what, local);
 }
@@ -484,14 +483,19 @@ void NodeArea::settle(uint64_t step) {
   while (deferredCount_ > 0) {
     const Deferred& d = deferred_[deferredFirst_ % kArrivalDepth];
     if (d.step > step) return;
+    // Most steps settle long after their peers got there: one look each.
+    if (!allReached(Counter::Arrived, d.step)) waitForDeferred(d);
     ++deferredFirst_;
     --deferredCount_;
-    try {
-      waitAll(Counter::Arrived, d.step, d.what);
-    } catch (...) {
-      deferredCount_ = 0;  // the node's collectives fail from here on: nothing later to settle
-      throw;
-    }
+  }
+}
+
+void NodeArea::waitForDeferred(const Deferred& d) {
+  try {
+    waitAll(Counter::Arrived, d.step, describeCall(d.call, d.sequence));
+  } catch (...) {
+    deferredCount_ = 0;  // the node's collectives fail from here on: nothing later to settle
+    throw;
   }
 }
 
@@ -507,24 +511,40 @@ void NodeArea::arrive(uint64_t step, const std::string& what) {
 }
 
 void NodeArea::checkCalls(uint64_t step, const std::string& what, int only) const {
-  const CallInfo& call = call_;
+  const auto check = [&](int local) {
+    const CallInfo& theirs = control_->rank(local).arrived[step % kArrivalDepth].call;
+    if (!(theirs == call_)) [[unlikely]] throwMismatch(local, theirs, what);
+  };
+  if (only >= 0) {
+    check(only);
+    return;
+  }
+  for (int local = 0; local < localSize_; ++local) {
+    if (local != localRank_) check(local);
+  }
+}
+
+void NodeArea::throwMismatch(int local, const CallInfo& theirs, const std::string& what) const {
   const auto describe = [](const CallInfo& c) {
     return describeCall(c.call, static_cast<uint32_t>(c.sequence)) + " of " + std::to_string(c.bytes) +
            " bytes, root " + std::to_string(c.root);
   };
-  for (int local = 0; local < localSize_; ++local) {
-    if (local == localRank_ || (only >= 0 && local != only)) continue;
-    const CallInfo& theirs = control_->rank(local).arrived[step % kArrivalDepth].call;
-    if (theirs == call) continue;
-    throw Error(loomInvalidUsage, what + ": rank " + std::to_string(localToRank_[static_cast<size_t>(local)]) +
-                                      " called " + describe(theirs) + " where this rank called " + describe(call) +
-                                      " (every rank must make the same calls in the same order, with matching "
-                                      "counts, types, ops, roots and peers)");
-  }
+  throw Error(loomInvalidUsage, what + ": rank " + std::to_string(localToRank_[static_cast<size_t>(local)]) +
+                                    " called " + describe(theirs) + " where this rank called " + describe(call_) +
+                                    " (every rank must make the same calls in the same order, with matching "
+                                    "counts, types, ops, roots and peers)");
 }
 
 bool NodeArea::reached(int local, Counter counter, uint64_t step) const {
   return control_->counter(local, counter, step).load(std::memory_order_acquire) >= step;
+}
+
+bool NodeArea::allReached(Counter counter, uint64_t step) const {
+  for (int local = 0; local < localSize_; ++local) {
+    if (local != localRank_ && !reached(local, counter, step)) return false;
+  }
+  acquireCounters();
+  return true;
 }
 
 void NodeArea::waitAll(Counter counter, uint64_t step, const std::string& what) {

@@ -257,11 +257,18 @@ class NodeArea {
   void firstTouch(size_t controlBytes);
   // Waits for every rank at the departed steps up to `step`.
   void settle(uint64_t step);
+  struct Deferred;
+  // settle's wait, once a first look found a rank short of `d`'s step.
+  [[gnu::noinline]] void waitForDeferred(const Deferred& d);
   // Publishes `step` and leaves its wait to settle().
-  void postAndDefer(uint64_t step, const std::string& what);
+  void postAndDefer(uint64_t step);
+  // Whether every local rank has posted `step` on `counter` (acquiring what they wrote before it if so).
+  bool allReached(Counter counter, uint64_t step) const;
   // Throws loomInvalidUsage naming the first rank (`only`, or any when -1)
   // whose call announced at `step` differs from this rank's.
   void checkCalls(uint64_t step, const std::string& what, int only = -1) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void throwMismatch(int local, const CallInfo& theirs,
+                                                            const std::string& what) const;
   // Maps the buffers every local rank offered for the call at `step`, if all did.
   void resolveBuffers(uint64_t step);
   bool reached(int local, Counter counter, uint64_t step) const;
@@ -282,9 +289,11 @@ class NodeArea {
   uint64_t step_ = 0;
   // Steps this rank posted without waiting for every rank (depart,
   // arriveFrom), oldest first, in a ring: at most kArrivalDepth - 1 at once.
+  // A step's call is named (describeCall) only where a wait for it fails.
   struct Deferred {
     uint64_t step = 0;
-    std::string what;  // its call's name; keeps its capacity, so deferring allocates nothing once warm
+    uint32_t call = 0;      // the call signature of the step's call
+    uint32_t sequence = 0;  // and its number
   };
   std::array<Deferred, kArrivalDepth> deferred_;
   uint64_t deferredFirst_ = 0;  // index (mod depth) of the oldest

@@ -392,6 +392,32 @@ TEST(CollectiveErrors, ATimeoutNamesTheCallByItsNumber) {
   for (auto& c : comms) loomCommAbort(c);
 }
 
+// A small broadcast's root runs ahead of its receivers through its arrival
+// lines (shm/node_area.hpp) and waits for them only when it comes back to
+// a line one has not read: there it names the call that receiver never
+// reached, not the one it is in. Rank 1 makes two broadcasts, rank 0 goes
+// on alone: calls #3 onwards return at once until it needs call #3's line
+// again, which times out naming broadcast #3 and rank 1.
+TEST(CollectiveErrors, ARootThatRanAheadNamesTheCallItsReceiverNeverReached) {
+  ScopedEnv timeout("LOOM_TIMEOUT_MS", "1000");
+  ScopedEnv algo("LOOM_ALGO", "shm");
+  auto comms = loom::test::initThreadComms(2);
+  loom::test::onThreads(2, [&](int r) {
+    char x[8] = {};
+    for (int call = 1; call <= 2; ++call) {
+      ASSERT_EQ(loomBroadcast(x, x, sizeof x, loomInt8, 0, comms[static_cast<size_t>(r)], nullptr), loomSuccess)
+          << "rank " << r << ", call " << call << ": " << loomGetLastError(comms[static_cast<size_t>(r)]);
+    }
+  });
+  char x[8] = {};
+  int call = 3;
+  loomResult_t result = loomSuccess;
+  for (; call <= 200 && result == loomSuccess; ++call) result = loomBroadcast(x, x, sizeof x, loomInt8, 0, comms[0], nullptr);
+  EXPECT_GT(call, 40) << "the root waited for its receiver before it needed a line again";
+  expectError(result, loomTimeout, comms[0], "broadcast #3 (int8, root 0): rank 1");
+  for (auto& c : comms) loomCommAbort(c);
+}
+
 // The flight recorder: rank 0 runs three all-reduces, rank 1 only two. Rank
 // 0's third times out, and its record (JSON, LOOM_FLIGHT_RECORDER_FILE with
 // %r) shows #1 and #2 done on the tuner's algorithm and #3 failed with the
