@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -50,7 +51,7 @@ size_t tunedBytes(const Collective& c, int nranks) {
 
 // `callBytes`: the user's count x datatype size, whatever part of it `c` is
 // (a piece, device_staging.hpp), as every rank's stall probe compares it.
-void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
+void runChosen(Communicator& comm, CommState& state, const Collective& given, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice, uint64_t callBytes);
 
 // One collective, under the state's runLock; `entry` learns its algorithm.
@@ -83,18 +84,21 @@ void runLocked(Communicator& comm, CommState& state, const Collective& c, uint32
   runChosen(comm, state, c, sequence, call, entry, executor, choice, c.blockBytes());
 }
 
-void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequence, uint32_t call,
+void runChosen(Communicator& comm, CommState& state, const Collective& given, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice, uint64_t callBytes) {
   const int n = comm.size();
-  const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
-                       c.kind == CollectiveKind::ReduceScatter;
+  const bool reduces = given.kind == CollectiveKind::AllReduce || given.kind == CollectiveKind::Reduce ||
+                       given.kind == CollectiveKind::ReduceScatter;
 
   // PreMulSum scales this rank's input once, into scratch; the algorithm
-  // then sums. Averages divide the result at the end. Device buffers here
-  // are ones the algorithm reads in place: the device scales and divides
-  // them.
-  const bool average = reduces && c.reduction.average;
-  if (reduces && c.reduction.op == cpu::ReduceOp::PreMulSum) {
+  // then sums (a copy of the call with that input, where other calls use
+  // the one given). Averages divide the result at the end. Device buffers
+  // here are ones the algorithm reads in place: the device scales and
+  // divides them.
+  const bool average = reduces && given.reduction.average;
+  std::optional<Collective> scaledCall;
+  if (reduces && given.reduction.op == cpu::ReduceOp::PreMulSum) {
+    Collective& c = scaledCall.emplace(given);
     const size_t bytes = contributionBytes(c, n);
     const void* source = c.send;
     if (c.sendKind == memory::MemoryKind::CudaDevice) {
@@ -112,6 +116,7 @@ void runChosen(Communicator& comm, CommState& state, Collective c, uint32_t sequ
     }
     c.reduction.op = cpu::ReduceOp::Sum;
   }
+  const Collective& c = scaledCall ? *scaledCall : given;
 
   const bool hasResult = c.kind != CollectiveKind::Reduce || comm.rank() == c.root;
   if (n == 1) {

@@ -6,7 +6,16 @@ namespace loom::cuda {
 
 int deviceCount() { return runtime().deviceCount(); }
 
-PointerKind pointerKind(const void* p) { return runtime().pointerKind(p); }
+bool detail::anyDeviceFirst() {
+  const int any = runtime().deviceCount() > 0 ? 1 : 0;
+  int unknown = -1;
+  // Not over an answer useFakeDevice gave meanwhile: a stale "none" would
+  // take its device buffers for host memory.
+  if (!anyDevice.compare_exchange_strong(unknown, any, std::memory_order_acq_rel)) return unknown != 0;
+  return any != 0;
+}
+
+PointerKind pointerKindOnDevice(const void* p) { return runtime().pointerKind(p); }
 
 std::vector<std::string> visibleDeviceBusIds() {
   DeviceRuntime& rt = runtime();

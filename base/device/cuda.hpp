@@ -3,6 +3,7 @@
 // Builds and answers 0 without CUDA, and without a driver or device.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,9 +15,24 @@ namespace loom::cuda {
 
 bool compiledWithCuda();
 int deviceCount();
+
+namespace detail {
+inline constinit std::atomic<int> anyDevice{-1};  // -1: not asked yet; 0: none; 1: some
+bool anyDeviceFirst();
+}  // namespace detail
+// Whether the process's runtime has a device, so that a buffer may be device
+// memory: asked of the runtime once, then one load, as every call asks it of
+// each of its buffers. The fake device's switch (useFakeDevice) sets it.
+inline bool anyDevice() {
+  const int any = detail::anyDevice.load(std::memory_order_acquire);
+  if (any < 0) [[unlikely]] return detail::anyDeviceFirst();
+  return any != 0;
+}
+
 // What the runtime says a pointer is. Host without CUDA or a device (the
-// runtime is not asked then, so host-only processes pay nothing).
-PointerKind pointerKind(const void* p);
+// runtime is not asked then, so host-only processes pay one load).
+PointerKind pointerKindOnDevice(const void* p);
+inline PointerKind pointerKind(const void* p) { return anyDevice() ? pointerKindOnDevice(p) : PointerKind::Host; }
 
 // The PCI bus id of this thread's current device, as hwloc spells it
 // (base/bus_id.hpp), or "" without CUDA or a device.

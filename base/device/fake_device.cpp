@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/backoff.hpp"
+#include "base/device/cuda.hpp"
 #include "base/error.hpp"
 
 namespace loom::cuda {
@@ -515,7 +516,10 @@ FakeRuntime& fake() {
 
 DeviceRuntime& fakeRuntime() { return fake(); }
 
-void useFakeDevice(bool on) { fakeOn.store(on, std::memory_order_release); }
+void useFakeDevice(bool on) {
+  fakeOn.store(on, std::memory_order_release);
+  detail::anyDevice.store(on ? 1 : -1, std::memory_order_release);  // the fake has GPUs; off, the real runtime is asked again
+}
 bool fakeDevice() { return fakeOn.load(std::memory_order_acquire); }
 
 void* fakeDeviceAlloc(size_t bytes) { return fake().allocations().allocate(bytes, fakeCurrent, false); }

@@ -124,10 +124,14 @@ TEST(Registration, FakeDeviceMemoryIsReachableByPeersAsOneGpu) {
 }
 
 // loomMemAllocDevice: the device's memory, or a named refusal where no
-// device is visible; loomMemFree takes it back, once.
+// device is visible; loomMemFree takes it back, once. Without a device the
+// kinds are known to be host memory at once (cuda::anyDevice), until the
+// fake device is switched on: its memory is then device memory.
 TEST(MemoryKind, LoomMemAllocDeviceGivesDeviceMemoryOrSaysThereIsNone) {
   void* p = nullptr;
+  std::vector<std::byte> heap(64);
   if (cuda::deviceCount() == 0) {
+    EXPECT_EQ(kindOf(heap.data(), heap.size()), MemoryKind::Host);  // no device: asked once, answered "none"
     EXPECT_EQ(loomMemAllocDevice(&p, 4096), loomInvalidUsage);
     EXPECT_NE(std::string(loomGetLastError(nullptr)).find("no CUDA device"), std::string::npos)
         << loomGetLastError(nullptr);
@@ -141,7 +145,9 @@ TEST(MemoryKind, LoomMemAllocDeviceGivesDeviceMemoryOrSaysThereIsNone) {
   EXPECT_TRUE(handleOf(p, 1 << 16).reachableByPeers());
   EXPECT_EQ(loomMemFree(p), loomSuccess);
   EXPECT_EQ(loomMemFree(p), loomInvalidArgument);  // freed already
+  EXPECT_EQ(kindOf(heap.data(), heap.size()), MemoryKind::Host);
   cuda::useFakeDevice(false);
+  EXPECT_EQ(kindOf(heap.data(), heap.size()), MemoryKind::Host);
 }
 
 }  // namespace
