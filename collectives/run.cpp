@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -51,7 +50,7 @@ size_t tunedBytes(const Collective& c, int nranks) {
 
 // `callBytes`: the user's count x datatype size, whatever part of it `c` is
 // (a piece, device_staging.hpp), as every rank's stall probe compares it.
-void runChosen(Communicator& comm, CommState& state, const Collective& given, uint32_t sequence, uint32_t call,
+void runChosen(Communicator& comm, CommState& state, const Collective& c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice, uint64_t callBytes);
 
 // One collective, under the state's runLock; `entry` learns its algorithm.
@@ -84,39 +83,42 @@ void runLocked(Communicator& comm, CommState& state, const Collective& c, uint32
   runChosen(comm, state, c, sequence, call, entry, executor, choice, c.blockBytes());
 }
 
-void runChosen(Communicator& comm, CommState& state, const Collective& given, uint32_t sequence, uint32_t call,
+// PreMulSum's call as the algorithm runs it: this rank's input scaled once,
+// into scratch (by its device, for device memory the algorithm reads in
+// place), then summed.
+Collective scaledForSum(Communicator& comm, CommState& state, const Collective& given, const Executor& executor) {
+  Collective c = given;
+  const size_t bytes = contributionBytes(c, comm.size());
+  const void* source = c.send;
+  if (c.sendKind == memory::MemoryKind::CudaDevice) {
+    std::byte* scaled = state.scaledOnDevice.get(bytes);
+    DeviceWork device(comm);
+    device.waitForInputs();
+    device.scale(c.type, source, scaled, bytes / c.typeSize, c.reduction.scalar);
+    device.finish();  // peers read the scaled input once this rank arrives
+    c.send = scaled;
+  } else {
+    auto scaled = state.scaledInput.get(bytes);
+    executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
+                    c.reduction.scalar);
+    c.send = scaled.data();
+  }
+  c.reduction.op = cpu::ReduceOp::Sum;
+  return c;
+}
+
+void runChosen(Communicator& comm, CommState& state, const Collective& c, uint32_t sequence, uint32_t call,
                FlightRecorder::Entry& entry, const Executor& executor, const Choice& choice, uint64_t callBytes) {
   const int n = comm.size();
-  const bool reduces = given.kind == CollectiveKind::AllReduce || given.kind == CollectiveKind::Reduce ||
-                       given.kind == CollectiveKind::ReduceScatter;
-
-  // PreMulSum scales this rank's input once, into scratch; the algorithm
-  // then sums (a copy of the call with that input, where other calls use
-  // the one given). Averages divide the result at the end. Device buffers
-  // here are ones the algorithm reads in place: the device scales and
-  // divides them.
-  const bool average = reduces && given.reduction.average;
-  std::optional<Collective> scaledCall;
-  if (reduces && given.reduction.op == cpu::ReduceOp::PreMulSum) {
-    Collective& c = scaledCall.emplace(given);
-    const size_t bytes = contributionBytes(c, n);
-    const void* source = c.send;
-    if (c.sendKind == memory::MemoryKind::CudaDevice) {
-      std::byte* scaled = state.scaledOnDevice.get(bytes);
-      DeviceWork device(comm);
-      device.waitForInputs();
-      device.scale(c.type, source, scaled, bytes / c.typeSize, c.reduction.scalar);
-      device.finish();  // peers read the scaled input once this rank arrives
-      c.send = scaled;
-    } else {
-      auto scaled = state.scaledInput.get(bytes);
-      executor.reduce(c.type, cpu::ReduceOp::PreMulSum, std::span(&source, 1), scaled.data(), bytes / c.typeSize,
-                      c.reduction.scalar);
-      c.send = scaled.data();
-    }
-    c.reduction.op = cpu::ReduceOp::Sum;
+  const bool reduces = c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::Reduce ||
+                       c.kind == CollectiveKind::ReduceScatter;
+  if (reduces && c.reduction.op == cpu::ReduceOp::PreMulSum) {
+    runChosen(comm, state, scaledForSum(comm, state, c, executor), sequence, call, entry, executor, choice, callBytes);
+    return;
   }
-  const Collective& c = scaledCall ? *scaledCall : given;
+  // Averages divide the result at the end (the device, for device memory
+  // the algorithm reads in place).
+  const bool average = reduces && c.reduction.average;
 
   const bool hasResult = c.kind != CollectiveKind::Reduce || comm.rank() == c.root;
   if (n == 1) {
