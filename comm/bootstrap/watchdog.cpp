@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <system_error>
+#include <utility>
 
 #include "base/env.hpp"
 #include "base/error.hpp"
@@ -149,21 +150,46 @@ void Watchdog::run() {
       if (fds[i + 2].revents != 0 && !serve(*incoming[i])) incoming[i].reset();
     }
     std::erase(incoming, nullptr);
-    if (fds[1].revents != 0) {
-      try {
-        net::Socket socket = listener_.accept(Deadline::after(milliseconds(0)), nullptr);
-        if (incoming.size() >= kMaxIncoming) {
-          LOOM_WARN(Bootstrap, "refused a connection to the bootstrap listener: %zu are open already", incoming.size());
-          continue;
-        }
-        incoming.push_back(std::make_unique<Incoming>(Incoming{std::move(socket), FrameReader(secret_, kMaxFrameBytes),
-                                                               Deadline::after(kIdentifyWithin)}));
-      } catch (const Error&) {
-        // the connection went before we took it
-      }
+    if (prevEnded_) {
+      declareEndedPrev(incoming);
+    } else if (fds[1].revents != 0) {
+      acceptPending(incoming);
     }
   }
   if (!abandoned_.load(std::memory_order_acquire)) sayGoodbye();
+}
+
+size_t Watchdog::acceptPending(std::vector<std::unique_ptr<Incoming>>& incoming) {
+  size_t taken = 0;
+  for (;;) {
+    net::Socket socket;
+    try {
+      socket = listener_.accept(Deadline::after(milliseconds(0)), nullptr);
+    } catch (const Error&) {
+      return taken;  // none waiting (or one went before we took it)
+    }
+    if (incoming.size() >= kMaxIncoming) {
+      LOOM_WARN(Bootstrap, "refused a connection to the bootstrap listener: %zu are open already", incoming.size());
+      continue;
+    }
+    incoming.push_back(std::make_unique<Incoming>(
+        Incoming{std::move(socket), FrameReader(secret_, kMaxFrameBytes), Deadline::after(kIdentifyWithin)}));
+    ++taken;
+  }
+}
+
+void Watchdog::declareEndedPrev(std::vector<std::unique_ptr<Incoming>>& incoming) {
+  // A rank that learnt of a failure told every rank before its
+  // communicator could be aborted (declare): that notice was connected to
+  // this listener before its heartbeats ended. Read first, it names the
+  // rank that failed, not the one that left because of it.
+  const size_t taken = acceptPending(incoming);
+  for (size_t i = incoming.size() - taken; i < incoming.size(); ++i) {
+    if (!serve(*incoming[i])) incoming[i].reset();
+  }
+  std::erase(incoming, nullptr);
+  const Ended ended = *std::exchange(prevEnded_, std::nullopt);
+  declare(ended.rank, ended.why);  // nothing, where a notice named it already
 }
 
 net::Socket Watchdog::connectTo(int rank, Deadline deadline, const Cancellation* cancel) const {
@@ -265,8 +291,9 @@ bool Watchdog::serve(Incoming& in) {
     return true;
   } catch (const Error& e) {
     if (in.from >= 0 && in.from == prev_ && !prevLeft_) {
-      declare(prev_, std::string("its heartbeat connection ended without a goodbye (") + e.what() +
-                         "): the process died or aborted its communicator");
+      prevEnded_ = Ended{.rank = prev_,
+                         .why = std::string("its heartbeat connection ended without a goodbye (") + e.what() +
+                                "): the process died or aborted its communicator"};
     } else if (in.reader.midFrame() || e.code() != loomRemoteError) {
       LOOM_WARN(Bootstrap, "dropped a connection to the bootstrap listener: %s", e.what());
     } else {
@@ -280,9 +307,16 @@ void Watchdog::declare(int rank, const std::string& why) {
   if (isDeclared(rank)) return;
   declared_.push_back(rank);
   handlers_.onFailure(rank, why + " (seen by rank " + std::to_string(rank_) + ")");
+  std::vector<int> others;
   for (int r = 0; r < nranks_; ++r) {
-    if (r != rank_ && !isDeclared(r)) notify(r, rank, why);
+    if (r != rank_ && !isDeclared(r)) others.push_back(r);
   }
+  // Not cancelled by stop(): a program that hears of the failure may abort
+  // this rank's communicator at once, and the rank watching this one would
+  // then name this rank, not the one that failed. The abort waits for them
+  // (each send bounded by kNotifyTimeout).
+  tell(others, {.type = FrameType::FailureNotice, .from = rank_, .failed = rank, .text = why}, "of the failure",
+       nullptr);
   closeRing(rank);
 }
 
@@ -340,15 +374,6 @@ void Watchdog::probeUnheardPrev() {
   }
 }
 
-void Watchdog::notify(int to, int failed, const std::string& why) {
-  try {
-    const WatchdogMessage notice{.type = FrameType::FailureNotice, .from = rank_, .failed = failed, .text = why};
-    sendTo(to, FrameType::FailureNotice, notice.encode(), Deadline::after(kNotifyTimeout), &stop_);
-  } catch (const Error& e) {
-    LOOM_INFO(Bootstrap, "could not tell rank %d that rank %d failed: %s", to, failed, e.what());
-  }
-}
-
 void Watchdog::reportMismatch(const std::string& what) {
   tellEveryone({.type = FrameType::MismatchNotice, .from = rank_, .text = what}, "that the ranks are out of step");
 }
@@ -358,26 +383,31 @@ void Watchdog::reportLoss(const std::string& what, int skip) {
 }
 
 void Watchdog::tellEveryone(const WatchdogMessage& notice, const char* what, int skip) {
-  constexpr int kAtOnce = 16;
-  const auto payload = notice.encode();
   std::vector<int> others;
   for (int r = 0; r < nranks_; ++r) {
     if (r != rank_ && r != skip) others.push_back(r);
   }
-  const auto tell = [&](int r) {
+  tell(others, notice, what, &stop_);
+}
+
+void Watchdog::tell(std::span<const int> ranks, const WatchdogMessage& notice, const char* what,
+                    const Cancellation* cancel) {
+  constexpr int kAtOnce = 16;
+  const auto payload = notice.encode();
+  const auto tellOne = [&](int r) {
     try {
-      sendTo(r, notice.type, payload, Deadline::after(kNotifyTimeout), &stop_);
+      sendTo(r, notice.type, payload, Deadline::after(kNotifyTimeout), cancel);
     } catch (const Error& e) {
       LOOM_INFO(Bootstrap, "could not tell rank %d %s: %s", r, what, e.what());
     }
   };
-  for (size_t first = 0; first < others.size(); first += kAtOnce) {
+  for (size_t first = 0; first < ranks.size(); first += kAtOnce) {
     std::vector<std::thread> senders;
-    for (size_t i = first; i < std::min(others.size(), first + kAtOnce); ++i) {
+    for (size_t i = first; i < std::min(ranks.size(), first + kAtOnce); ++i) {
       try {
-        senders.emplace_back(tell, others[i]);
+        senders.emplace_back(tellOne, ranks[i]);
       } catch (const std::system_error&) {
-        tell(others[i]);  // no thread to be had: this one, then
+        tellOne(ranks[i]);  // no thread to be had: this one, then
       }
     }
     for (auto& s : senders) s.join();

@@ -11,6 +11,11 @@
 //   other rank's bootstrap listener, which stays open for this (and for
 //   shrink offers); each revokes its communicator on receipt. Pending and
 //   later operations then fail with loomRemoteError naming the rank.
+// - Those notices go out even if the watcher's program aborts its
+//   communicator on hearing of the failure (the abort waits for them), and a
+//   rank whose previous rank's heartbeats end first reads what its listener
+//   holds: a notice from that rank, sent before it left, names the rank that
+//   failed, not the one that left because of it.
 // - The ring closes over a failed rank: its previous rank sends heartbeats
 //   to the next live one, which watches it in turn (and declares it at once
 //   if its listener refuses a connection). So neighbours that die together
@@ -130,9 +135,13 @@ class Watchdog {
               const Cancellation* cancel) const;
   void connectNext(Deadline deadline);
   void beat(std::chrono::steady_clock::time_point now);
-  void accept();
+  // Takes every connection waiting on the listener; returns how many.
+  size_t acceptPending(std::vector<std::unique_ptr<Incoming>>& incoming);
   // Handles what `in` has sent; false once the connection is done with.
   bool serve(Incoming& in);
+  // prev_'s heartbeats ended without a Goodbye (prevEnded_): declares it,
+  // once the notices its last acts left on the listener are read.
+  void declareEndedPrev(std::vector<std::unique_ptr<Incoming>>& incoming);
   void declare(int rank, const std::string& why);
   bool isDeclared(int rank) const;
   // The first rank from `from` in direction `step` (+1, -1) not declared
@@ -146,11 +155,13 @@ class Watchdog {
   void probeUnheardPrev();
   // How long closing the ring may wait to reach a rank: a heartbeat period.
   std::chrono::milliseconds rewatchWithin() const;
-  void notify(int to, int failed, const std::string& why);
-  // Sends `notice` to every other rank, several at once (an unreachable
-  // one costs kNotifyTimeout, not that times the ranks after it); one that
-  // cannot be reached is logged and skipped.
+  // Sends `notice` to every other rank but `skip` (tell), ended early by stop().
   void tellEveryone(const WatchdogMessage& notice, const char* what, int skip = -1);
+  // Sends `notice` to `ranks`, several at once (an unreachable one costs
+  // kNotifyTimeout, not that times the ranks after it); one that cannot be
+  // reached is logged and skipped. `cancel` ends the sends early (none: only
+  // their deadlines do).
+  void tell(std::span<const int> ranks, const WatchdogMessage& notice, const char* what, const Cancellation* cancel);
   void sayGoodbye();
 
   Secret secret_;
@@ -169,6 +180,11 @@ class Watchdog {
   std::chrono::steady_clock::time_point nextBeat_{};
   std::chrono::steady_clock::time_point prevHeard_{};  // the last heartbeat from prev_, or the start
   bool prevLeft_ = false;                              // prev_ said Goodbye
+  struct Ended {
+    int rank;
+    std::string why;
+  };
+  std::optional<Ended> prevEnded_;  // prev_, whose heartbeats ended without a Goodbye, not yet declared
   bool prevUnheard_ = false;  // prev_ was taken over (closeRing) and has sent no heartbeat since
   std::chrono::steady_clock::time_point nextPrevProbe_{};
   std::vector<int> declared_;

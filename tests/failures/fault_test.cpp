@@ -126,6 +126,22 @@ TEST(Faults, AStoppedRankIsDeclaredFailedAfterItsHeartbeatsStop) {
   EXPECT_LT(maxOf(run.detectedMs), 1000.0 + 2000.0);  // silence, then at most a notice's delivery
 }
 
+// A program that gives up on a failure aborts its communicator the moment
+// it hears of it. The victim's watcher (rank 2) does so here, and rank 0,
+// which watches rank 2 and makes no call, must still learn that rank 1
+// failed, not that rank 2 did: the watcher's notices go out before its
+// abort ends, and rank 0 reads them before it declares the rank whose
+// heartbeats ended. Five times, since the race it guards against is one.
+TEST(Faults, AWatcherThatAbortsOnHearingOfAFailureStillNamesTheFailedRank) {
+  for (int round = 0; round < 5; ++round) {
+    auto run = runFault("kill-watcher-aborts", 3, {1}, 1u << 16, {});
+    EXPECT_EQ(run.ranks[1].exitCode, 128 + SIGKILL) << run.ranks[1].output;
+    EXPECT_EQ(run.ranks[2].exitCode, 0) << run.ranks[2].output;
+    EXPECT_EQ(run.ranks[0].exitCode, 0) << "round " << round << ":\n" << run.ranks[0].output;
+    EXPECT_NE(run.ranks[0].output.find("rank 0: first failed rank 1\n"), std::string::npos) << run.ranks[0].output;
+  }
+}
+
 // Neighbours on the heartbeat ring, killed together: rank 2 watched rank 1,
 // so rank 3, which declares rank 2, watches rank 1 next, and finds it gone
 // (its listener refuses) at once. Both are named, and the survivors shrink

@@ -1,5 +1,5 @@
 // A rank for the fault tests: real processes, real faults.
-//   loom_test_fault kill|stop VICTIMS DIR COUNT
+//   loom_test_fault kill|stop|kill-watcher-aborts VICTIMS DIR COUNT
 // Every rank runs all-reduces of COUNT floats. Each victim (VICTIMS: a rank,
 // or several with commas) starts one and, 20 ms in, SIGKILLs itself (kill)
 // or SIGSTOPs itself (stop), having written its pid and the steady-clock
@@ -11,6 +11,16 @@
 // SIGKILLs a stopped victim. Exit 0 only if all of that held. With
 // LOOM_TEST_FAULT_DEVICE=1 the buffer is device memory (a GPU's, else the
 // fake device's): the all-reduces read each other's in place.
+// kill-watcher-aborts (3 ranks, one victim): the victim is killed as with
+// kill; the rank that watches it (the next) all-reduces and aborts its
+// communicator the moment its watchdog declares the victim (a thread that
+// spins on loomCommGetAsyncError), as a program that gives up on a failure
+// does; the third rank makes no call and waits for its watchdog to name a
+// failed rank: the first it names must be the victim, not the watcher
+// whose heartbeats ended with its abort ("first failed rank F"). The
+// watcher holds the third rank stopped (SIGSTOP) from before the victim
+// dies until its own abort has ended, so that the third finds the
+// watcher's notice and the end of its heartbeats waiting together.
 #include <loom/loom.h>
 #include <signal.h>
 #include <unistd.h>
@@ -38,6 +48,61 @@ long long nowUs() {
 int fail(const char* what, loomComm_t comm) {
   std::printf("FAIL %s: %s\n", what, loomGetLastError(comm));
   return 1;
+}
+
+// Waits up to 10 s for `path` to exist; false if it never does.
+bool waitForFile(const std::string& path) {
+  for (int i = 0; i < 1000; ++i) {
+    if (std::ifstream(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// Writes `text` to `path` whole (renamed into place).
+void writeFile(const std::string& path, const std::string& text) {
+  {
+    std::ofstream out(path + ".tmp");
+    out << text;
+  }
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+// kill-watcher-aborts' survivors (above main).
+int watcherAborts(loomComm_t comm, int rank, int size, int victim, float* buffer, size_t count, const std::string& dir) {
+  if (size != 3) return fail("kill-watcher-aborts runs on 3 ranks", comm);
+  const int third = (victim + 2) % size;
+  if (rank == (victim + 1) % size) {
+    long long pid = 0;
+    if (!waitForFile(dir + "/third") || !(std::ifstream(dir + "/third") >> pid)) return fail("the third rank's pid", comm);
+    ::kill(static_cast<pid_t>(pid), SIGSTOP);
+    writeFile(dir + "/stopped", "1\n");
+    std::thread aborter([&] {
+      loomResult_t async = loomSuccess;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (async == loomSuccess && std::chrono::steady_clock::now() < until) loomCommGetAsyncError(comm, &async);
+      loomCommAbort(comm);
+    });
+    loomAllReduce(buffer, buffer, count, loomFloat32, loomSum, comm, nullptr);  // ends with the abort
+    aborter.join();
+    ::kill(static_cast<pid_t>(pid), SIGCONT);
+    std::printf("rank %d: aborted\n", rank);
+    return 0;
+  }
+  if (rank != third) return fail("not a rank of kill-watcher-aborts", comm);
+  writeFile(dir + "/third", std::to_string(::getpid()) + "\n");
+  std::vector<int> failed(static_cast<size_t>(size), -1);
+  int failedCount = 0;
+  for (int i = 0; i < 20000 && failedCount == 0; ++i) {
+    if (loomCommGetFailedRanks(comm, failed.data(), size, &failedCount) != loomSuccess) {
+      return fail("loomCommGetFailedRanks", comm);
+    }
+    if (failedCount == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (failedCount == 0) return fail("no rank was named failed within 20 s", comm);
+  std::printf("rank %d: first failed rank %d\n", rank, failed[0]);
+  loomCommAbort(comm);
+  return failed[0] == victim ? 0 : 1;
 }
 
 }  // namespace
@@ -82,10 +147,14 @@ int main(int argc, char** argv) {
       out << ::getpid() << " " << nowUs() << "\n";
     }
     std::rename((file + ".tmp").c_str(), file.c_str());
+    // The third rank stopped first: it must not see this rank die itself.
+    if (mode == "kill-watcher-aborts" && !waitForFile(std::string(argv[3]) + "/stopped")) return 4;
     ::raise(mode == "stop" ? SIGSTOP : SIGKILL);
     reduce.join();  // only after SIGCONT, which the test never sends
     return 3;
   }
+
+  if (mode == "kill-watcher-aborts") return watcherAborts(comm, rank, size, victims.at(0), buffer, count, argv[3]);
 
   // The survivors: all-reduce until one fails.
   loomResult_t result = loomSuccess;
