@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/counters.hpp"
 #include "base/datatype.hpp"
 #include "base/device/call_buffer.hpp"
 #include "base/device/memop_batch.hpp"
-#include "base/counters.hpp"
 #include "base/device/runtime.hpp"
 #include "base/error.hpp"
 #include "collectives/device_kernels.hpp"
