@@ -19,4 +19,9 @@ inline std::chrono::system_clock::time_point coarseNow() {
       std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec)));
 }
 
+// Microseconds since the epoch, as the records keep and report them.
+inline long long microsSinceEpoch(std::chrono::system_clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(at.time_since_epoch()).count();
+}
+
 }  // namespace loom

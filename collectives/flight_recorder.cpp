@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "base/coarse_clock.hpp"
 #include "base/datatype.hpp"
 #include "base/env.hpp"
 #include "base/error.hpp"
@@ -19,10 +20,6 @@ const char* stateName(FlightRecorder::State s) {
     case FlightRecorder::State::Failed: return "failed";
   }
   return "?";
-}
-
-long long micros(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
@@ -88,9 +85,9 @@ std::string FlightRecorder::json(int rank, const std::vector<std::string>& surve
     json.beginObject().field("sequence", static_cast<long long>(e.sequence)).field("collective", collectiveName(e.kind));
     json.field("count", static_cast<long long>(e.count)).field("datatype", datatypeName(e.type));
     json.field("algorithm", e.algorithm).field("state", stateName(e.state));
-    json.field("started_us", micros(e.started));
+    json.field("started_us", microsSinceEpoch(e.started));
     if (e.state == State::Running) json.key("ended_us").null();
-    else json.field("ended_us", micros(e.ended));
+    else json.field("ended_us", microsSinceEpoch(e.ended));
     if (!e.error.empty()) json.field("error", e.error);
     json.endObject();
   }

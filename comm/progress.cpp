@@ -3,13 +3,6 @@
 #include "base/coarse_clock.hpp"
 
 namespace loom {
-namespace {
-
-int64_t micros(std::chrono::system_clock::time_point at) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(at.time_since_epoch()).count();
-}
-
-}  // namespace
 
 void Progress::begin(const char* name, uint32_t sequence, uint32_t call, uint64_t bytes,
                      std::chrono::system_clock::time_point at) {
@@ -27,13 +20,13 @@ void Progress::begin(const char* name, uint32_t sequence, uint32_t call, uint64_
   call_.store(call, std::memory_order_relaxed);
   bytes_.store(bytes, std::memory_order_relaxed);
   sentMask_.store(0, std::memory_order_relaxed);
-  sinceUs_.store(micros(at), std::memory_order_relaxed);
+  sinceUs_.store(microsSinceEpoch(at), std::memory_order_relaxed);
   state_.store(1, std::memory_order_relaxed);
   version_.store(v + 2, std::memory_order_release);
 }
 
 void Progress::end(Outcome outcome, std::chrono::system_clock::time_point at) {
-  sinceUs_.store(micros(at), std::memory_order_relaxed);
+  sinceUs_.store(microsSinceEpoch(at), std::memory_order_relaxed);
   state_.store(outcome == Outcome::Failed ? 3 : 2, std::memory_order_release);
 }
 
@@ -57,7 +50,7 @@ std::string Progress::describe() const {
   if (state == 0) return "no collective under way";
   const std::string call = std::string(name_.load(std::memory_order_relaxed)) + " #" +
                            std::to_string(sequence_.load(std::memory_order_relaxed));
-  const long long ms = (micros(coarseNow()) - sinceUs_.load(std::memory_order_relaxed)) / 1000;
+  const long long ms = (microsSinceEpoch(coarseNow()) - sinceUs_.load(std::memory_order_relaxed)) / 1000;
   switch (state) {
     case 1: return "in " + call + " for " + std::to_string(ms) + " ms";
     case 2: return "idle after " + call + " (done " + std::to_string(ms) + " ms ago)";
