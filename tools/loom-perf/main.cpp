@@ -414,6 +414,16 @@ int runCollective(const Options& o, loomComm_t comm, int rank, int size) {
   return report.finish() == 0 ? 0 : 1;  // rank 0 fails the job, after its report
 }
 
+// Ends the run on every rank with exit status 2, rank 0 having said why. No
+// rank leaves before rank 0 has written it: the launcher ends the other
+// ranks as soon as one exits, and a message not yet written is then lost.
+int refuse(loomComm_t comm, int rank, const std::string& why) {
+  if (rank == 0) std::fprintf(stderr, "loom-perf: %s\n", why.c_str());
+  CHECK(comm, loomCommBarrier(comm));
+  CHECK(comm, loomCommDestroy(comm));
+  return 2;
+}
+
 int runRank(const Options& o) {
   loomComm_t comm = nullptr;
   CHECK(comm, loomCommInitFromEnv(&comm, nullptr));
@@ -421,15 +431,18 @@ int runRank(const Options& o) {
   CHECK(comm, loomCommUserRank(comm, &rank));
   CHECK(comm, loomCommCount(comm, &size));
   if (o.root >= size) {
-    if (rank == 0) std::fprintf(stderr, "loom-perf: -r %d is not a rank (0 to %d)\n", o.root, size - 1);
-    return 2;
+    return refuse(comm, rank, "-r " + std::to_string(o.root) + " is not a rank (0 to " + std::to_string(size - 1) + ")");
   }
   if (o.gpu) {
+    // Every rank learns the lowest rank that sees no device (size: none), so
+    // that all refuse together or none does.
     const int devices = loom::cuda::deviceCount();
-    if (devices == 0) {
-      if (rank == 0) std::fprintf(stderr, "loom-perf: -G 1: no CUDA device is visible (this build %s CUDA)\n",
-                                  loom::cuda::compiledWithCuda() ? "has" : "has no");
-      return 2;
+    int blind = devices == 0 ? rank : size;
+    CHECK(comm, loomAllReduce(&blind, &blind, 1, loomInt32, loomMin, comm, nullptr));
+    if (blind < size) {
+      return refuse(comm, rank,
+                    "-G 1: no CUDA device is visible to rank " + std::to_string(blind) + " (this build " +
+                        (loom::cuda::compiledWithCuda() ? "has" : "has no") + " CUDA)");
     }
     loomPeerInfo_t me;
     CHECK(comm, loomCommGetPeerInfo(comm, rank, &me));
