@@ -240,18 +240,35 @@ struct InPlace {
 // its own part onto itself (a copy skipped), a reduce-scatter its own
 // block, which its peers never read, and a reduce, gather or scatter has no
 // other reader of what the root writes (NCCL's layouts, the only overlaps
-// the API lets through). Each rank answers for itself: its readers load
-// whichever place it published.
-std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bool twoShots) {
+// the API lets through), unless it puts its result aside (resultAside).
+// Each rank answers for itself: its readers load whichever place it
+// published.
+std::optional<InPlace> offersInPlace(ResidentArea& area, const Collective& c, bool twoShots, bool putsResultAside) {
   if (c.sendBytes == 0 || c.reduction.op == cpu::ReduceOp::PreMulSum) return std::nullopt;
   const bool overlaps = c.recvBytes != 0 && c.recv < c.send + c.sendBytes && c.send < c.recv + c.recvBytes;
-  if (overlaps && (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::AlltoAll)) return std::nullopt;
+  const bool overwritesItsInput =
+      c.kind == CollectiveKind::AlltoAll || (c.kind == CollectiveKind::AllReduce && !putsResultAside);
+  if (overlaps && overwritesItsInput) return std::nullopt;
   // In two shots its peers copy its reduced share out of its result. Both
   // asked (a process's first call on an allocation publishes it).
   const std::optional<RegionPlace> input = area.placeForPeers(c.send);
   const std::optional<RegionPlace> result = twoShots ? area.placeForPeers(c.recv) : RegionPlace{};
   if (!input || !result) return std::nullopt;
   return InPlace{.input = *input, .result = *result};
+}
+
+// Whether this rank's all-reduce in place of more than one piece, in one
+// shot, puts its result aside: into memory of the call's own, copied over its
+// buffer at the call's end, so that its peers may read its input where it
+// lies (offersInPlace) instead of a copy of each piece in its scratch. The
+// pieces then take one round of flags for the call, where through the
+// scratch each took one (processes time-sliced on one GPU pay a context
+// switch for each). Not in two shots, where peers read the result; not for
+// a PreMulSum, whose input is scaled as it is published. Each rank decides
+// for itself: its peers load whichever place it published.
+bool resultAside(const Collective& c, bool twoShots, size_t pieceCount) {
+  return c.kind == CollectiveKind::AllReduce && c.send == c.recv && !twoShots && pieceCount > 1 &&
+         c.reduction.op != cpu::ReduceOp::PreMulSum;
 }
 
 // Whether `c`'s piece `p` runs its round of flags and its read as one piece
@@ -541,14 +558,25 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
     return;
   }
   const bool twoShots = twoShot(area, c);
-  const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots);
   const size_t pieceCount = (c.count + perPiece - 1) / perPiece;
+  const bool aside = resultAside(c, twoShots, pieceCount);
+  const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots, aside);
+  // The call as its pieces run it: an all-reduce in place whose input is
+  // read where it lies writes its result aside, copied over its buffer once
+  // every peer is done reading it (the last piece's release waits for that).
+  Collective run = c;
+  std::unique_ptr<cuda::CallBuffer> result;  // freed on the stream behind the call
+  if (aside && inPlace) {
+    result = std::make_unique<cuda::CallBuffer>(c.recvBytes, q);
+    run.recv = result->data();
+  }
   for (size_t index = 0; index < pieceCount; ++index) {
     const size_t first = index * perPiece;
     const size_t count = std::min(perPiece, c.count - first);
-    runPiece(area, c, Piece{.first = first, .count = count}, twoShots, inPlace, index, pieceCount, q);
+    runPiece(area, run, Piece{.first = first, .count = count}, twoShots, inPlace, index, pieceCount, q);
   }
-  q.flush();
+  if (result != nullptr) cuda::runtime().copy(c.recv, run.recv, c.recvBytes, q.stream());
+  q.flush();  // before the result's free goes behind it
   counters::add(counters::Counter::ResidentCalls);
   if (inPlace) counters::add(counters::Counter::ResidentCallsOfferedInPlace);
 }

@@ -14,9 +14,11 @@
 //            slot, or, where every peer's kernels may read its input in
 //            place (ResidentArea::placeForPeers: threads of one process;
 //            processes once every peer opened its allocation), it needs no
-//            scaling and no peer reads what it writes (not an all-reduce in
-//            place), its own buffer, copied nowhere; such a rank then waits
-//            after the call's last piece until every peer is done reading it;
+//            scaling and no peer reads what it writes (an all-reduce in
+//            place of several pieces puts its result aside, in memory of
+//            the call's own, copied over its buffer at the end), its own
+//            buffer, copied nowhere; such a rank then waits after the
+//            call's last piece until every peer is done reading it;
 //   read:    once every other rank's "arrived" in its own line reaches the
 //            sequence, the rank reads what it needs from the published
 //            places, which its kernels load when they run: one

@@ -479,7 +479,8 @@ TEST(DeviceInPlace, ProcessesOnStreamsReadWindowsAndSendOnTheStream) {
 // too). With LOOM_CUDA_IPC_CACHE=0 nothing stays open, so everything goes
 // through the scratch, exact all the same. Past one slot (600001 int32 a
 // block: 3 or 4 pieces), the ranks read in place publish each call's pieces
-// at once (a range), exact too.
+// at once (a range), exact too; and an all-reduce in place of 2 ranks there
+// puts its result aside and is read in place as well.
 TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   struct Run {
@@ -504,6 +505,14 @@ TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
         if (fake() && cache == "1") {
           EXPECT_TRUE(contains(r.output, who + "in place from round 2: .*, copied 0 bytes")) << r.output;
         }
+        // An all-reduce in place of two pieces in one shot (2 ranks) puts
+        // its result aside: its input read in place, nothing copied but
+        // the result back over it (4 x 600001 bytes a call).
+        const bool aside = n == 2 && std::string(run.count) == "600001" && cache == "1";
+        const std::string allReduce =
+            who + "all-reduce in place from round 2: " + (aside ? "2" : "0") + " of 2 offered";
+        EXPECT_TRUE(contains(r.output, allReduce)) << r.output;
+        if (fake() && aside) EXPECT_TRUE(contains(r.output, allReduce + ", copied 4800008 bytes")) << r.output;
       }
     }
   }

@@ -445,8 +445,14 @@ bool inPlaceOnStream(loomComm_t comm, int rank, int n, size_t count) {
        [&](size_t i) { return value(static_cast<int>(i / count), i % count); }, root ? count * nn : 0, true},
       {"scatter", [&] { return loomScatter(send.data(), recv.data(), count, loomInt32, 1, comm, st); },
        [&](size_t i) { return value(1, static_cast<size_t>(rank) * count + i); }, count, root}};
+  // In place, in its own buffer, uploaded before each call: past one piece
+  // in one shot (2 ranks, 600001 elements), its result is put aside and its
+  // buffer read in place, the one copy the result's way back.
+  const Call inPlaceAllReduce{
+      "all-reduce in place",
+      [&] { return loomAllReduce(recv.data(), recv.data(), count, loomInt32, loomSum, comm, st); }, sum, count, true};
   bool ok = true;
-  uint64_t offered = 0, sending = 0, sends = 0, copied = 0;
+  uint64_t offered = 0, sending = 0, sends = 0, copied = 0, inPlaceOffered = 0, inPlaceCopied = 0;
   for (round = 0; round < 4; ++round) {
     for (size_t i = 0; i < in.size(); ++i) in[i] = value(rank, i);
     send.upload(in.data());
@@ -463,12 +469,22 @@ bool inPlaceOnStream(loomComm_t comm, int rank, int n, size_t count) {
       sends += loom::test::counter("resident_sends_read_in_place") - sendsBefore;
       copied += loom::cuda::fakeBytesCopied() - copiedBefore;
     }
+    recv.upload(in.data());
+    const uint64_t inPlaceOfferedBefore = loom::test::counter("resident_calls_offered_in_place");
+    const uint64_t inPlaceCopiedBefore = loom::cuda::fakeBytesCopied();
+    if (!runChecked(comm, rank, inPlaceAllReduce, recv, finish)) ok = false;
+    if (round >= 2) {
+      inPlaceOffered += loom::test::counter("resident_calls_offered_in_place") - inPlaceOfferedBefore;
+      inPlaceCopied += loom::cuda::fakeBytesCopied() - inPlaceCopiedBefore;
+    }
     int32_t one = 1, ranks = 0;  // every rank through the round before the next
     if (loomAllReduce(&one, &ranks, 1, loomInt32, loomSum, comm, nullptr) != loomSuccess || ranks != n) ok = false;
   }
   std::printf("rank %d: in place from round 2: %llu of %llu calls, %llu sends, copied %llu bytes\n", rank,
               static_cast<unsigned long long>(offered), static_cast<unsigned long long>(sending),
               static_cast<unsigned long long>(sends), static_cast<unsigned long long>(copied));
+  std::printf("rank %d: all-reduce in place from round 2: %llu of 2 offered, copied %llu bytes\n", rank,
+              static_cast<unsigned long long>(inPlaceOffered), static_cast<unsigned long long>(inPlaceCopied));
   rt.destroyStream(stream);
   return ok;
 }
