@@ -424,8 +424,17 @@ uint64_t NodeArea::nextStep() {
 
 uint64_t NodeArea::nextLineStep() {
   const uint64_t step = ++step_;
-  // The line of `step` last held step - depth, which every rank has read once it has arrived one step later.
-  if (step > kArrivalDepth) settle(step - kArrivalDepth + 1);
+  // The line of `step` last held step - depth, which every rank has read
+  // once it has arrived one step later. Where that is still to be seen,
+  // half the depth is settled at once: a look at a peer's line costs the
+  // peer's next store there a round trip between cores (the line is shared
+  // by then), so a rank that looked at one line a step would slow a peer
+  // that only receives by one such trip a call; so it looks once in half
+  // the depth's steps.
+  if (step > kArrivalDepth && deferredCount_ != 0 &&
+      deferred_[deferredFirst_ % kArrivalDepth].step <= step - kArrivalDepth + 1) {
+    settle(step - kArrivalDepth / 2);
+  }
   if (callStep_ == 0) {
     callStep_ = step;
     // Published by post(Arrived, step).
@@ -480,14 +489,27 @@ void NodeArea::arriveFrom(int local, uint64_t step, const std::string& what) {
 }
 
 void NodeArea::settle(uint64_t step) {
-  while (deferredCount_ > 0) {
-    const Deferred& d = deferred_[deferredFirst_ % kArrivalDepth];
-    if (d.step > step) return;
-    // Most steps settle long after their peers got there: one look each.
-    if (!allReached(Counter::Arrived, d.step)) waitForDeferred(d);
-    ++deferredFirst_;
-    --deferredCount_;
+  uint64_t due = 0;  // the deferred steps up to `step`, oldest first
+  while (due < deferredCount_ && deferred_[(deferredFirst_ + due) % kArrivalDepth].step <= step) ++due;
+  if (due == 0) return;
+  // A rank posts its arrivals in step order, so one that reached the newest
+  // due step reached every one before it: one look at each peer settles
+  // them all.
+  const Deferred& newest = deferred_[(deferredFirst_ + due - 1) % kArrivalDepth];
+  if (!allReached(Counter::Arrived, newest.step)) {
+    // Waited for first at the oldest step a peer has not reached, so that a
+    // failure names the call that peer never reached.
+    for (uint64_t i = 0; i + 1 < due; ++i) {
+      const Deferred& d = deferred_[(deferredFirst_ + i) % kArrivalDepth];
+      if (!allReached(Counter::Arrived, d.step)) {
+        waitForDeferred(d);
+        break;
+      }
+    }
+    if (!allReached(Counter::Arrived, newest.step)) waitForDeferred(newest);
   }
+  deferredFirst_ += due;
+  deferredCount_ -= due;
 }
 
 void NodeArea::waitForDeferred(const Deferred& d) {

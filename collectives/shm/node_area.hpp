@@ -27,7 +27,9 @@
 // wait for every rank there: it departs (depart, arriveFrom), and waits for
 // them before it stages in a slot (nextStep) or, if it stages at most
 // kArrivalBytes (in its arrival line) or nothing, only when the line it is
-// about to reuse requires it, kArrivalDepth steps on (nextLineStep). So a
+// about to reuse requires it, kArrivalDepth steps on (nextLineStep); then it
+// settles half the lines at once, looking at each peer's newest, since a look
+// at a line its owner writes next costs that store a trip between cores. So a
 // small broadcast's root streams calls through its arrival lines, as Open
 // MPI's root does through its FIFO, and each receiver waits for the root alone.
 //
@@ -211,7 +213,8 @@ class NodeArea {
   uint64_t nextStep();
   // Numbers the next step for a rank that stages at most kArrivalBytes there,
   // in its arrival line (stage with a size), or nothing: returns once every
-  // rank has read what that line held kArrivalDepth steps ago.
+  // rank has read what that line held kArrivalDepth steps ago (where it has
+  // to wait for that, once every rank reached the step half the depth ago).
   uint64_t nextLineStep();
   // This rank has staged `step`: publishes it and waits until every local
   // rank has. `what` names the collective in errors ("allreduce #12").
@@ -255,7 +258,8 @@ class NodeArea {
   friend class PeerReads;
   // Places this rank's staging slots (and the creator's result slots) on its NUMA node.
   void firstTouch(size_t controlBytes);
-  // Waits for every rank at the departed steps up to `step`.
+  // Waits for every rank at the departed steps up to `step` (one look at
+  // the newest where they are there).
   void settle(uint64_t step);
   struct Deferred;
   // settle's wait, once a first look found a rank short of `d`'s step.
