@@ -176,6 +176,34 @@ TEST(DiagAttribution, ARankIsHeldAgainstThePairsThatDoNotTouchIt) {
   EXPECT_NEAR(a.findings[0].against, (1.756 + 2.497) / 2, 1e-9);  // the median of the six pairs without rank 2
 }
 
+// The netns run of 2026-11-29: rank 2 of four under a CPU quota, slow
+// receiving from all three and sending to one of them (2 -> 1). That send
+// is rank 2's too, not a link of its own: one finding, which names it.
+TEST(DiagAttribution, ASlowRanksPairsTheOtherWayAreTheRanksToo) {
+  const double measured[4][4] = {{0, 2.377, 0.423, 3.381},
+                                 {3.036, 0, 0.417, 2.508},
+                                 {3.554, 0.421, 0, 3.263},
+                                 {3.634, 3.731, 0.429, 0}};
+  std::vector<PairResult> pairs;
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a != b) pairs.push_back({.from = a, .to = b, .path = "socket", .bandwidthGBps = measured[a][b]});
+    }
+  }
+  const auto a = attribute(pairs, eachAlone(4), {});
+  ASSERT_EQ(a.findings.size(), 1u) << a.findings.back().detail;
+  EXPECT_EQ(a.findings[0].kind, "rank");
+  EXPECT_EQ(a.findings[0].ranks, (std::vector<int>{2}));
+  EXPECT_NE(a.findings[0].detail.find("receiving (3 of 3 pairs); slow too: 1 of its 3 sends"), std::string::npos)
+      << a.findings[0].detail;
+  // A slow link between two healthy ranks beside it is still a link.
+  pairs[0].bandwidthGBps = 0.3;  // 0 -> 1
+  const auto both = attribute(pairs, eachAlone(4), {});
+  ASSERT_EQ(both.findings.size(), 2u) << both.findings[0].detail << " / " << both.findings.back().detail;
+  EXPECT_EQ(both.findings[1].kind, "link") << both.findings[0].detail << " / " << both.findings[1].detail;
+  EXPECT_EQ(both.findings[1].ranks, (std::vector<int>{0, 1}));
+}
+
 TEST(DiagAttribution, ANodeWhoseRanksAreAllSlowIsTheNode) {
   // Two nodes of two ranks; node 1's ranks (2, 3) send slowly to everyone.
   const auto pairs = matrix(6, 1.7, [](int a, int) { return a == 2 || a == 3 ? 0.3 : 1.0; });

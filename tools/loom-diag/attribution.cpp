@@ -121,7 +121,11 @@ Attribution attribute(std::span<const PairResult> pairs, std::span<const int> ho
     const auto from = static_cast<size_t>(pairs[i].from), to = static_cast<size_t>(pairs[i].to);
     ++outAll[from];
     ++inAll[to];
-    if (a.slow[i]) ++outSlow[from], ++inSlow[to];
+    // A pair with a rank whose sends or receives as a whole are slow is that
+    // rank's, not the other end's: else a healthy rank with one slow link
+    // besides would count as slow.
+    if (a.slow[i] && !slowSends[to] && !slowReceives[to]) ++outSlow[from];
+    if (a.slow[i] && !slowSends[from] && !slowReceives[from]) ++inSlow[to];
   }
   const auto mostly = [](int slow, int all) { return slow >= 2 && 2 * slow > all; };
   std::vector<bool> slowSender(static_cast<size_t>(n)), slowReceiver(static_cast<size_t>(n));
@@ -165,13 +169,23 @@ Attribution attribute(std::span<const PairResult> pairs, std::span<const int> ho
                (slowSender[i] && slowReceiver[i] ? "both ways" : slowSender[i] ? "sending" : "receiving") + " (" +
                std::to_string(slowSender[i] ? outSlow[i] : inSlow[i]) + " of " +
                std::to_string(slowSender[i] ? outAll[i] : inAll[i]) + " pairs)";
+    // Slow pairs the other way, too few to call the rank slow that way, are
+    // the same rank's (a rank starved of its CPU slows whichever of its
+    // transfers fall in the starved moments), not links of their own.
+    if (slowSender[i] != slowReceiver[i]) {
+      const bool sends = slowReceiver[i];  // the other way
+      if (const int other = sends ? outSlow[i] : inSlow[i]; other > 0) {
+        f.detail += "; slow too: " + std::to_string(other) + " of its " + std::to_string(sends ? outAll[i] : inAll[i]) +
+                    (sends ? " sends" : " receives");
+      }
+    }
     a.findings.push_back(f);
   }
 
-  // Links: slow pairs that no slow rank explains.
+  // Links: slow pairs that touch no slow rank.
   for (size_t i = 0; i < pairs.size(); ++i) {
     const PairResult& p = pairs[i];
-    if (!a.slow[i] || slowSender[static_cast<size_t>(p.from)] || slowReceiver[static_cast<size_t>(p.to)]) continue;
+    if (!a.slow[i] || rankSlow(p.from) || rankSlow(p.to)) continue;
     const double m = medianOf(p.path);
     a.findings.push_back({.kind = "link",
                           .metric = Metric::Bandwidth,

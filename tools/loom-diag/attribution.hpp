@@ -14,8 +14,10 @@
 // ranks'; needed in small jobs, where one rank's pairs are half of them and
 // drag the path's median towards their own): the fault is the rank, not
 // each of its links. A
-// node is slow when all of its two or more ranks are. The slow pairs no slow
-// rank explains are slow links.
+// node is slow when all of its two or more ranks are. A slow rank explains
+// every slow pair that touches it, either way (a rank starved of its CPU is
+// slow in bursts, receiving from all and sending to some); the slow pairs
+// that touch no slow rank are slow links.
 #pragma once
 
 #include <span>
