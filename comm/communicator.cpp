@@ -310,7 +310,8 @@ void Communicator::startResident() {
   }
   const auto twoShotFrom = static_cast<uint64_t>(env::getInt("LOOM_DEVICE_TWO_SHOT_BYTES", 0, 1LL << 50));
   const auto scratch = static_cast<size_t>(env::getInt("LOOM_DEVICE_SCRATCH_BYTES", 65536, 1LL << 32)) & ~size_t{4095};
-  auto area = std::make_unique<ResidentArea>(*bootstrap_, scratch, twoShotFrom);
+  const bool twoShotChosen = env::getIfSet("LOOM_DEVICE_TWO_SHOT_BYTES").has_value();
+  auto area = std::make_unique<ResidentArea>(*bootstrap_, scratch, twoShotFrom, twoShotChosen);
   std::lock_guard lock(residentMutex_);
   resident_ = std::move(area);
   if (cancel_.cancelled()) resident_->release();

@@ -26,6 +26,7 @@ namespace {
 struct Card {
   DeviceCard area;
   uint64_t twoShotFromBytes = 0;  // rank 0's is every rank's
+  uint8_t twoShotChosen = 0;      // and so is whether it was set or the default
   uint64_t scratchBytes = 0;      // every rank's must be the same: peers find slots by it
   char regions[64] = {};          // rank 0's: the name of the regions' segment (resident_regions.hpp), or empty
 };
@@ -78,7 +79,8 @@ struct ResidentArea::StreamClaims {
   std::map<std::tuple<int, int, bool>, Word> words;  // (sender, receiver, taken)
 };
 
-ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes)
+ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes,
+                           bool twoShotChosen)
     : runtime_(cuda::runtime()),
       rank_(bootstrap.rank()),
       scratchBytes_(scratchBytes),
@@ -90,6 +92,7 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   channelStreams_.assign(2 * static_cast<size_t>(n), nullptr);
   Card mine;
   mine.twoShotFromBytes = twoShotFromBytes;
+  mine.twoShotChosen = twoShotChosen ? 1 : 0;
   mine.scratchBytes = scratchBytes;
   const size_t bytes = kFlagBytes + scratchBytes + 2 * kP2pSlotBytes * static_cast<size_t>(n);
   bool ok = n <= kMaxRanks;
@@ -175,6 +178,8 @@ ResidentArea::ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t t
   // Every rank saw the same cards, so every rank agrees; pids of one node's
   // processes differ.
   sharesAddresses_ = sharesAddresses_ && ready_;
+  const bool processesOnOneGpu = ready_ && oneDevice_ && !sharesAddresses_;
+  if (processesOnOneGpu && first.twoShotChosen == 0) twoShotFromBytes_ = 0;
   // One device, so the same answer on every rank.
   sharesEveryBuffer_ = sharesAddresses_ && oneDevice_ && runtime_.hasMemoryPools(device_);
   if (sharesAddresses_) claims_ = sharedByKey<StreamClaims>(static_cast<const void*>(peers_[0].base));

@@ -56,9 +56,10 @@ class ResidentArea {
 
   // Collective over the communicator's ranks (a bootstrap all-gather, twice);
   // `scratchBytes` of scratch per rank; `twoShotFromBytes` as this rank would
-  // have it (rank 0's is every rank's). Never throws for a device that
+  // have it, `twoShotChosen` whether set (LOOM_DEVICE_TWO_SHOT_BYTES) or the
+  // default (rank 0's are every rank's). Never throws for a device that
   // cannot take part: ready() is then false on every rank.
-  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes);
+  ResidentArea(Bootstrap& bootstrap, size_t scratchBytes, uint64_t twoShotFromBytes, bool twoShotChosen);
   ~ResidentArea();
   ResidentArea(const ResidentArea&) = delete;
   ResidentArea& operator=(const ResidentArea&) = delete;
@@ -69,7 +70,10 @@ class ResidentArea {
   int size() const { return static_cast<int>(peers_.size()); }
   size_t scratchBytes() const { return scratchBytes_; }
   // All-reduces of 3 or more ranks whose call holds at least this many bytes
-  // run in two shots (0: never); the same on every rank.
+  // run in two shots (0: never); the same on every rank. Unless chosen, 0
+  // for processes sharing one GPU: each round of flags costs them a context
+  // switch, and two shots take a round more a piece, where one shot's extra
+  // reads run at the GPU's own memory rate.
   uint64_t twoShotFromBytes() const { return twoShotFromBytes_; }
   // Where every rank's kernels may read this rank's device buffer `p` in
   // place, as a published place names it; nullopt where they may not (yet),

@@ -475,23 +475,30 @@ TEST(DeviceInPlace, ProcessesOnStreamsReadWindowsAndSendOnTheStream) {
 // memfds) once, and read them in place from then on, so from the third
 // round of the same buffers every call and every send of more than two
 // pieces is read in place with nothing copied into a scratch, every result
-// exact (3 ranks: the all-reduce in two shots, its result read in place
-// too). With LOOM_CUDA_IPC_CACHE=0 nothing stays open, so everything goes
-// through the scratch, exact all the same. Past one slot (600001 int32 a
-// block: 3 or 4 pieces), the ranks read in place publish each call's pieces
-// at once (a range), exact too; and an all-reduce in place of 2 ranks there
-// puts its result aside and is read in place as well.
+// exact (3 ranks with LOOM_DEVICE_TWO_SHOT_BYTES set: the all-reduce in two
+// shots, its result read in place too; processes on one GPU run one shot
+// unless it is set). With LOOM_CUDA_IPC_CACHE=0 nothing stays open, so
+// everything goes through the scratch, exact all the same. Past one slot
+// (600001 int32 a block: 3 or 4 pieces), the ranks read in place publish
+// each call's pieces at once (a range), exact too; and an all-reduce in
+// place in one shot there puts its result aside and is read in place as
+// well, where in two shots it goes through the scratch.
 TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   struct Run {
     const char* count;
     const char* cache;
+    const char* twoShotFrom = "";  // LOOM_DEVICE_TWO_SHOT_BYTES, unset where empty
   };
   for (int n : {2, 3}) {
-    for (const Run run : {Run{"140001", "1"}, Run{"140001", "0"}, Run{"600001", "1"}}) {
+    for (const Run run : {Run{"140001", "1"}, Run{"140001", "0"}, Run{"600001", "1"}, Run{"600001", "1", "524288"}}) {
       const std::string cache = run.cache;
-      SCOPED_TRACE(std::to_string(n) + " ranks, " + run.count + " elements, LOOM_CUDA_IPC_CACHE=" + cache);
-      const ProcessResult r = runRanks(n, {run.count, "in-place-on-stream"}, {{"LOOM_CUDA_IPC_CACHE", cache}});
+      const std::string twoShotFrom = run.twoShotFrom;
+      SCOPED_TRACE(std::to_string(n) + " ranks, " + run.count + " elements, LOOM_CUDA_IPC_CACHE=" + cache +
+                   ", LOOM_DEVICE_TWO_SHOT_BYTES=" + twoShotFrom);
+      std::map<std::string, std::string> env{{"LOOM_CUDA_IPC_CACHE", cache}};
+      if (!twoShotFrom.empty()) env["LOOM_DEVICE_TWO_SHOT_BYTES"] = twoShotFrom;
+      const ProcessResult r = runRanks(n, {run.count, "in-place-on-stream"}, env);
       ASSERT_EQ(r.exitCode, 0) << r.output;
       // 8 collectives a round, two rounds; the broadcast and the scatter
       // read only the root's (rank 1's) input.
@@ -505,14 +512,18 @@ TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
         if (fake() && cache == "1") {
           EXPECT_TRUE(contains(r.output, who + "in place from round 2: .*, copied 0 bytes")) << r.output;
         }
-        // An all-reduce in place of two pieces in one shot (2 ranks) puts
-        // its result aside: its input read in place, nothing copied but
-        // the result back over it (4 x 600001 bytes a call).
-        const bool aside = n == 2 && std::string(run.count) == "600001" && cache == "1";
+        // An all-reduce in place of two pieces in one shot (2 ranks, or 3
+        // processes on one GPU by default) puts its result aside: its input
+        // read in place, nothing copied but the result back over it (4 x
+        // 600001 bytes a call).
+        const bool twoShots = n == 3 && !twoShotFrom.empty();
+        const bool aside = std::string(run.count) == "600001" && cache == "1" && !twoShots;
         const std::string allReduce =
             who + "all-reduce in place from round 2: " + (aside ? "2" : "0") + " of 2 offered";
         EXPECT_TRUE(contains(r.output, allReduce)) << r.output;
-        if (fake() && aside) EXPECT_TRUE(contains(r.output, allReduce + ", copied 4800008 bytes")) << r.output;
+        if (fake() && aside) {
+          EXPECT_TRUE(contains(r.output, allReduce + ", copied 4800008 bytes")) << r.output;
+        }
       }
     }
   }
