@@ -82,6 +82,17 @@ std::vector<PairResult> matrix(int n, double normal, const std::function<double(
   return pairs;
 }
 
+// The ordered pairs of a run's 4 x 4 one-way matrix (row: from), all sockets.
+std::vector<PairResult> measuredPairs(const double (&measured)[4][4]) {
+  std::vector<PairResult> pairs;
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a != b) pairs.push_back({.from = a, .to = b, .path = "socket", .bandwidthGBps = measured[a][b]});
+    }
+  }
+  return pairs;
+}
+
 std::vector<int> eachAlone(int n) {
   std::vector<int> hosts;
   for (int r = 0; r < n; ++r) hosts.push_back(r);
@@ -161,12 +172,7 @@ TEST(DiagAttribution, ARankIsHeldAgainstThePairsThatDoNotTouchIt) {
                                  {4.415, 0, 0.404, 1.067},
                                  {0.205, 0.456, 0, 0.140},
                                  {4.282, 1.756, 0.209, 0}};
-  std::vector<PairResult> pairs;
-  for (int a = 0; a < 4; ++a) {
-    for (int b = 0; b < 4; ++b) {
-      if (a != b) pairs.push_back({.from = a, .to = b, .path = "socket", .bandwidthGBps = measured[a][b]});
-    }
-  }
+  auto pairs = measuredPairs(measured);
   const auto a = attribute(pairs, eachAlone(4), {.minDrop = 0.5});
   ASSERT_EQ(a.findings.size(), 1u) << (a.findings.empty() ? "" : a.findings.back().detail);
   EXPECT_EQ(a.findings[0].kind, "rank");
@@ -184,12 +190,7 @@ TEST(DiagAttribution, ASlowRanksPairsTheOtherWayAreTheRanksToo) {
                                  {3.036, 0, 0.417, 2.508},
                                  {3.554, 0.421, 0, 3.263},
                                  {3.634, 3.731, 0.429, 0}};
-  std::vector<PairResult> pairs;
-  for (int a = 0; a < 4; ++a) {
-    for (int b = 0; b < 4; ++b) {
-      if (a != b) pairs.push_back({.from = a, .to = b, .path = "socket", .bandwidthGBps = measured[a][b]});
-    }
-  }
+  auto pairs = measuredPairs(measured);
   const auto a = attribute(pairs, eachAlone(4), {});
   ASSERT_EQ(a.findings.size(), 1u) << a.findings.back().detail;
   EXPECT_EQ(a.findings[0].kind, "rank");
