@@ -14,6 +14,7 @@
 #include "base/device/memop_batch.hpp"
 #include "base/device/runtime.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "collectives/device_kernels.hpp"
 
 namespace loom::coll {
@@ -560,15 +561,22 @@ void runResident(Communicator& comm, const Collective& c, void* stream) {
   const bool twoShots = twoShot(area, c);
   const size_t pieceCount = (c.count + perPiece - 1) / perPiece;
   const bool aside = resultAside(c, twoShots, pieceCount);
-  const std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots, aside);
+  std::optional<InPlace> inPlace = offersInPlace(area, c, twoShots, aside);
   // The call as its pieces run it: an all-reduce in place whose input is
   // read where it lies writes its result aside, copied over its buffer once
   // every peer is done reading it (the last piece's release waits for that).
   Collective run = c;
   std::unique_ptr<cuda::CallBuffer> result;  // freed on the stream behind the call
   if (aside && inPlace) {
-    result = std::make_unique<cuda::CallBuffer>(c.recvBytes, q);
-    run.recv = result->data();
+    try {
+      result = std::make_unique<cuda::CallBuffer>(c.recvBytes, q);
+      run.recv = result->data();
+    } catch (const Error& e) {
+      // The device's memory is the caller's (a framework's cache may hold
+      // all of it): no room aside, so through the scratch, as before.
+      LOOM_INFO(Coll, "an all-reduce in place through the scratch: no room for its result aside: %s", e.what());
+      inPlace.reset();
+    }
   }
   for (size_t index = 0; index < pieceCount; ++index) {
     const size_t first = index * perPiece;

@@ -33,6 +33,7 @@ std::atomic<int> fakeGpus{1};
 std::atomic<bool> fakePeers{true};
 std::atomic<bool> refuseIpc{false};
 std::atomic<bool> pooled{false};
+std::atomic<size_t> streamMemoryBytes{0};  // fakeStreamMemoryBytes: 0, no limit
 std::atomic<StreamHandle> captured{nullptr};
 std::atomic<uint64_t> staged{0};
 std::atomic<uint64_t> copied{0};
@@ -218,6 +219,9 @@ class FakeRuntime final : public DeviceRuntime {
   }
   bool hasMemoryPools(int) override { return true; }
   void* allocOnStream(size_t bytes, StreamHandle handle) override {
+    if (const size_t most = streamMemoryBytes.load(std::memory_order_acquire); most != 0 && bytes > most) {
+      throw Error(loomUnhandledCudaError, "cudaMallocAsync of " + std::to_string(bytes) + " bytes: out of memory (fake)");
+    }
     void* p = allocations_.allocate(bytes, stream(handle).queue()->device, true);
     if (p == nullptr) throw Error(loomSystemError, "out of memory for a fake device buffer");
     streamAllocations.fetch_add(1, std::memory_order_relaxed);
@@ -534,6 +538,8 @@ int fakeGpuCount() { return fakeGpus.load(std::memory_order_acquire); }
 void fakeRefuseIpc(bool on) { refuseIpc.store(on, std::memory_order_release); }
 
 void fakeMemoryPools(bool on) { pooled.store(on, std::memory_order_release); }
+
+void fakeStreamMemoryBytes(size_t most) { streamMemoryBytes.store(most, std::memory_order_release); }
 
 void fakeCapture(StreamHandle stream) { captured.store(stream, std::memory_order_release); }
 

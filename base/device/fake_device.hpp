@@ -37,6 +37,10 @@ void fakeRefuseIpc(bool on);
 // While on, every fake device buffer says it came from a memory pool
 // (DeviceRuntime::fromMemoryPool), as cudaMallocAsync's do.
 void fakeMemoryPools(bool on);
+// While non-zero, an allocation on a stream (allocOnStream) of more than
+// `most` bytes fails, as cudaMallocAsync's does where the device's memory is
+// taken: the tests' way to a full GPU.
+void fakeStreamMemoryBytes(size_t most);
 // While set, `stream` says it is being captured into a CUDA graph (as after
 // cudaStreamBeginCapture); nullptr ends it. The capture records nothing:
 // the tests' way to reach the refusals.

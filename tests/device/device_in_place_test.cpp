@@ -529,6 +529,20 @@ TEST(DeviceInPlace, ProcessesReadEachOthersPlainBuffersInPlaceOnTheStream) {
   }
 }
 
+// Where the GPU's memory is taken (a framework's cache may hold all of it),
+// an all-reduce in place of processes finds no room for its result aside:
+// it goes through the scratch as before, exact, and nothing fails.
+TEST(DeviceInPlace, AnAllReduceInPlaceWithNoRoomAsideGoesThroughTheScratch) {
+  if (!fake()) GTEST_SKIP() << "the fake device's allocations are the ones this test can fill";
+  const ProcessResult r = runRanks(2, {"600001", "in-place-on-a-full-gpu"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string who = "rank " + std::to_string(rank) + ": ";
+    EXPECT_TRUE(contains(r.output, who + "on the stream ok")) << r.output;
+    EXPECT_TRUE(contains(r.output, who + "all-reduce in place from round 2: 0 of 2 offered")) << r.output;
+  }
+}
+
 TEST(DeviceInPlace, ProcessesWithOneRankOnTheHostStageAndAgree) {
   SCOPED_TRACE(std::string("device memory: ") + deviceMemoryKind());
   const ProcessResult r = runRanks(3, {std::to_string(kLarge), "host-on-rank-0"});

@@ -6,11 +6,12 @@
 // checked against what every rank can compute, then a line with the bytes that went each way
 // (and the pieces staged calls ran as: loomGetCounter's staged_pieces).
 //   loom_test_device_collectives COUNT [host-on-rank-0 | refuse-ipc-on-rank-2 | gpu-per-rank | on-stream |
-//                                       in-place-on-stream]
+//                                       in-place-on-stream | in-place-on-a-full-gpu]
 // (on-stream: only calls on a stream: in symmetric windows, and a ring of
 // sends and receives; see onStream. in-place-on-stream: rounds of calls on a
 // stream of plain device buffers, read in place once the peers opened them;
-// see inPlaceOnStream.)
+// see inPlaceOnStream. in-place-on-a-full-gpu: the same where no allocation on
+// a stream of more than 1 MiB succeeds, on the fake device.)
 // (refuse-ipc-on-rank-2: on the fake device, rank 2 cannot map its peers' buffers;
 // gpu-per-rank: local rank r on GPU r, of the fake device's GPUs with peer
 // access, or of a machine's GPUs r mod their count.)
@@ -562,7 +563,9 @@ int main(int argc, char** argv) {
     if (ok) std::printf("rank %d: on the stream ok\n", rank);
     return loomCommDestroy(comm) == loomSuccess && ok ? 0 : 1;
   }
-  if (mode == "in-place-on-stream") {
+  if (mode == "in-place-on-stream" || mode == "in-place-on-a-full-gpu") {
+    // A full GPU: no allocation on a stream of more than 1 MiB (the fake device's).
+    if (mode == "in-place-on-a-full-gpu") loom::cuda::fakeStreamMemoryBytes(size_t{1} << 20);
     const bool ok = inPlaceOnStream(comm, rank, n, count);
     if (ok) std::printf("rank %d: on the stream ok\n", rank);
     return loomCommDestroy(comm) == loomSuccess && ok ? 0 : 1;
