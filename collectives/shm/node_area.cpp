@@ -160,10 +160,13 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
   }
   if (error.empty()) firstTouch(controlBytes);
   // Every rank says whether it got this far, so that a failure anywhere
-  // fails every rank at the same point.
+  // fails every rank at the same point; and, in a second byte, whether its
+  // process registered for membarrier's heavy fence (postFence_).
+  const bool fenceRegistered = AsymmetricFence::registerProcess();
   const auto agree = [&](const std::string& failedAt) {
     std::fill(blocks.begin(), blocks.end(), std::byte{0});
     blocks[self * kNameBytes] = std::byte{error.empty() ? uint8_t{1} : uint8_t{0}};
+    blocks[self * kNameBytes + 1] = std::byte{fenceRegistered ? uint8_t{1} : uint8_t{0}};
     comm.bootstrap().allgather(blocks, kNameBytes);
     if (!error.empty()) throw Error(loomSystemError, "shared-memory collectives: " + error);
     for (size_t r = 0; r < peers.size(); ++r) {
@@ -182,14 +185,19 @@ NodeArea::NodeArea(Communicator& comm, size_t slotBytes) : comm_(comm), slotByte
     error = e.what();
   }
   agree("map every page of its node's shared segment");
+  const bool everyFenceRegistered = std::all_of(localToRank_.begin(), localToRank_.end(), [&](int rank) {
+    return blocks[static_cast<size_t>(rank) * kNameBytes + 1] == std::byte{1};
+  });
+  postFence_ = AsymmetricFence(everyFenceRegistered);
   spin_ = !oversubscribed(localSize_);
   timeout_ = comm.engine().context().timeout;
   singleCopy_ = env::getInt("LOOM_SHM_SINGLE_COPY", 0, 1) == 1;
   sources_.resize(localToRank_.size());
   control_ = reinterpret_cast<Control*>(segment_.data());
   data_ = segment_.data() + controlBytes;
-  LOOM_INFO(Coll, "node segment %s: %d local ranks, %zu x %d slots of %zu bytes", segment_.name().c_str(), localSize_,
-            buffers_, localSize_ + 1, slotBytes_);
+  LOOM_INFO(Coll, "node segment %s: %d local ranks, %zu x %d slots of %zu bytes, %s", segment_.name().c_str(),
+            localSize_, buffers_, localSize_ + 1, slotBytes_,
+            postFence_.split() ? "posts fenced by the sleepers' membarrier" : "posts fully fenced");
 }
 
 // Each rank writes its own staging slots first, so their pages sit on its
@@ -282,14 +290,15 @@ std::byte* NodeArea::result(uint64_t step) const { return stage(localSize_, step
 
 void NodeArea::post(Counter counter, uint64_t step) {
   releaseCounters();
-  control_->counter(localRank_, counter, step).store(step, std::memory_order_seq_cst);
+  control_->counter(localRank_, counter, step).store(step, std::memory_order_release);
+  postFence_.light();  // the sleeper's heavy half makes it a full fence (sleep())
   wake();
 }
 
-// Pairs with sleep() (Dekker's pattern, all seq_cst): the poster stores its
-// counter then reads `sleepers`, a sleeper increments `sleepers` then reads
-// the counter, so either the poster sees the sleeper or the sleeper's last
-// look sees the post.
+// Pairs with sleep() (Dekker's pattern): the poster stores its counter then
+// reads `sleepers`, a sleeper increments `sleepers` then reads the counter,
+// each with a fence between (postFence_'s two halves), so either the poster sees the sleeper or the sleeper's
+// last look sees the post.
 void NodeArea::wake() {
   if (control_->sleepers.value.load(std::memory_order_seq_cst) == 0) return;
   control_->generation.value.fetch_add(1, std::memory_order_seq_cst);
@@ -299,6 +308,7 @@ void NodeArea::wake() {
 void NodeArea::sleep(int local, Counter counter, uint64_t step) {
   auto& sleepers = control_->sleepers.value;
   sleepers.fetch_add(1, std::memory_order_seq_cst);
+  postFence_.heavy();  // every poster's store before it is seen below, or the poster sees this sleeper
   const uint32_t generation = control_->generation.value.load(std::memory_order_seq_cst);
   if (control_->counter(local, counter, step).load(std::memory_order_seq_cst) < step) {
     const timespec slice = toTimespec(kSleepSlice);

@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "base/asymmetric_fence.hpp"
 #include "base/cache_line.hpp"
 #include "base/shm/segment.hpp"
 #include "collectives/stall_probe.hpp"
@@ -303,6 +304,10 @@ class NodeArea {
   uint64_t deferredFirst_ = 0;  // index (mod depth) of the oldest
   uint64_t deferredCount_ = 0;
   bool spin_ = true;  // false when the node's ranks outnumber this process's CPUs
+  // Between a post's store and its look for sleepers (light) and a sleeper's
+  // announcement and its last look at the counter (heavy): split where every
+  // local rank's process registered for it (asymmetric_fence.hpp).
+  AsymmetricFence postFence_{false};
   std::chrono::milliseconds timeout_{0};  // LOOM_TIMEOUT_MS; read here, where a failed communicator no longer answers
   bool singleCopy_ = true;  // LOOM_SHM_SINGLE_COPY
   CallInfo call_;
