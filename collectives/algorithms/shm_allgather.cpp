@@ -102,15 +102,18 @@ void gatherPieces(const Plan& plan, shm::NodeArea& node, const NodeBlocks& block
 
 // The plain all-gather's call whose block fits one slot (most small calls):
 // gatherPieces' one step, without its walk of NodeBlocks and pieces. This
-// rank's block staged; then every block copied out, its own from its input.
+// rank's block staged and published; its own block copied out of its input
+// while its peers may still stage theirs; then theirs.
 void gatherInOneStep(const Plan& plan, shm::NodeArea& node) {
   const size_t block = plan.c.blockBytes();
   const int me = node.localRank();
   const uint64_t step = node.nextStep();
   plan.copy(node.stage(me, step, block), plan.c.send, block);
-  node.arrive(step, plan.what);
+  node.publish(step);
+  plan.copy(plan.c.recv + static_cast<size_t>(me) * block, plan.c.send, block);
+  node.awaitArrivals(step, plan.what);
   for (int q = 0; q < node.localSize(); ++q) {
-    plan.copy(plan.c.recv + static_cast<size_t>(q) * block, q == me ? plan.c.send : node.stage(q, step, block), block);
+    if (q != me) plan.copy(plan.c.recv + static_cast<size_t>(q) * block, node.stage(q, step, block), block);
   }
 }
 

@@ -63,15 +63,21 @@ void exchangePieces(const Plan& plan, shm::NodeArea& node, const Pieces& pieces,
     const Piece piece = pieces[i];
     const bool arrived = i == 0 && firstStep;
     const uint64_t step = arrived ? *firstStep : node.nextStep();
+    // Its own block's piece goes straight from its input to its output,
+    // while its peers may still stage theirs.
+    const size_t own = static_cast<size_t>(me) * block + piece.offset;
     if (!arrived) {
       stageForPeers(plan, node, step, piece);
-      node.arrive(step, plan.what);
+      node.publish(step);
+      plan.copy(plan.c.recv + own, plan.c.send + own, piece.bytes);
+      node.awaitArrivals(step, plan.what);
+    } else {
+      plan.copy(plan.c.recv + own, plan.c.send + own, piece.bytes);
     }
     for (int q = 0; q < node.localSize(); ++q) {
-      std::byte* out = plan.c.recv + static_cast<size_t>(q) * block + piece.offset;
-      const std::byte* in = q == me ? plan.c.send + static_cast<size_t>(me) * block + piece.offset
-                                    : stagedFor(node, step, piece, q, me);
-      plan.copy(out, in, piece.bytes);
+      if (q == me) continue;
+      plan.copy(plan.c.recv + static_cast<size_t>(q) * block + piece.offset, stagedFor(node, step, piece, q, me),
+                piece.bytes);
     }
   }
 }

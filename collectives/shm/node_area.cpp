@@ -531,8 +531,7 @@ void NodeArea::waitForDeferred(const Deferred& d) {
   }
 }
 
-void NodeArea::arrive(uint64_t step, const std::string& what) {
-  post(Counter::Arrived, step);
+void NodeArea::awaitArrivals(uint64_t step, const std::string& what) {
   waitAll(Counter::Arrived, step, what);
   if (step == callStep_) {
     checkCalls(step, what);

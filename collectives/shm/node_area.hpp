@@ -219,7 +219,14 @@ class NodeArea {
   uint64_t nextLineStep();
   // This rank has staged `step`: publishes it and waits until every local
   // rank has. `what` names the collective in errors ("allreduce #12").
-  void arrive(uint64_t step, const std::string& what);
+  void arrive(uint64_t step, const std::string& what) {
+    publish(step);
+    awaitArrivals(step, what);
+  }
+  // arrive() in two halves, for a rank with work of its own to do between
+  // (an all-gather's copy of its own block): publishes `step`, then waits.
+  void publish(uint64_t step) { post(Counter::Arrived, step); }
+  void awaitArrivals(uint64_t step, const std::string& what);
   // arrive() for a rank that reads nothing of its peers' at `step` (a
   // broadcast's or scatter's root, a gather's or whole reduce's others):
   // publishes the step and returns at once, having checked the calls of the
