@@ -2,9 +2,9 @@
 
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <unistd.h>
 
 #include "base/error.hpp"
 

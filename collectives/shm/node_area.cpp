@@ -297,8 +297,8 @@ void NodeArea::post(Counter counter, uint64_t step) {
 
 // Pairs with sleep() (Dekker's pattern): the poster stores its counter then
 // reads `sleepers`, a sleeper increments `sleepers` then reads the counter,
-// each with a fence between (postFence_'s two halves), so either the poster sees the sleeper or the sleeper's
-// last look sees the post.
+// each with a fence between (postFence_'s two halves), so either the poster
+// sees the sleeper or the sleeper's last look sees the post.
 void NodeArea::wake() {
   if (control_->sleepers.value.load(std::memory_order_seq_cst) == 0) return;
   control_->generation.value.fetch_add(1, std::memory_order_seq_cst);
